@@ -1,0 +1,39 @@
+// ParallelFor: the one place where core/ uses OpenMP.
+//
+// Kernels see a half-open range [begin, end) of independent work items (rows);
+// each item has exactly one writer, so results are bytewise identical for any
+// thread count. Small jobs (fewer than two grains) run serially on the calling
+// thread: many concurrent small RPCs must not fight over OpenMP teams.
+//
+// Thread-safety: ParallelFor may be called concurrently from many threads.
+#ifndef PHASOR_CORE_PARALLEL_H_
+#define PHASOR_CORE_PARALLEL_H_
+
+#include <cstdint>
+
+#include "absl/functional/function_ref.h"
+
+namespace phasor {
+
+// How much parallelism a call may use. Passed by value to every kernel; there
+// is no process-wide mutable setting.
+struct ExecutionOptions {
+  // Upper bound on OpenMP threads for one call; 1 runs serially. The server
+  // sets it from --threads.
+  int max_threads = 1;
+  // Minimum number of scalar outputs (elements) per parallel chunk. Below two
+  // grains of total work the call runs serially. 64K elements is about 30-100
+  // microseconds of work for the kernels here, well above OpenMP's fork cost.
+  int64_t grain_elements = int64_t{1} << 16;
+};
+
+// Calls `body(begin, end)` over disjoint chunks covering [0, num_items).
+// `elements_per_item` is the work per item, used with the grain to decide the
+// number of chunks. Chunks are contiguous and statically assigned.
+void ParallelFor(const ExecutionOptions& options, int64_t num_items,
+                 int64_t elements_per_item,
+                 absl::FunctionRef<void(int64_t begin, int64_t end)> body);
+
+}  // namespace phasor
+
+#endif  // PHASOR_CORE_PARALLEL_H_

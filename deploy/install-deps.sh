@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package Phasor needs to build, test and run.
+# Idempotent: when everything is present it only checks and returns.
+# Used by the README's commands and by the Dockerfile's builder stage.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config ca-certificates
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
+  tzdata openssl curl
+  python3 python3-numpy python3-grpcio python3-protobuf
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
+fi

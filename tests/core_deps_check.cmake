@@ -1,0 +1,18 @@
+# Fails when any file in core/ includes a gRPC or protobuf header, or when
+# phasor_core links a gRPC or protobuf target.
+file(GLOB_RECURSE sources "${CORE_DIR}/*.h" "${CORE_DIR}/*.cc" "${CORE_DIR}/CMakeLists.txt")
+foreach(f IN LISTS sources)
+  file(STRINGS "${f}" hits REGEX "#include [<\"](grpc|grpcpp|google/protobuf)/|gRPC::|protobuf::")
+  if(hits)
+    message(FATAL_ERROR "${f} depends on gRPC/protobuf: ${hits}")
+  endif()
+endforeach()
+string(TOLOWER "${CORE_LINKS}" links)
+if(links MATCHES "grpc|protobuf")
+  message(FATAL_ERROR "phasor_core links gRPC/protobuf: ${CORE_LINKS}")
+endif()
+list(LENGTH sources n)
+if(n LESS 5)
+  message(FATAL_ERROR "expected core/ sources, found ${n} files")
+endif()
+message(STATUS "core/: ${n} files, no gRPC/protobuf includes; links: ${CORE_LINKS}")
