@@ -36,7 +36,7 @@ inline absl::Status InvalidField(absl::string_view field,
 
 // The field path carried by `status`, if any.
 inline std::optional<std::string> FieldPathOf(const absl::Status& status) {
-  std::optional<absl::Cord> payload = status.GetPayload(kFieldPathPayload);
+  auto payload = status.GetPayload(kFieldPathPayload);  // absl::optional here
   if (!payload) return std::nullopt;
   return std::string(*payload);
 }

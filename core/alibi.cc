@@ -1,0 +1,72 @@
+#include "core/alibi.h"
+
+#include <cassert>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "core/errors.h"
+
+namespace phasor {
+
+absl::Status ValidateAlibi(int64_t num_heads, int64_t q_len, int64_t k_len) {
+  if (num_heads <= 0) {
+    return InvalidField("num_heads", absl::StrCat("must be > 0, got ", num_heads));
+  }
+  if (q_len < 0) return InvalidField("q_len", absl::StrCat("must be >= 0, got ", q_len));
+  if (k_len < 0) return InvalidField("k_len", absl::StrCat("must be >= 0, got ", k_len));
+  if (q_len > k_len) {
+    return InvalidField("q_len", absl::StrCat("must be <= k_len (", k_len, "), got ", q_len));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Slope of head h among n heads, n a power of two: 2^(−8(h+1)/n).
+double PowerOfTwoSlope(int64_t h, int64_t n) {
+  return std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(n));
+}
+
+}  // namespace
+
+void AlibiSlopes(int64_t num_heads, absl::Span<float> slopes) {
+  assert(num_heads > 0 && static_cast<int64_t>(slopes.size()) == num_heads);
+  int64_t p = 1;
+  while (p * 2 <= num_heads) p *= 2;
+  for (int64_t h = 0; h < p; ++h) {
+    slopes[h] = static_cast<float>(PowerOfTwoSlope(h, p));
+  }
+  // Press et al.'s interleave: every other slope of the 2p-head sequence.
+  for (int64_t h = p; h < num_heads; ++h) {
+    slopes[h] = static_cast<float>(PowerOfTwoSlope(2 * (h - p), 2 * p));
+  }
+}
+
+void AlibiBias(absl::Span<const float> slopes, int64_t q_len, int64_t k_len,
+               bool causal, const ExecutionOptions& options,
+               absl::Span<float> bias) {
+  const int64_t heads = static_cast<int64_t>(slopes.size());
+  assert(static_cast<int64_t>(bias.size()) == AlibiBiasSize(heads, q_len, k_len));
+  const int64_t offset = k_len - q_len;
+  constexpr float kMasked = -std::numeric_limits<float>::infinity();
+  // One item = one (head, query) row of k_len values.
+  ParallelFor(options, heads * q_len, k_len, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t h = row / q_len;
+      const int64_t pos = row % q_len + offset;
+      const float slope = slopes[h];
+      float* out = bias.data() + row * k_len;
+      for (int64_t j = 0; j < k_len; ++j) {
+        const int64_t distance = pos - j;
+        if (distance >= 0) {
+          out[j] = -slope * static_cast<float>(distance);
+        } else {
+          out[j] = causal ? kMasked : slope * static_cast<float>(distance);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace phasor

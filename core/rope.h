@@ -1,0 +1,151 @@
+// Rotary position embeddings (RoPE; Su et al., "RoFormer: Enhanced
+// Transformer with Rotary Position Embedding", 2021), applied to query/key
+// tensors or tabulated as cos/sin for clients with their own kernels.
+//
+// For a token at position p, pair i of the first rd channels of every head is
+// rotated by the angle p·θ_i (θ_i from core/rope_scaling.h), with
+// c_i = cos(p·θ_i)·a and s_i = sin(p·θ_i)·a, a = attention factor when folded
+// (HF multiplies cos/sin by `attention_scaling`), else 1:
+//   HALF (GPT-NeoX, LLaMA in HF transformers, `rotate_half`): pairs (i, i+rd/2)
+//     out[i]      = x[i]·c_i − x[i+rd/2]·s_i
+//     out[i+rd/2] = x[i+rd/2]·c_i + x[i]·s_i
+//   INTERLEAVED (GPT-J, Meta's LLaMA reference, complex multiply): pairs (2i, 2i+1)
+//     out[2i]     = x[2i]·c_i − x[2i+1]·s_i
+//     out[2i+1]   = x[2i+1]·c_i + x[2i]·s_i
+// Channels rd .. D−1 pass through unchanged. With a = 1, q_m·k_n depends on
+// m − n only (RoFormer §3.4.2).
+//
+// Units: positions are token indices (int64) or real-valued positions
+// (double; continuous-time RoPE), angles in radians.
+//
+// Accuracy: θ_i and p·θ_i are formed in double from the exact position
+// (int64 converted once) and cos/sin taken in double, then rounded once to
+// float; the rotation runs in float32 (fp16/bf16 are widened first and
+// narrowed once at the end). For |p| <= 2^31 float32 tables and outputs are
+// within 2e-6 of a long-double reference (tests/rope_test.cc). Float32 angle
+// arithmetic would be off by up to 0.89 at p = 2^24 + 1.
+//
+// Layers (rope.cc): one dtype switch → ParallelFor over tokens (one writer per
+// token row, so any thread count gives identical bytes) → per token, cos/sin
+// computed once and reused for every query and key head → an inner rotate
+// loop (vectorised body plus scalar tail).
+//
+// Thread-safety: pure functions; concurrent calls are safe. Spans are not
+// owned; the caller keeps them alive for the call.
+#ifndef PHASOR_CORE_ROPE_H_
+#define PHASOR_CORE_ROPE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "core/dtype.h"
+#include "core/parallel.h"
+#include "core/positions.h"
+#include "core/rope_scaling.h"
+
+namespace phasor {
+
+enum class RopeLayout {
+  kHalf,         // NeoX / LLaMA-HF rotate_half: pairs (i, i + rd/2).
+  kInterleaved,  // GPT-J / Meta: pairs (2i, 2i + 1).
+};
+
+struct RopeSpec {
+  // Channels rotated per head; 0 means head_dim. Even and <= head_dim
+  // (partial rotary, e.g. GPT-NeoX's rotary_pct, uses rd < head_dim).
+  int64_t rotary_dim = 0;
+  // Frequency base (HF rope_theta); the slowest pair's wavelength is about
+  // 2π·base positions.
+  double base = 10000.0;
+  RopeLayout layout = RopeLayout::kHalf;
+  RopeScaling scaling = NoRopeScaling{};
+  // Multiply cos/sin by the attention factor (as HF does). false leaves the
+  // factor to the caller (it is still returned).
+  bool fold_attention_factor = true;
+};
+
+// rd for a head of `head_dim` channels: spec.rotary_dim, or head_dim if 0.
+inline int64_t RopeRotaryDim(const RopeSpec& spec, int64_t head_dim) {
+  return spec.rotary_dim == 0 ? head_dim : spec.rotary_dim;
+}
+
+// Number of cos (and of sin) values per position: rd/2.
+inline int64_t RopeTableWidth(const RopeSpec& spec, int64_t head_dim) {
+  return RopeRotaryDim(spec, head_dim) / 2;
+}
+
+// Checks the spec for heads of `head_dim` channels. A caller with no head
+// tensor (RopeTables) passes head_dim = spec.rotary_dim. Errors are
+// INVALID_ARGUMENT naming `field_prefix`.rotary_dim, .base or
+// .scaling.<type>.<field>.
+absl::Status ValidateRopeSpec(const RopeSpec& spec, int64_t head_dim,
+                              absl::string_view field_prefix = "spec.rope");
+
+// The sequence length dynamic and longrope scaling see when the request does
+// not give one: max over positions of floor(p) + 1, at least 1 (HF's
+// dynamic_rope_update uses max(position_ids) + 1).
+// REQUIRES: real positions are finite.
+int64_t DefaultRopeSeqLen(const Positions& positions);
+
+// Validates `spec` (as ValidateRopeSpec) and `seq_len` (>= 1; field
+// "seq_len"), then returns θ_i (rd/2 values) and the attention factor.
+absl::StatusOr<RopeFrequencies> ComputeRopeFrequencies(
+    const RopeSpec& spec, int64_t head_dim, int64_t seq_len,
+    absl::string_view field_prefix = "spec.rope");
+
+// Checks that real positions are finite and that |p|·max θ is finite (so
+// every angle is a number). Errors name `field` (e.g. "positions[3]").
+absl::Status ValidateRopePositions(const Positions& positions,
+                                   const RopeFrequencies& frequencies,
+                                   absl::string_view field = "positions");
+
+// Writes cos(p·θ_i)·a and sin(p·θ_i)·a as [positions.size(), rd/2] row-major
+// float32 (a = attention factor if `fold_attention_factor`, else 1).
+// REQUIRES: ValidateRopePositions(positions, frequencies).ok();
+//           cos.size() == sin.size() == positions.size() · inv_freq.size().
+void ComputeRopeTables(const RopeFrequencies& frequencies,
+                       bool fold_attention_factor, const Positions& positions,
+                       const ExecutionOptions& options, absl::Span<float> cos,
+                       absl::Span<float> sin);
+
+// One operand of ApplyRope: a row-major [num_tokens, num_heads, head_dim]
+// tensor of `dtype` (float32, float16 or bfloat16) stored little-endian in
+// `in`; the rotated tensor goes to `out`, in the same dtype. out.data() ==
+// in.data() rotates in place; otherwise the two must not overlap.
+struct RopeOperand {
+  DType dtype = DType::kFloat32;
+  int64_t num_tokens = 0;
+  int64_t num_heads = 0;
+  int64_t head_dim = 0;
+  absl::Span<const uint8_t> in;
+  absl::Span<uint8_t> out;
+};
+
+// Bytes an operand of this shape occupies (0 if the product overflows).
+int64_t RopeOperandBytes(DType dtype, int64_t num_tokens, int64_t num_heads,
+                         int64_t head_dim);
+
+// Checks dtypes (float32/float16/bfloat16, key's equal to query's), shapes
+// (key: same tokens and head_dim as query; tokens == num_positions) and byte
+// counts. Errors are INVALID_ARGUMENT naming "query.dtype", "query.shape",
+// "query.data", "key...." or "positions". `key` may be null.
+absl::Status ValidateRopeOperands(const RopeOperand& query,
+                                  const RopeOperand* key,
+                                  int64_t num_positions);
+
+// Rotates query (and key, if non-null) in one pass over tokens.
+// REQUIRES: ValidateRopeSpec(spec, query.head_dim).ok(); `frequencies` from
+//           ComputeRopeFrequencies(spec, query.head_dim, ...);
+//           ValidateRopePositions(positions, frequencies).ok();
+//           ValidateRopeOperands(query, key, positions.size()).ok();
+//           out.size() == in.size() for each operand.
+void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies,
+               const Positions& positions, const ExecutionOptions& options,
+               const RopeOperand& query, const RopeOperand* key);
+
+}  // namespace phasor
+
+#endif  // PHASOR_CORE_ROPE_H_

@@ -1,0 +1,478 @@
+#include "core/rope_scaling.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/errors.h"
+#include "core/status_macros.h"
+
+namespace phasor {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+// θ_i = base^(−2i/rd): the unscaled RoFormer frequencies.
+std::vector<double> PlainInverseFrequencies(double base, int64_t rotary_dim) {
+  const int64_t half = rotary_dim / 2;
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    inv_freq[i] = std::pow(base, -static_cast<double>(2 * i) /
+                                     static_cast<double>(rotary_dim));
+  }
+  return inv_freq;
+}
+
+// NTK-aware exponent rd/(rd−2): the base change that keeps the highest
+// frequency fixed while stretching the lowest by `factor` (bloc97).
+double NtkBase(double base, double stretch, int64_t rotary_dim) {
+  const double rd = static_cast<double>(rotary_dim);
+  return base * std::pow(stretch, rd / (rd - 2.0));
+}
+
+// YaRN's get_mscale (HF `_compute_yarn_parameters`, from DeepSeek-V2).
+double GetMscale(double scale, double mscale) {
+  if (scale <= 1.0) return 1.0;
+  return 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+// Dimension index (of rd) at which the wavelength fits `num_rotations` times
+// into `context_length` tokens; YaRN eq. 17, HF find_correction_dim.
+double YarnCorrectionDim(double num_rotations, int64_t rotary_dim, double base,
+                         double context_length) {
+  return static_cast<double>(rotary_dim) *
+         std::log(context_length / (num_rotations * 2.0 * kPi)) /
+         (2.0 * std::log(base));
+}
+
+std::string Fmt(double value) { return absl::StrFormat("%.17g", value); }
+
+bool FiniteAtLeast(double value, double low) {
+  return std::isfinite(value) && value >= low;
+}
+bool FinitePositive(double value) { return std::isfinite(value) && value > 0.0; }
+
+// Resolved YaRN inputs; fields of YarnRopeScaling with HF's defaults applied.
+struct YarnResolved {
+  double factor;
+  int64_t original_max_position_embeddings;
+};
+
+YarnResolved ResolveYarn(const YarnRopeScaling& yarn) {
+  YarnResolved resolved;
+  resolved.original_max_position_embeddings =
+      yarn.original_max_position_embeddings.has_value()
+          ? *yarn.original_max_position_embeddings
+          : *yarn.max_position_embeddings;
+  resolved.factor =
+      yarn.factor.has_value()
+          ? *yarn.factor
+          : static_cast<double>(*yarn.max_position_embeddings) /
+                static_cast<double>(resolved.original_max_position_embeddings);
+  return resolved;
+}
+
+absl::Status ValidateFactorAtLeastOne(double factor, absl::string_view field) {
+  if (!FiniteAtLeast(factor, 1.0)) {
+    return InvalidField(field,
+                        absl::StrCat("must be finite and >= 1, got ", Fmt(factor)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateNtkExponent(int64_t rotary_dim, absl::string_view type,
+                                 absl::string_view spec_field_prefix) {
+  if (rotary_dim <= 2) {
+    return InvalidField(
+        absl::StrCat(spec_field_prefix, ".rotary_dim"),
+        absl::StrCat("must be > 2 for ", type,
+                     " scaling (the base exponent is rd/(rd-2)), got ",
+                     rotary_dim));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateOptionalPositive(const std::optional<int64_t>& value,
+                                      absl::string_view field) {
+  if (value.has_value() && *value <= 0) {
+    return InvalidField(field, absl::StrCat("must be > 0, got ", *value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateYarn(const YarnRopeScaling& yarn, double base,
+                          absl::string_view spec_field_prefix,
+                          absl::string_view prefix) {
+  const std::string factor_field = absl::StrCat(prefix, ".factor");
+  const std::string original_field =
+      absl::StrCat(prefix, ".original_max_position_embeddings");
+  const std::string max_field = absl::StrCat(prefix, ".max_position_embeddings");
+  if (yarn.factor.has_value()) {
+    PHASOR_RETURN_IF_ERROR(ValidateFactorAtLeastOne(*yarn.factor, factor_field));
+  }
+  PHASOR_RETURN_IF_ERROR(ValidateOptionalPositive(
+      yarn.original_max_position_embeddings, original_field));
+  PHASOR_RETURN_IF_ERROR(
+      ValidateOptionalPositive(yarn.max_position_embeddings, max_field));
+  if (!yarn.original_max_position_embeddings.has_value() &&
+      !yarn.max_position_embeddings.has_value()) {
+    return InvalidField(original_field,
+                        "required when max_position_embeddings is absent");
+  }
+  if (!yarn.factor.has_value()) {
+    if (!yarn.max_position_embeddings.has_value()) {
+      return InvalidField(factor_field,
+                          "required when max_position_embeddings is absent");
+    }
+    const YarnResolved resolved = ResolveYarn(yarn);
+    if (resolved.factor < 1.0) {
+      return InvalidField(
+          max_field,
+          absl::StrCat("must be >= original_max_position_embeddings ",
+                       resolved.original_max_position_embeddings,
+                       " when factor is absent (factor = ratio >= 1), got ",
+                       *yarn.max_position_embeddings));
+    }
+  }
+  if (!FinitePositive(yarn.beta_slow)) {
+    return InvalidField(absl::StrCat(prefix, ".beta_slow"),
+                        absl::StrCat("must be finite and > 0, got ",
+                                     Fmt(yarn.beta_slow)));
+  }
+  if (!std::isfinite(yarn.beta_fast) || yarn.beta_fast <= yarn.beta_slow) {
+    return InvalidField(absl::StrCat(prefix, ".beta_fast"),
+                        absl::StrCat("must be > beta_slow (", Fmt(yarn.beta_slow),
+                                     ") and finite, got ", Fmt(yarn.beta_fast)));
+  }
+  // mscale >= 0 keeps get_mscale >= 1, so the ratio never divides by zero.
+  if (yarn.mscale.has_value() && !FiniteAtLeast(*yarn.mscale, 0.0)) {
+    return InvalidField(absl::StrCat(prefix, ".mscale"),
+                        absl::StrCat("must be finite and >= 0, got ",
+                                     Fmt(*yarn.mscale)));
+  }
+  if (yarn.mscale_all_dim.has_value() &&
+      !FiniteAtLeast(*yarn.mscale_all_dim, 0.0)) {
+    return InvalidField(absl::StrCat(prefix, ".mscale_all_dim"),
+                        absl::StrCat("must be finite and >= 0, got ",
+                                     Fmt(*yarn.mscale_all_dim)));
+  }
+  if (yarn.attention_factor.has_value() &&
+      !FinitePositive(*yarn.attention_factor)) {
+    return InvalidField(absl::StrCat(prefix, ".attention_factor"),
+                        absl::StrCat("must be finite and > 0, got ",
+                                     Fmt(*yarn.attention_factor)));
+  }
+  // The correction dimension divides by ln(base).
+  if (base == 1.0) {
+    return InvalidField(absl::StrCat(spec_field_prefix, ".base"),
+                        "must not be 1 with yarn scaling (the correction range "
+                        "divides by ln(base))");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateFactorList(const std::vector<double>& factors,
+                                int64_t rotary_dim, absl::string_view field) {
+  const int64_t half = rotary_dim / 2;
+  if (static_cast<int64_t>(factors.size()) != half) {
+    return InvalidField(field,
+                        absl::StrCat("must have rotary_dim/2 = ", half,
+                                     " values, got ", factors.size()));
+  }
+  for (size_t i = 0; i < factors.size(); ++i) {
+    if (!FinitePositive(factors[i])) {
+      return InvalidField(absl::StrCat(field, "[", i, "]"),
+                          absl::StrCat("must be finite and > 0, got ",
+                                       Fmt(factors[i])));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLongRope(const LongRopeScaling& longrope,
+                              int64_t rotary_dim, absl::string_view prefix) {
+  PHASOR_RETURN_IF_ERROR(ValidateFactorList(
+      longrope.short_factor, rotary_dim, absl::StrCat(prefix, ".short_factor")));
+  PHASOR_RETURN_IF_ERROR(ValidateFactorList(
+      longrope.long_factor, rotary_dim, absl::StrCat(prefix, ".long_factor")));
+  const std::string original_field =
+      absl::StrCat(prefix, ".original_max_position_embeddings");
+  const std::string max_field = absl::StrCat(prefix, ".max_position_embeddings");
+  PHASOR_RETURN_IF_ERROR(
+      ValidateOptionalPositive(longrope.max_position_embeddings, max_field));
+  if (!longrope.original_max_position_embeddings.has_value() &&
+      !longrope.max_position_embeddings.has_value()) {
+    return InvalidField(original_field,
+                        "required when max_position_embeddings is absent");
+  }
+  // The default attention factor divides by ln(original).
+  if (longrope.original_max_position_embeddings.has_value() &&
+      *longrope.original_max_position_embeddings < 2) {
+    return InvalidField(original_field,
+                        absl::StrCat("must be >= 2, got ",
+                                     *longrope.original_max_position_embeddings));
+  }
+  if (!longrope.original_max_position_embeddings.has_value() &&
+      *longrope.max_position_embeddings < 2) {
+    return InvalidField(max_field,
+                        absl::StrCat("must be >= 2 when it stands in for "
+                                     "original_max_position_embeddings, got ",
+                                     *longrope.max_position_embeddings));
+  }
+  if (longrope.factor.has_value()) {
+    PHASOR_RETURN_IF_ERROR(ValidateFactorAtLeastOne(
+        *longrope.factor, absl::StrCat(prefix, ".factor")));
+  }
+  if (longrope.attention_factor.has_value()) {
+    if (!FinitePositive(*longrope.attention_factor)) {
+      return InvalidField(absl::StrCat(prefix, ".attention_factor"),
+                          absl::StrCat("must be finite and > 0, got ",
+                                       Fmt(*longrope.attention_factor)));
+    }
+  } else if (!longrope.factor.has_value() &&
+             !longrope.max_position_embeddings.has_value()) {
+    return InvalidField(absl::StrCat(prefix, ".factor"),
+                        "required when attention_factor and "
+                        "max_position_embeddings are absent");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLlama3(const Llama3RopeScaling& llama3,
+                            absl::string_view prefix) {
+  PHASOR_RETURN_IF_ERROR(
+      ValidateFactorAtLeastOne(llama3.factor, absl::StrCat(prefix, ".factor")));
+  if (!FinitePositive(llama3.low_freq_factor)) {
+    return InvalidField(absl::StrCat(prefix, ".low_freq_factor"),
+                        absl::StrCat("must be finite and > 0, got ",
+                                     Fmt(llama3.low_freq_factor)));
+  }
+  if (!std::isfinite(llama3.high_freq_factor) ||
+      llama3.high_freq_factor <= llama3.low_freq_factor) {
+    return InvalidField(
+        absl::StrCat(prefix, ".high_freq_factor"),
+        absl::StrCat("must be > low_freq_factor (", Fmt(llama3.low_freq_factor),
+                     ") and finite, got ", Fmt(llama3.high_freq_factor)));
+  }
+  if (llama3.original_max_position_embeddings <= 0) {
+    return InvalidField(absl::StrCat(prefix, ".original_max_position_embeddings"),
+                        absl::StrCat("must be > 0, got ",
+                                     llama3.original_max_position_embeddings));
+  }
+  return absl::OkStatus();
+}
+
+// Overloaded-lambda helper for std::visit.
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+RopeFrequencies YarnFrequencies(const YarnRopeScaling& yarn, double base,
+                                int64_t rotary_dim) {
+  const YarnResolved resolved = ResolveYarn(yarn);
+  const double factor = resolved.factor;
+  RopeFrequencies result;
+  if (yarn.attention_factor.has_value()) {
+    result.attention_factor = *yarn.attention_factor;
+  } else if (yarn.mscale.has_value() && yarn.mscale_all_dim.has_value() &&
+             *yarn.mscale != 0.0 && *yarn.mscale_all_dim != 0.0) {
+    // HF tests `if mscale and mscale_all_dim`: zero counts as absent.
+    result.attention_factor = GetMscale(factor, *yarn.mscale) /
+                              GetMscale(factor, *yarn.mscale_all_dim);
+  } else {
+    result.attention_factor = GetMscale(factor, 1.0);
+  }
+
+  const double context =
+      static_cast<double>(resolved.original_max_position_embeddings);
+  double low = YarnCorrectionDim(yarn.beta_fast, rotary_dim, base, context);
+  double high = YarnCorrectionDim(yarn.beta_slow, rotary_dim, base, context);
+  if (yarn.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(rotary_dim - 1));
+  if (low == high) high += 0.001;  // HF: "Prevent singularity".
+
+  const std::vector<double> theta = PlainInverseFrequencies(base, rotary_dim);
+  result.inv_freq.resize(theta.size());
+  for (size_t i = 0; i < theta.size(); ++i) {
+    // ramp = 0 below `low` (high frequencies: extrapolate, keep θ), 1 above
+    // `high` (low frequencies: interpolate, θ/factor).
+    const double ramp = std::clamp(
+        (static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+    const double extrapolation_weight = 1.0 - ramp;
+    result.inv_freq[i] = theta[i] / factor * (1.0 - extrapolation_weight) +
+                         theta[i] * extrapolation_weight;
+  }
+  return result;
+}
+
+RopeFrequencies LongRopeFrequencies(const LongRopeScaling& longrope,
+                                    double base, int64_t rotary_dim,
+                                    int64_t seq_len) {
+  const int64_t original = longrope.original_max_position_embeddings.has_value()
+                               ? *longrope.original_max_position_embeddings
+                               : *longrope.max_position_embeddings;
+  RopeFrequencies result;
+  if (longrope.attention_factor.has_value()) {
+    result.attention_factor = *longrope.attention_factor;
+  } else {
+    const double factor =
+        longrope.factor.has_value()
+            ? *longrope.factor
+            : static_cast<double>(*longrope.max_position_embeddings) /
+                  static_cast<double>(original);
+    result.attention_factor =
+        factor <= 1.0 ? 1.0
+                      : std::sqrt(1.0 + std::log(factor) /
+                                            std::log(static_cast<double>(original)));
+  }
+  const std::vector<double>& ext =
+      seq_len > original ? longrope.long_factor : longrope.short_factor;
+  result.inv_freq = PlainInverseFrequencies(base, rotary_dim);
+  for (size_t i = 0; i < result.inv_freq.size(); ++i) {
+    result.inv_freq[i] /= ext[i];
+  }
+  return result;
+}
+
+RopeFrequencies Llama3Frequencies(const Llama3RopeScaling& llama3, double base,
+                                  int64_t rotary_dim) {
+  const double context =
+      static_cast<double>(llama3.original_max_position_embeddings);
+  const double low_freq_wavelength = context / llama3.low_freq_factor;
+  const double high_freq_wavelength = context / llama3.high_freq_factor;
+  RopeFrequencies result;
+  result.inv_freq = PlainInverseFrequencies(base, rotary_dim);
+  for (double& theta : result.inv_freq) {
+    const double wavelength = 2.0 * kPi / theta;
+    if (wavelength > low_freq_wavelength) {
+      theta /= llama3.factor;
+    } else if (!(wavelength < high_freq_wavelength)) {
+      const double smooth = (context / wavelength - llama3.low_freq_factor) /
+                            (llama3.high_freq_factor - llama3.low_freq_factor);
+      theta = (1.0 - smooth) * theta / llama3.factor + smooth * theta;
+    }
+  }
+  return result;
+}
+
+}  // namespace
+
+absl::string_view RopeScalingName(const RopeScaling& scaling) {
+  return std::visit(
+      Overloaded{
+          [](const NoRopeScaling&) { return absl::string_view("default"); },
+          [](const LinearRopeScaling&) { return absl::string_view("linear"); },
+          [](const NtkRopeScaling&) { return absl::string_view("ntk"); },
+          [](const DynamicNtkRopeScaling&) {
+            return absl::string_view("dynamic");
+          },
+          [](const YarnRopeScaling&) { return absl::string_view("yarn"); },
+          [](const LongRopeScaling&) { return absl::string_view("longrope"); },
+          [](const Llama3RopeScaling&) { return absl::string_view("llama3"); },
+      },
+      scaling);
+}
+
+absl::Status ValidateRopeScaling(const RopeScaling& scaling, double base,
+                                 int64_t rotary_dim,
+                                 absl::string_view spec_field_prefix) {
+  const std::string prefix = absl::StrCat(spec_field_prefix, ".scaling.",
+                                          RopeScalingName(scaling));
+  return std::visit(
+      Overloaded{
+          [&](const NoRopeScaling&) { return absl::OkStatus(); },
+          [&](const LinearRopeScaling& linear) {
+            return ValidateFactorAtLeastOne(linear.factor,
+                                            absl::StrCat(prefix, ".factor"));
+          },
+          [&](const NtkRopeScaling& ntk) {
+            if (!FinitePositive(ntk.factor)) {
+              return InvalidField(absl::StrCat(prefix, ".factor"),
+                                  absl::StrCat("must be finite and > 0, got ",
+                                               Fmt(ntk.factor)));
+            }
+            return ValidateNtkExponent(rotary_dim, "ntk", spec_field_prefix);
+          },
+          [&](const DynamicNtkRopeScaling& dynamic) {
+            PHASOR_RETURN_IF_ERROR(ValidateFactorAtLeastOne(
+                dynamic.factor, absl::StrCat(prefix, ".factor")));
+            if (dynamic.max_position_embeddings <= 0) {
+              return InvalidField(
+                  absl::StrCat(prefix, ".max_position_embeddings"),
+                  absl::StrCat("must be > 0, got ",
+                               dynamic.max_position_embeddings));
+            }
+            return ValidateNtkExponent(rotary_dim, "dynamic", spec_field_prefix);
+          },
+          [&](const YarnRopeScaling& yarn) {
+            return ValidateYarn(yarn, base, spec_field_prefix, prefix);
+          },
+          [&](const LongRopeScaling& longrope) {
+            return ValidateLongRope(longrope, rotary_dim, prefix);
+          },
+          [&](const Llama3RopeScaling& llama3) {
+            return ValidateLlama3(llama3, prefix);
+          },
+      },
+      scaling);
+}
+
+RopeFrequencies ScaledRopeFrequencies(const RopeScaling& scaling, double base,
+                                      int64_t rotary_dim, int64_t seq_len) {
+  assert(rotary_dim >= 2 && rotary_dim % 2 == 0);
+  assert(seq_len >= 1);
+  return std::visit(
+      Overloaded{
+          [&](const NoRopeScaling&) {
+            return RopeFrequencies{PlainInverseFrequencies(base, rotary_dim),
+                                   1.0};
+          },
+          [&](const LinearRopeScaling& linear) {
+            RopeFrequencies result{PlainInverseFrequencies(base, rotary_dim),
+                                   1.0};
+            // Dividing θ equals dividing positions (θ·p/f).
+            for (double& theta : result.inv_freq) theta /= linear.factor;
+            return result;
+          },
+          [&](const NtkRopeScaling& ntk) {
+            return RopeFrequencies{
+                PlainInverseFrequencies(NtkBase(base, ntk.factor, rotary_dim),
+                                        rotary_dim),
+                1.0};
+          },
+          [&](const DynamicNtkRopeScaling& dynamic) {
+            const double original =
+                static_cast<double>(dynamic.max_position_embeddings);
+            const double length =
+                std::max(static_cast<double>(seq_len), original);
+            const double stretch =
+                dynamic.factor * length / original - (dynamic.factor - 1.0);
+            return RopeFrequencies{
+                PlainInverseFrequencies(NtkBase(base, stretch, rotary_dim),
+                                        rotary_dim),
+                1.0};
+          },
+          [&](const YarnRopeScaling& yarn) {
+            return YarnFrequencies(yarn, base, rotary_dim);
+          },
+          [&](const LongRopeScaling& longrope) {
+            return LongRopeFrequencies(longrope, base, rotary_dim, seq_len);
+          },
+          [&](const Llama3RopeScaling& llama3) {
+            return Llama3Frequencies(llama3, base, rotary_dim);
+          },
+      },
+      scaling);
+}
+
+}  // namespace phasor

@@ -1,0 +1,277 @@
+#include "core/sinusoidal.h"
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "core/describe.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+namespace phasor {
+namespace {
+
+using ::testing::ElementsAreArray;
+using ::testing::Pointwise;
+using ::testing::FloatNear;
+
+std::vector<float> Encode(const SinusoidalSpec& spec, std::vector<int64_t> pos,
+                          ExecutionOptions options = {}) {
+  std::vector<float> out(SinusoidalOutputSize(spec, pos.size()));
+  EncodeSinusoidal(spec, Positions::Integers(pos), {}, 1.0f, options,
+                   absl::MakeSpan(out));
+  return out;
+}
+
+std::vector<int64_t> Iota(int64_t begin, int64_t end) {
+  std::vector<int64_t> v(end - begin);
+  std::iota(v.begin(), v.end(), begin);
+  return v;
+}
+
+// Long-double reference straight from the formula, interleaved layout.
+long double Reference(int64_t t, int64_t col, int64_t dim, long double base) {
+  const int64_t k = col / 2;
+  const long double omega = powl(base, -2.0L * k / dim);
+  const long double angle = static_cast<long double>(t) * omega;
+  return col % 2 == 0 ? sinl(angle) : cosl(angle);
+}
+
+// seed-vectors.md, d = 16: pe[5] to 4 decimals (the formula's values, not
+// the misprinted pairs 1 and 2 of the published printout).
+TEST(SinusoidalTest, SeedRowFiveOfDim16) {
+  const std::vector<float> pe = Encode({.dim = 16}, Iota(0, 50));
+  const std::vector<float> expected = {-0.9589, 0.2837, 0.9999, -0.0103, 0.4794, 0.8776,
+                                       0.1575,  0.9875, 0.0500, 0.9988,  0.0158, 0.9999,
+                                       0.0050,  1.0000, 0.0016, 1.0000};
+  EXPECT_THAT(std::vector<float>(pe.begin() + 5 * 16, pe.begin() + 6 * 16),
+              Pointwise(FloatNear(5e-5), expected));
+}
+
+TEST(SinusoidalTest, NearestNeighbourRecoversEveryRow) {
+  const int64_t n = 50, d = 16;
+  const std::vector<float> pe = Encode({.dim = d}, Iota(0, n));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t best = -1;
+    double best_distance = 1e300;
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t c = 0; c < d; ++c) {
+        const double diff = pe[i * d + c] - pe[j * d + c];
+        s += diff * diff;
+      }
+      if (s < best_distance) best_distance = s, best = j;
+    }
+    EXPECT_EQ(best, i);
+  }
+}
+
+// seed-vectors.md, d = 32, 1-based rows 1..64.
+TEST(SinusoidalTest, SeedRowsOfDim32) {
+  const std::vector<float> pe = Encode({.dim = 32}, Iota(1, 65));
+  EXPECT_THAT(std::vector<float>(pe.begin(), pe.begin() + 6),
+              Pointwise(FloatNear(1e-6), {0.841471, 0.540302, 0.533168, 0.846009,
+                                          0.310984, 0.950415}));
+  EXPECT_THAT(std::vector<float>(pe.begin() + 63 * 32, pe.begin() + 63 * 32 + 6),
+              Pointwise(FloatNear(1e-6), {0.920026, 0.391857, -0.990428, -0.138029,
+                                          0.983524, 0.180776}));
+}
+
+// PE_t · PE_{t+k} = Σ_j cos(ω_j k), independent of t (seed-vectors.md).
+TEST(SinusoidalTest, DotProductDependsOnOffsetOnly) {
+  const int64_t d = 32;
+  const std::vector<float> pe = Encode({.dim = d}, Iota(0, 80));
+  const auto dot = [&](int64_t a, int64_t b) {
+    double s = 0;
+    for (int64_t c = 0; c < d; ++c) s += double{pe[a * d + c]} * pe[b * d + c];
+    return s;
+  };
+  const std::vector<double> omega = SinusoidalFrequencies({.dim = d});
+  double minimum = 1e300;
+  int64_t argmin = -1;
+  int close_pairs = 0;
+  for (int64_t k = 0; k < 40; ++k) {
+    double closed_form = 0;
+    for (double w : omega) closed_form += std::cos(w * k);
+    EXPECT_NEAR(dot(10, 10 + k), closed_form, 2e-5);
+    EXPECT_NEAR(dot(20, 20 + k), dot(10, 10 + k), 2e-5);
+    if (closed_form < minimum) minimum = closed_form, argmin = k;
+  }
+  for (double w : omega) close_pairs += std::cos(39 * w) > 0.9;
+  EXPECT_EQ(argmin, 28);
+  EXPECT_NEAR(minimum, 5.968563765195686, 1e-12);
+  EXPECT_EQ(close_pairs, 9);
+  EXPECT_NEAR(dot(7, 7), 16.0, 1e-5);
+}
+
+TEST(SinusoidalTest, SeedWavelengthsAndDistances) {
+  const std::vector<double> omega = SinusoidalFrequencies({.dim = 32});
+  absl::StatusOr<FrequencyDescription> d = DescribeFrequencies(omega, 131);
+  PHASOR_ASSERT_OK(d.status());
+  EXPECT_NEAR(d->wavelengths[0], 6.283185307179586, 1e-12);
+  EXPECT_NEAR(d->wavelengths[4], 62.83185307179586, 1e-11);
+  EXPECT_NEAR(d->wavelengths[15], 35332.94752055899, 1e-8);
+  EXPECT_NEAR(d->unambiguous_range, 35332.94752055899, 1e-8);
+  EXPECT_LT(d->unambiguous_range, 2 * M_PI * 1e4);  // Design bound 2π·base.
+  // seed-vectors.md labels these ‖PE_t − PE_{t+k}‖², but its figures are the
+  // norms themselves (the square roots of Σ(2 − 2cos)); we check the norms.
+  // Pair 4 alone at k = 63, and all 16 pairs at k = 63.
+  EXPECT_NEAR(std::sqrt(2 - 2 * std::cos(omega[4] * 63)), 0.016814494734299912, 1e-12);
+  double all = 0;
+  for (double w : omega) all += 2 - 2 * std::cos(w * 63);
+  EXPECT_NEAR(std::sqrt(all), 3.782219814811988, 1e-12);
+  // The nearest other code over k = 1..130 is the neighbour, k = 1.
+  EXPECT_EQ(d->nearest_code_offset, 1);
+  EXPECT_NEAR(d->nearest_code_distance, 1.1716234976260362, 1e-12);
+  EXPECT_NEAR(d->similarity[0], 16.0, 1e-12);
+  EXPECT_NEAR(d->similarity[28], 5.968563765195686, 1e-12);
+}
+
+TEST(SinusoidalTest, SixOfSixteenSinColumnsVaryOver64Rows) {
+  const int64_t d = 32;
+  const std::vector<float> pe = Encode({.dim = d}, Iota(1, 65));
+  int varied = 0;
+  for (int64_t k = 0; k < d / 2; ++k) {
+    double mean = 0, sq = 0;
+    for (int64_t t = 0; t < 64; ++t) mean += pe[t * d + 2 * k];
+    mean /= 64;
+    for (int64_t t = 0; t < 64; ++t) sq += std::pow(pe[t * d + 2 * k] - mean, 2);
+    varied += sq / 64 > 0.1;
+  }
+  EXPECT_EQ(varied, 6);
+}
+
+// Translation is a rotation per pair: PE_{t+δ} = R(δ) PE_t on (sin, cos).
+TEST(SinusoidalTest, TranslationIsRotation) {
+  const int64_t d = 32, t = 11, delta = 7;
+  const std::vector<float> pe = Encode({.dim = d}, {t, t + delta});
+  const std::vector<double> omega = SinusoidalFrequencies({.dim = d});
+  for (int64_t k = 0; k < d / 2; ++k) {
+    const double c = std::cos(omega[k] * delta), s = std::sin(omega[k] * delta);
+    const double sin_t = pe[2 * k], cos_t = pe[2 * k + 1];
+    EXPECT_NEAR(pe[d + 2 * k], c * sin_t + s * cos_t, 1e-6);
+    EXPECT_NEAR(pe[d + 2 * k + 1], -s * sin_t + c * cos_t, 1e-6);
+  }
+}
+
+TEST(SinusoidalTest, LayoutsArePermutationsOfEachOther) {
+  const int64_t d = 12;
+  const std::vector<int64_t> pos = {0, 3, 1000, -5};
+  const std::vector<float> inter = Encode({.dim = d}, pos);
+  const std::vector<float> sin_cos =
+      Encode({.dim = d, .layout = SinusoidalLayout::kSplitSinCos}, pos);
+  const std::vector<float> cos_sin =
+      Encode({.dim = d, .layout = SinusoidalLayout::kSplitCosSin}, pos);
+  for (size_t t = 0; t < pos.size(); ++t) {
+    for (int64_t k = 0; k < d / 2; ++k) {
+      EXPECT_EQ(sin_cos[t * d + k], inter[t * d + 2 * k]);
+      EXPECT_EQ(sin_cos[t * d + d / 2 + k], inter[t * d + 2 * k + 1]);
+      EXPECT_EQ(cos_sin[t * d + k], inter[t * d + 2 * k + 1]);
+      EXPECT_EQ(cos_sin[t * d + d / 2 + k], inter[t * d + 2 * k]);
+    }
+  }
+}
+
+// tensor2tensor/fairseq: ω_k = exp(−k·ln(base)/(d/2 − 1)), so the slowest
+// pair has ω = 1/base exactly, where Vaswani's has base^(−(d−2)/d).
+TEST(SinusoidalTest, Tensor2TensorFrequencies) {
+  const std::vector<double> t2t = SinusoidalFrequencies(
+      {.dim = 8, .base = 10000, .frequencies = FrequencyScheme::kTensor2Tensor});
+  ASSERT_EQ(t2t.size(), 4u);
+  EXPECT_DOUBLE_EQ(t2t[0], 1.0);
+  EXPECT_NEAR(t2t[1], std::pow(10000.0, -1.0 / 3), 1e-15);
+  EXPECT_NEAR(t2t[3], 1e-4, 1e-18);
+  const std::vector<double> vaswani = SinusoidalFrequencies({.dim = 8});
+  EXPECT_NEAR(vaswani[3], std::pow(10000.0, -6.0 / 8), 1e-15);
+  // dim 2: a single timescale, no division by zero.
+  EXPECT_EQ(SinusoidalFrequencies({.dim = 2, .frequencies = FrequencyScheme::kTensor2Tensor}),
+            std::vector<double>{1.0});
+}
+
+TEST(SinusoidalTest, RealPositionsInterpolate) {
+  const SinusoidalSpec spec{.dim = 8, .base = 100};
+  const std::vector<double> pos = {0.5, 2.25, -1e6 + 0.125};
+  std::vector<float> out(SinusoidalOutputSize(spec, pos.size()));
+  EncodeSinusoidal(spec, Positions::Reals(pos), {}, 1.0f, {}, absl::MakeSpan(out));
+  const std::vector<double> omega = SinusoidalFrequencies(spec);
+  for (size_t t = 0; t < pos.size(); ++t) {
+    for (int k = 0; k < 4; ++k) {
+      EXPECT_NEAR(out[t * 8 + 2 * k], std::sin(pos[t] * omega[k]), 1e-7);
+      EXPECT_NEAR(out[t * 8 + 2 * k + 1], std::cos(pos[t] * omega[k]), 1e-7);
+    }
+  }
+}
+
+TEST(SinusoidalTest, ContentIsScaledAndAddedInTheSamePass) {
+  const SinusoidalSpec spec{.dim = 4};
+  const std::vector<int64_t> pos = {2, 9};
+  std::vector<float> content = {1, -2, 3, 0.5, 4, 5, -6, 7};
+  std::vector<float> out(8);
+  EncodeSinusoidal(spec, Positions::Integers(pos), content, 2.0f, {},
+                   absl::MakeSpan(out));
+  const std::vector<float> pe = Encode(spec, pos);
+  for (int i = 0; i < 8; ++i) EXPECT_FLOAT_EQ(out[i], content[i] * 2.0f + pe[i]);
+}
+
+// DESIGN §4: float32 within 2e-6 of a long-double reference for |t| <= 2^31.
+// float32 angle arithmetic at 2^24 + 1 is off by 0.885 in sin; we are not.
+TEST(SinusoidalTest, AccurateAgainstLongDoubleUpTo2To31) {
+  const int64_t d = 64;
+  const std::vector<int64_t> pos = {
+      (int64_t{1} << 24) + 1, (int64_t{1} << 24), (int64_t{1} << 31),
+      -(int64_t{1} << 31), (int64_t{1} << 31) - 1, 123456789, 1999999999, 0, 1};
+  const std::vector<float> pe = Encode({.dim = d}, pos);
+  long double worst = 0;
+  for (size_t t = 0; t < pos.size(); ++t) {
+    for (int64_t c = 0; c < d; ++c) {
+      const long double err = fabsl(pe[t * d + c] - Reference(pos[t], c, d, 10000.0L));
+      worst = std::max(worst, err);
+    }
+  }
+  EXPECT_LT(worst, 2e-6L) << "worst error " << static_cast<double>(worst);
+  RecordProperty("max_abs_error", std::to_string(static_cast<double>(worst)));
+  // The float32 failure mode this guards against.
+  const float f = static_cast<float>((int64_t{1} << 24) + 1);
+  EXPECT_GT(std::fabs(std::sin(static_cast<double>(f)) -
+                      static_cast<double>(sinl((1LL << 24) + 1))), 0.8);
+}
+
+TEST(SinusoidalTest, OneThreadEqualsManyThreadsBytewise) {
+  const SinusoidalSpec spec{.dim = 96, .layout = SinusoidalLayout::kSplitSinCos};
+  const std::vector<int64_t> pos = Iota(-500, 3000);
+  const std::vector<float> serial = Encode(spec, pos, {.max_threads = 1});
+  const std::vector<float> parallel =
+      Encode(spec, pos, {.max_threads = 4, .grain_elements = 1000});
+  ASSERT_EQ(serial.size(), parallel.size());
+  EXPECT_EQ(std::memcmp(serial.data(), parallel.data(), serial.size() * 4), 0);
+}
+
+TEST(SinusoidalTest, ValidationNamesTheField) {
+  using absl::StatusCode;
+  EXPECT_THAT(ValidateSinusoidalSpec({.dim = 7}),
+              IsFieldError(StatusCode::kInvalidArgument, "spec.positional.sinusoidal.dim"));
+  EXPECT_THAT(ValidateSinusoidalSpec({.dim = 0}),
+              IsFieldError(StatusCode::kInvalidArgument, "spec.positional.sinusoidal.dim"));
+  EXPECT_THAT(ValidateSinusoidalSpec({.dim = 8, .base = -1}),
+              IsFieldError(StatusCode::kInvalidArgument, "spec.positional.sinusoidal.base"));
+  EXPECT_THAT(ValidateSinusoidalSpec({.dim = 8, .base = NAN}, "p"),
+              IsFieldError(StatusCode::kInvalidArgument, "p.base"));
+  PHASOR_ASSERT_OK(ValidateSinusoidalSpec({.dim = 8}));
+
+  const std::vector<double> bad = {1.0, INFINITY};
+  EXPECT_THAT(ValidateSinusoidalInputs({.dim = 4}, Positions::Reals(bad), {}, 1),
+              IsFieldError(StatusCode::kInvalidArgument, "positions[1]"));
+  const std::vector<int64_t> pos = {1, 2};
+  const std::vector<float> content(7);
+  EXPECT_THAT(ValidateSinusoidalInputs({.dim = 4}, Positions::Integers(pos), content, 1),
+              IsFieldError(StatusCode::kInvalidArgument, "content"));
+  const std::vector<float> content8(8);
+  EXPECT_THAT(ValidateSinusoidalInputs({.dim = 4}, Positions::Integers(pos), content8, NAN),
+              IsFieldError(StatusCode::kInvalidArgument, "content_scale"));
+  PHASOR_ASSERT_OK(ValidateSinusoidalInputs({.dim = 4}, Positions::Integers(pos), content8, 1));
+}
+
+}  // namespace
+}  // namespace phasor
