@@ -124,7 +124,8 @@ struct RopeOperand {
   absl::Span<uint8_t> out;
 };
 
-// Bytes an operand of this shape occupies (0 if the product overflows).
+// Bytes an operand of this shape occupies; -1 if an extent is negative or
+// the product overflows int64.
 int64_t RopeOperandBytes(DType dtype, int64_t num_tokens, int64_t num_heads,
                          int64_t head_dim);
 

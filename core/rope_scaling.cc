@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cassert>
+#include <charconv>
 #include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "core/errors.h"
 #include "core/status_macros.h"
 
@@ -48,7 +48,14 @@ double YarnCorrectionDim(double num_rotations, int64_t rotary_dim, double base,
          (2.0 * std::log(base));
 }
 
-std::string Fmt(double value) { return absl::StrFormat("%.17g", value); }
+// Shortest text that reads back as the same double ("0.9", not
+// "0.90000000000000002"), so messages show what the caller sent.
+std::string Fmt(double value) {
+  char buffer[32];
+  const std::to_chars_result result =
+      std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, result.ptr);
+}
 
 bool FiniteAtLeast(double value, double low) {
   return std::isfinite(value) && value >= low;

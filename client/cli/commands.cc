@@ -1,0 +1,852 @@
+#include "client/cli/commands.h"
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/cli/common.h"
+#include "client/tensor_io.h"
+#include "core/status_macros.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace {
+constexpr double kUnset = std::numeric_limits<double>::quiet_NaN();
+}  // namespace
+
+// Which encoder: a server profile, a full text-format spec, or the shortcut
+// flags below.
+ABSL_FLAG(std::string, profile, "", "Name of a server-side profile");
+ABSL_FLAG(std::string, spec, "",
+          "phasor.v1.EncoderSpec in protobuf text format, e.g. "
+          "'positional { sinusoidal { dim: 64 } }'; overrides the shortcut "
+          "flags");
+
+// Positions.
+ABSL_FLAG(std::string, positions, "",
+          "File (.npy/CSV) of positions [N]: integers are token indices, "
+          "reals are continuous positions. Overrides --start/--count/--step");
+ABSL_FLAG(int64_t, start, 0, "First position of the range");
+ABSL_FLAG(int64_t, count, -1,
+          "Number of positions (default: rows of the input tensor)");
+ABSL_FLAG(int64_t, step, 1, "Distance between consecutive positions");
+
+// Sinusoidal / learned shortcut.
+ABSL_FLAG(int64_t, dim, 0, "Sinusoidal encoding width (even)");
+ABSL_FLAG(double, base, kUnset, "Frequency base (server default 10000)");
+ABSL_FLAG(std::string, layout, "",
+          "Sinusoidal: interleaved | split_sin_cos | split_cos_sin; "
+          "RoPE: half | interleaved");
+ABSL_FLAG(std::string, frequencies, "",
+          "Sinusoidal frequency ladder: vaswani | tensor2tensor");
+ABSL_FLAG(std::string, learned_table, "",
+          "Use this learned table (from the server's profiles) instead of "
+          "sinusoids");
+ABSL_FLAG(std::string, content, "",
+          "Content embeddings (.npy/CSV) [N, dim] added to the encodings, or "
+          "token embeddings for encode-observations");
+ABSL_FLAG(double, content_scale, kUnset,
+          "Multiplier of --content, e.g. sqrt(dim) (server default 1)");
+ABSL_FLAG(std::string, output_dtype, "",
+          "float32 (default) | float16 | bfloat16 | float64, where the RPC "
+          "allows it");
+
+// RoPE shortcut.
+ABSL_FLAG(std::string, query, "", "Queries (.npy [T,H,D], or CSV [T,H*D])");
+ABSL_FLAG(std::string, key, "", "Keys (.npy [T,Hkv,D], or CSV [T,Hkv*D])");
+ABSL_FLAG(int64_t, num_heads, 1,
+          "Heads: splits CSV query columns (apply-rope); heads of the bias "
+          "(alibi)");
+ABSL_FLAG(int64_t, num_kv_heads, 0,
+          "Heads that split CSV key columns (default --num_heads)");
+ABSL_FLAG(int64_t, rotary_dim, 0,
+          "Rotated channels per head (apply-rope: default the head dim; "
+          "describe: selects a RoPE spec)");
+ABSL_FLAG(std::string, scaling, "",
+          "RoPE scaling: linear | ntk | dynamic | yarn | llama3 (others via "
+          "--spec)");
+ABSL_FLAG(double, factor, kUnset, "RoPE scaling factor");
+ABSL_FLAG(int64_t, max_position_embeddings, 0,
+          "The model's max_position_embeddings (dynamic, yarn)");
+ABSL_FLAG(int64_t, original_max_position_embeddings, 0,
+          "Pre-training context length (yarn, llama3)");
+ABSL_FLAG(int64_t, seq_len, 0, "Sequence length for dynamic scaling");
+ABSL_FLAG(bool, fold_attention_factor, true,
+          "Multiply the scaling's attention factor into the outputs");
+ABSL_FLAG(std::string, key_out, "", "apply-rope: file for the rotated keys");
+ABSL_FLAG(std::string, cos_out, "", "rope-tables: file for the cos table");
+ABSL_FLAG(std::string, sin_out, "", "rope-tables: file for the sin table");
+
+// ALiBi.
+ABSL_FLAG(int64_t, q_len, 0, "ALiBi query length (with --k_len: full bias)");
+ABSL_FLAG(int64_t, k_len, 0, "ALiBi key length");
+ABSL_FLAG(bool, causal, false, "ALiBi: mask future keys with -inf");
+ABSL_FLAG(std::string, slopes_out, "", "alibi: file for the slopes");
+
+// Observations.
+ABSL_FLAG(std::string, timestamps, "",
+          "Wide observations: row times [T], int64 ns since the Unix epoch");
+ABSL_FLAG(std::string, values, "",
+          "Wide observations: values [T, C], NaN (or an empty CSV cell) = "
+          "not observed");
+ABSL_FLAG(std::string, mask, "", "Wide observations: observed mask [T, C]");
+ABSL_FLAG(std::string, event_times, "", "Long observations: times [N], ns");
+ABSL_FLAG(std::string, event_channels, "", "Long observations: channels [N]");
+ABSL_FLAG(std::string, event_values, "", "Long observations: values [N]");
+ABSL_FLAG(int64_t, num_channels, 0, "Long observations: channel count");
+ABSL_FLAG(std::string, channel_names, "", "Comma-separated channel names");
+ABSL_FLAG(std::string, state, "",
+          "Text-format phasor.v1.SeriesState to continue a series from");
+ABSL_FLAG(std::string, state_out, "",
+          "Write the series state after this call here (text format)");
+ABSL_FLAG(bool, stream, false,
+          "encode-observations: send the series in chunks over "
+          "EncodeObservationsStream");
+ABSL_FLAG(int64_t, chunk_rows, 1024, "Rows (or events) per streamed chunk");
+
+// Describe.
+ABSL_FLAG(int64_t, num_offsets, 0,
+          "Describe: length K of the similarity curve (server default 64)");
+ABSL_FLAG(double, offset_step, kUnset,
+          "Describe: spacing of the offsets (server default 1)");
+ABSL_FLAG(bool, show_similarity, false,
+          "Describe: also print the similarity curve");
+
+// Health.
+ABSL_FLAG(std::string, service, "",
+          "Health: service to ask about; empty = the whole server");
+
+namespace phasor::cli {
+namespace {
+
+bool IsSet(double value) { return !std::isnan(value); }
+
+// Collects protobuf text-format errors into one message.
+class TextFormatErrors final : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    absl::StrAppend(&text_, text_.empty() ? "" : "; ", "line ", line + 1,
+                    " column ", column + 1, ": ", message);
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+absl::Status ParseText(absl::string_view flag, const std::string& text,
+                       google::protobuf::Message* message) {
+  TextFormatErrors errors;
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, message)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, ": not a text-format ", message->GetTypeName(), ": ",
+        errors.text()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadTextFile(absl::string_view flag,
+                                         const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("--", flag, ": cannot open ", path));
+  }
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+// Parses an enum flag value case-insensitively with the proto's own names.
+template <typename Enum>
+absl::StatusOr<Enum> ParseEnum(absl::string_view flag, absl::string_view text,
+                               bool (*parse)(const std::string&, Enum*),
+                               absl::string_view choices) {
+  Enum value;
+  if (!parse(absl::AsciiStrToUpper(text), &value)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, ": '", text, "' is not one of ", choices));
+  }
+  return value;
+}
+
+absl::StatusOr<v1::DType> OutputDTypeFromFlag() {
+  const std::string text = absl::GetFlag(FLAGS_output_dtype);
+  if (text.empty()) return v1::DTYPE_UNSPECIFIED;
+  return ParseEnum<v1::DType>("output_dtype", text, &v1::DType_Parse,
+                              "float32, float16, bfloat16, float64");
+}
+
+// --spec if given, else nothing: callers then build one from shortcuts.
+absl::StatusOr<bool> SpecFromTextFlag(v1::EncoderSpec* spec) {
+  const std::string text = absl::GetFlag(FLAGS_spec);
+  if (text.empty()) return false;
+  PHASOR_RETURN_IF_ERROR(ParseText("spec", text, spec));
+  return true;
+}
+
+// --positions, or the range --start/--count/--step; `default_count` (-1 for
+// none) stands in for an absent --count.
+absl::StatusOr<v1::Positions> PositionsFromFlags(int64_t default_count) {
+  v1::Positions positions;
+  const std::string path = absl::GetFlag(FLAGS_positions);
+  if (!path.empty()) {
+    PHASOR_ASSIGN_OR_RETURN(v1::Tensor values, ReadInput("positions", path));
+    PHASOR_ASSIGN_OR_RETURN(
+        const int64_t count,
+        CheckedElementCount(values, "--positions"));
+    PHASOR_ASSIGN_OR_RETURN(values,
+                            ReshapeTensor(std::move(values), {count},
+                                          "--positions"));
+    const bool integral = values.dtype() == v1::INT64 ||
+                          values.dtype() == v1::INT32 ||
+                          values.dtype() == v1::UINT8;
+    PHASOR_ASSIGN_OR_RETURN(
+        *positions.mutable_values(),
+        CastTensor(values, integral ? v1::INT64 : v1::FLOAT64, "--positions"));
+    return positions;
+  }
+  int64_t count = absl::GetFlag(FLAGS_count);
+  if (count < 0) count = default_count;
+  if (count < 0) {
+    return absl::InvalidArgumentError(
+        "give --count (with --start, --step) or --positions FILE");
+  }
+  v1::Positions::Range* range = positions.mutable_range();
+  range->set_start(absl::GetFlag(FLAGS_start));
+  range->set_count(count);
+  if (absl::GetFlag(FLAGS_step) != 1) range->set_step(absl::GetFlag(FLAGS_step));
+  return positions;
+}
+
+absl::StatusOr<v1::PositionalSpec> PositionalSpecFromFlags() {
+  v1::PositionalSpec spec;
+  const std::string table = absl::GetFlag(FLAGS_learned_table);
+  if (!table.empty()) {
+    spec.mutable_learned()->set_table(table);
+    return spec;
+  }
+  v1::SinusoidalSpec* sinusoidal = spec.mutable_sinusoidal();
+  sinusoidal->set_dim(absl::GetFlag(FLAGS_dim));
+  if (IsSet(absl::GetFlag(FLAGS_base))) {
+    sinusoidal->set_base(absl::GetFlag(FLAGS_base));
+  }
+  const std::string layout = absl::GetFlag(FLAGS_layout);
+  if (!layout.empty()) {
+    PHASOR_ASSIGN_OR_RETURN(
+        const auto value,
+        ParseEnum<v1::SinusoidalSpec::Layout>(
+            "layout", layout, &v1::SinusoidalSpec::Layout_Parse,
+            "interleaved, split_sin_cos, split_cos_sin"));
+    sinusoidal->set_layout(value);
+  }
+  const std::string frequencies = absl::GetFlag(FLAGS_frequencies);
+  if (!frequencies.empty()) {
+    PHASOR_ASSIGN_OR_RETURN(
+        const auto value,
+        ParseEnum<v1::SinusoidalSpec::Frequencies>(
+            "frequencies", frequencies,
+            &v1::SinusoidalSpec::Frequencies_Parse, "vaswani, tensor2tensor"));
+    sinusoidal->set_frequencies(value);
+  }
+  return spec;
+}
+
+absl::StatusOr<v1::RopeScaling> RopeScalingFromFlags() {
+  v1::RopeScaling scaling;
+  const std::string kind = absl::AsciiStrToLower(absl::GetFlag(FLAGS_scaling));
+  const double factor = absl::GetFlag(FLAGS_factor);
+  const int64_t original = absl::GetFlag(FLAGS_original_max_position_embeddings);
+  if (kind.empty() || kind == "none") return scaling;
+  if (kind != "yarn" && !IsSet(factor)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--scaling=", kind, " needs --factor"));
+  }
+  if (kind == "linear") {
+    scaling.mutable_linear()->set_factor(factor);
+  } else if (kind == "ntk") {
+    scaling.mutable_ntk()->set_factor(factor);
+  } else if (kind == "dynamic") {
+    scaling.mutable_dynamic()->set_factor(factor);
+  } else if (kind == "yarn") {
+    v1::RopeScaling::Yarn* yarn = scaling.mutable_yarn();
+    if (IsSet(factor)) yarn->set_factor(factor);
+    if (original > 0) yarn->set_original_max_position_embeddings(original);
+  } else if (kind == "llama3") {
+    v1::RopeScaling::Llama3* llama3 = scaling.mutable_llama3();
+    llama3->set_factor(factor);
+    if (original > 0) llama3->set_original_max_position_embeddings(original);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--scaling: '", kind,
+        "' is not one of linear, ntk, dynamic, yarn, llama3 (longrope: "
+        "use --spec)"));
+  }
+  return scaling;
+}
+
+absl::StatusOr<v1::RopeSpec> RopeSpecFromFlags() {
+  v1::RopeSpec spec;
+  spec.set_rotary_dim(absl::GetFlag(FLAGS_rotary_dim));
+  if (IsSet(absl::GetFlag(FLAGS_base))) spec.set_base(absl::GetFlag(FLAGS_base));
+  const std::string layout = absl::GetFlag(FLAGS_layout);
+  if (!layout.empty()) {
+    PHASOR_ASSIGN_OR_RETURN(
+        const auto value,
+        ParseEnum<v1::RopeSpec::Layout>("layout", layout,
+                                        &v1::RopeSpec::Layout_Parse,
+                                        "half, interleaved"));
+    spec.set_layout(value);
+  }
+  PHASOR_ASSIGN_OR_RETURN(*spec.mutable_scaling(), RopeScalingFromFlags());
+  if (!absl::GetFlag(FLAGS_fold_attention_factor)) {
+    spec.set_fold_attention_factor(false);
+  }
+  spec.set_max_position_embeddings(absl::GetFlag(FLAGS_max_position_embeddings));
+  spec.set_seq_len(absl::GetFlag(FLAGS_seq_len));
+  return spec;
+}
+
+// Fills a request's `config` oneof: --profile, --spec, or `shortcut()`.
+template <typename Request, typename Shortcut>
+absl::Status SetConfig(Request* request, Shortcut shortcut) {
+  const std::string profile = absl::GetFlag(FLAGS_profile);
+  if (!profile.empty()) {
+    request->set_profile(profile);
+    return absl::OkStatus();
+  }
+  PHASOR_ASSIGN_OR_RETURN(const bool from_text,
+                          SpecFromTextFlag(request->mutable_spec()));
+  if (from_text) return absl::OkStatus();
+  return shortcut(request->mutable_spec());
+}
+
+// fp32/fp16/bf16 stay as they are; anything else becomes float32 (for
+// inputs the RPCs take in those three dtypes).
+absl::StatusOr<v1::Tensor> NarrowFloat(v1::Tensor tensor,
+                                       absl::string_view field) {
+  if (tensor.dtype() == v1::FLOAT32 || tensor.dtype() == v1::FLOAT16 ||
+      tensor.dtype() == v1::BFLOAT16) {
+    return tensor;
+  }
+  return CastTensor(tensor, v1::FLOAT32, field);
+}
+
+// fp32/fp64 stay as they are; anything else becomes float64 (observation
+// values, where NaN marks a missing value).
+absl::StatusOr<v1::Tensor> WideFloat(v1::Tensor tensor,
+                                     absl::string_view field) {
+  if (tensor.dtype() == v1::FLOAT32 || tensor.dtype() == v1::FLOAT64) {
+    return tensor;
+  }
+  return CastTensor(tensor, v1::FLOAT64, field);
+}
+
+// A [T, H, D] float tensor for RoPE: .npy as is, a 2-D CSV [T, H*D] split
+// into `heads`; float64 narrowed to float32 (the RPC takes fp32/fp16/bf16).
+absl::StatusOr<v1::Tensor> ReadHeads(absl::string_view flag,
+                                     const std::string& path, int64_t heads) {
+  PHASOR_ASSIGN_OR_RETURN(v1::Tensor tensor, ReadInput(flag, path));
+  const std::string field = absl::StrCat("--", flag);
+  if (tensor.shape_size() == 1) {
+    tensor.add_shape(1);  // [T] -> [T, 1]: one channel per row.
+  }
+  if (tensor.shape_size() == 2) {
+    const int64_t columns = tensor.shape(1);
+    if (heads <= 0 || columns % heads != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", columns, " columns do not split into ", heads,
+          " heads"));
+    }
+    const int64_t rows = tensor.shape(0);
+    PHASOR_ASSIGN_OR_RETURN(
+        tensor, ReshapeTensor(std::move(tensor),
+                              {rows, heads, columns / heads}, field));
+  }
+  return NarrowFloat(std::move(tensor), field);
+}
+
+// A 1-D [N] view of a file that may hold [N] or [N, 1].
+absl::StatusOr<v1::Tensor> ReadVector(absl::string_view flag,
+                                      const std::string& path,
+                                      v1::DType dtype) {
+  PHASOR_ASSIGN_OR_RETURN(v1::Tensor tensor, ReadInput(flag, path));
+  const std::string field = absl::StrCat("--", flag);
+  PHASOR_ASSIGN_OR_RETURN(const int64_t count,
+                          CheckedElementCount(tensor, field));
+  PHASOR_ASSIGN_OR_RETURN(tensor,
+                          ReshapeTensor(std::move(tensor), {count}, field));
+  return CastTensor(tensor, dtype, field);
+}
+
+// Rows [begin, end) of a tensor along its first dimension.
+v1::Tensor SliceRows(const v1::Tensor& tensor, int64_t begin, int64_t end) {
+  v1::Tensor slice = tensor;
+  const int64_t rows = tensor.shape(0);
+  const int64_t row_bytes =
+      rows == 0 ? 0 : static_cast<int64_t>(tensor.data().size()) / rows;
+  slice.set_shape(0, end - begin);
+  slice.set_data(tensor.data().substr(begin * row_bytes,
+                                      (end - begin) * row_bytes));
+  return slice;
+}
+
+absl::StatusOr<v1::Observations> ObservationsFromFlags() {
+  v1::Observations observations;
+  const std::string timestamps = absl::GetFlag(FLAGS_timestamps);
+  const std::string event_times = absl::GetFlag(FLAGS_event_times);
+  if (timestamps.empty() == event_times.empty()) {
+    return absl::InvalidArgumentError(
+        "give --timestamps and --values (wide) or --event_times, "
+        "--event_channels and --event_values (long)");
+  }
+  if (!timestamps.empty()) {
+    PHASOR_ASSIGN_OR_RETURN(
+        *observations.mutable_timestamps(),
+        ReadVector("timestamps", timestamps, v1::INT64));
+    const std::string values_path = absl::GetFlag(FLAGS_values);
+    if (values_path.empty()) {
+      return absl::InvalidArgumentError("--timestamps needs --values");
+    }
+    PHASOR_ASSIGN_OR_RETURN(v1::Tensor values, ReadInput("values", values_path));
+    if (values.shape_size() == 1) values.add_shape(1);  // One channel.
+    PHASOR_ASSIGN_OR_RETURN(*observations.mutable_values(),
+                            WideFloat(std::move(values), "--values"));
+    const std::string mask_path = absl::GetFlag(FLAGS_mask);
+    if (!mask_path.empty()) {
+      PHASOR_ASSIGN_OR_RETURN(v1::Tensor mask, ReadInput("mask", mask_path));
+      if (mask.shape_size() == 1) mask.add_shape(1);
+      if (mask.dtype() != v1::BOOL) {
+        PHASOR_ASSIGN_OR_RETURN(mask, CastTensor(mask, v1::UINT8, "--mask"));
+      }
+      *observations.mutable_mask() = std::move(mask);
+    }
+  } else {
+    const std::string channels = absl::GetFlag(FLAGS_event_channels);
+    const std::string values = absl::GetFlag(FLAGS_event_values);
+    if (channels.empty() || values.empty()) {
+      return absl::InvalidArgumentError(
+          "--event_times needs --event_channels and --event_values");
+    }
+    PHASOR_ASSIGN_OR_RETURN(*observations.mutable_event_times(),
+                            ReadVector("event_times", event_times, v1::INT64));
+    PHASOR_ASSIGN_OR_RETURN(
+        *observations.mutable_event_channels(),
+        ReadVector("event_channels", channels, v1::INT32));
+    PHASOR_ASSIGN_OR_RETURN(v1::Tensor event_values,
+                            ReadVector("event_values", values, v1::FLOAT64));
+    *observations.mutable_event_values() = std::move(event_values);
+    observations.set_num_channels(absl::GetFlag(FLAGS_num_channels));
+  }
+  const std::string content = absl::GetFlag(FLAGS_content);
+  if (!content.empty()) {
+    PHASOR_ASSIGN_OR_RETURN(v1::Tensor tensor, ReadInput("content", content));
+    PHASOR_ASSIGN_OR_RETURN(*observations.mutable_content(),
+                            NarrowFloat(std::move(tensor), "--content"));
+  }
+  const std::string names = absl::GetFlag(FLAGS_channel_names);
+  if (!names.empty()) {
+    for (absl::string_view name : absl::StrSplit(names, ',')) {
+      observations.add_channel_names(std::string(absl::StripAsciiWhitespace(name)));
+    }
+  }
+  return observations;
+}
+
+// The observations cut into chunks of `chunk_rows` rows (wide) or events
+// (long); the first chunk alone carries `config`.
+absl::StatusOr<std::vector<v1::EncodeObservationsRequest>> Chunk(
+    const v1::EncodeObservationsRequest& whole, int64_t chunk_rows) {
+  if (chunk_rows <= 0) {
+    return absl::InvalidArgumentError("--chunk_rows: must be positive");
+  }
+  const v1::Observations& all = whole.observations();
+  const bool wide = all.has_timestamps();
+  const int64_t rows =
+      wide ? all.timestamps().shape(0) : all.event_times().shape(0);
+  std::vector<v1::EncodeObservationsRequest> chunks;
+  for (int64_t begin = 0; begin < rows || begin == 0; begin += chunk_rows) {
+    const int64_t end = std::min(rows, begin + chunk_rows);
+    v1::EncodeObservationsRequest chunk;
+    if (begin == 0) {
+      chunk = whole;
+      chunk.clear_observations();
+    }
+    chunk.set_output_dtype(whole.output_dtype());
+    v1::Observations* part = chunk.mutable_observations();
+    *part->mutable_channel_names() = all.channel_names();
+    part->set_num_channels(all.num_channels());
+    if (wide) {
+      *part->mutable_timestamps() = SliceRows(all.timestamps(), begin, end);
+      *part->mutable_values() = SliceRows(all.values(), begin, end);
+      if (all.has_mask()) *part->mutable_mask() = SliceRows(all.mask(), begin, end);
+    } else {
+      *part->mutable_event_times() = SliceRows(all.event_times(), begin, end);
+      *part->mutable_event_channels() =
+          SliceRows(all.event_channels(), begin, end);
+      *part->mutable_event_values() = SliceRows(all.event_values(), begin, end);
+    }
+    if (all.has_content()) {
+      *part->mutable_content() = SliceRows(all.content(), begin, end);
+    }
+    chunks.push_back(std::move(chunk));
+    if (end == rows) break;
+  }
+  return chunks;
+}
+
+void PrintSchema(const v1::EncodeObservationsResponse& response) {
+  std::cout << "schema:\n";
+  std::cout << absl::StrFormat("  %-10s %7s %6s  %s\n", "block", "offset",
+                               "width", "meaning");
+  for (const v1::SchemaEntry& entry : response.schema()) {
+    std::cout << absl::StrFormat("  %-10s %7d %6d  %s\n", entry.block(),
+                                 entry.offset(), entry.width(),
+                                 entry.meaning());
+  }
+}
+
+absl::Status WriteState(const v1::SeriesState& state) {
+  const std::string path = absl::GetFlag(FLAGS_state_out);
+  if (path.empty()) return absl::OkStatus();
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(state, &text);
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("--state_out: cannot write ", path));
+  }
+  std::cerr << "wrote series state to " << path << "\n";
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::DescribeRequest> DescribeRequestFromFlags() {
+  v1::DescribeRequest request;
+  PHASOR_RETURN_IF_ERROR(SetConfig(&request, [](v1::EncoderSpec* spec)
+                                                 -> absl::Status {
+    if (absl::GetFlag(FLAGS_rotary_dim) > 0) {
+      PHASOR_ASSIGN_OR_RETURN(*spec->mutable_rope(), RopeSpecFromFlags());
+      return absl::OkStatus();
+    }
+    if (absl::GetFlag(FLAGS_dim) <= 0) {
+      return absl::InvalidArgumentError(
+          "give --dim (sinusoidal), --rotary_dim (RoPE), --spec or --profile");
+    }
+    PHASOR_ASSIGN_OR_RETURN(*spec->mutable_positional(),
+                            PositionalSpecFromFlags());
+    return absl::OkStatus();
+  }));
+  if (absl::GetFlag(FLAGS_num_offsets) > 0) {
+    request.set_num_offsets(absl::GetFlag(FLAGS_num_offsets));
+  }
+  if (IsSet(absl::GetFlag(FLAGS_offset_step))) {
+    request.set_offset_step(absl::GetFlag(FLAGS_offset_step));
+  }
+  return request;
+}
+
+absl::string_view SpecKind(const v1::EncoderSpec& spec) {
+  switch (spec.kind_case()) {
+    case v1::EncoderSpec::kPositional:
+      return spec.positional().has_learned() ? "positional.learned"
+                                             : "positional.sinusoidal";
+    case v1::EncoderSpec::kRope:
+      return "rope";
+    case v1::EncoderSpec::kTemporal:
+      return "temporal";
+    default:
+      return "-";
+  }
+}
+
+}  // namespace
+
+absl::Status RunEncodePositions(const EncoderClient& client) {
+  v1::EncodePositionsRequest request;
+  int64_t content_rows = -1;
+  const std::string content = absl::GetFlag(FLAGS_content);
+  if (!content.empty()) {
+    PHASOR_ASSIGN_OR_RETURN(v1::Tensor tensor, ReadInput("content", content));
+    PHASOR_ASSIGN_OR_RETURN(*request.mutable_content(),
+                            NarrowFloat(std::move(tensor), "--content"));
+    if (request.content().shape_size() > 0) {
+      content_rows = request.content().shape(0);
+    }
+    if (IsSet(absl::GetFlag(FLAGS_content_scale))) {
+      request.set_content_scale(absl::GetFlag(FLAGS_content_scale));
+    }
+  }
+  PHASOR_ASSIGN_OR_RETURN(*request.mutable_positions(),
+                          PositionsFromFlags(content_rows));
+  PHASOR_RETURN_IF_ERROR(SetConfig(&request, [](v1::EncoderSpec* spec)
+                                                 -> absl::Status {
+    PHASOR_ASSIGN_OR_RETURN(*spec->mutable_positional(),
+                            PositionalSpecFromFlags());
+    return absl::OkStatus();
+  }));
+  PHASOR_ASSIGN_OR_RETURN(const v1::DType output_dtype, OutputDTypeFromFlag());
+  request.set_output_dtype(output_dtype);
+
+  PHASOR_ASSIGN_OR_RETURN(const v1::EncodePositionsResponse response,
+                          client.EncodePositions(request));
+  return Emit(response.encodings(), "encodings", OutFlag());
+}
+
+absl::Status RunApplyRope(const EncoderClient& client) {
+  const std::string query_path = absl::GetFlag(FLAGS_query);
+  if (query_path.empty()) return absl::InvalidArgumentError("give --query");
+  const int64_t heads = absl::GetFlag(FLAGS_num_heads);
+  v1::ApplyRopeRequest request;
+  PHASOR_ASSIGN_OR_RETURN(*request.mutable_query(),
+                          ReadHeads("query", query_path, heads));
+  const std::string key_path = absl::GetFlag(FLAGS_key);
+  if (!key_path.empty()) {
+    const int64_t kv_heads = absl::GetFlag(FLAGS_num_kv_heads);
+    PHASOR_ASSIGN_OR_RETURN(
+        *request.mutable_key(),
+        ReadHeads("key", key_path, kv_heads > 0 ? kv_heads : heads));
+  }
+  PHASOR_ASSIGN_OR_RETURN(*request.mutable_positions(),
+                          PositionsFromFlags(request.query().shape(0)));
+  PHASOR_RETURN_IF_ERROR(SetConfig(&request, [](v1::EncoderSpec* spec)
+                                                 -> absl::Status {
+    PHASOR_ASSIGN_OR_RETURN(*spec->mutable_rope(), RopeSpecFromFlags());
+    return absl::OkStatus();
+  }));
+
+  PHASOR_ASSIGN_OR_RETURN(const v1::ApplyRopeResponse response,
+                          client.ApplyRope(request));
+  std::cout << "attention_factor: " << response.attention_factor() << "\n";
+  PHASOR_RETURN_IF_ERROR(Emit(response.query(), "query", OutFlag()));
+  if (response.has_key()) {
+    PHASOR_RETURN_IF_ERROR(
+        Emit(response.key(), "key", absl::GetFlag(FLAGS_key_out)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunRopeTables(const EncoderClient& client) {
+  v1::RopeTablesRequest request;
+  PHASOR_ASSIGN_OR_RETURN(*request.mutable_positions(), PositionsFromFlags(-1));
+  PHASOR_RETURN_IF_ERROR(SetConfig(&request, [](v1::EncoderSpec* spec)
+                                                 -> absl::Status {
+    if (absl::GetFlag(FLAGS_rotary_dim) <= 0) {
+      return absl::InvalidArgumentError("give --rotary_dim");
+    }
+    PHASOR_ASSIGN_OR_RETURN(*spec->mutable_rope(), RopeSpecFromFlags());
+    return absl::OkStatus();
+  }));
+  PHASOR_ASSIGN_OR_RETURN(const v1::DType output_dtype, OutputDTypeFromFlag());
+  request.set_output_dtype(output_dtype);
+
+  PHASOR_ASSIGN_OR_RETURN(const v1::RopeTablesResponse response,
+                          client.RopeTables(request));
+  std::cout << "attention_factor: " << response.attention_factor() << "\n";
+  std::cout << "inv_freq: "
+            << absl::StrJoin(response.inv_freq(), " ",
+                             [](std::string* out, double value) {
+                               absl::StrAppend(out,
+                                               absl::StrFormat("%.10g", value));
+                             })
+            << "\n";
+  PHASOR_RETURN_IF_ERROR(
+      Emit(response.cos(), "cos", absl::GetFlag(FLAGS_cos_out)));
+  return Emit(response.sin(), "sin", absl::GetFlag(FLAGS_sin_out));
+}
+
+absl::Status RunAlibi(const EncoderClient& client) {
+  v1::AlibiBiasRequest request;
+  request.set_num_heads(absl::GetFlag(FLAGS_num_heads));
+  request.set_q_len(absl::GetFlag(FLAGS_q_len));
+  request.set_k_len(absl::GetFlag(FLAGS_k_len));
+  request.set_causal(absl::GetFlag(FLAGS_causal));
+  PHASOR_ASSIGN_OR_RETURN(const v1::DType output_dtype, OutputDTypeFromFlag());
+  request.set_output_dtype(output_dtype);
+
+  PHASOR_ASSIGN_OR_RETURN(const v1::AlibiBiasResponse response,
+                          client.AlibiBias(request));
+  PHASOR_RETURN_IF_ERROR(
+      Emit(response.slopes(), "slopes", absl::GetFlag(FLAGS_slopes_out)));
+  if (response.has_bias()) {
+    PHASOR_RETURN_IF_ERROR(Emit(response.bias(), "bias", OutFlag()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunEncodeObservations(const EncoderClient& client) {
+  v1::EncodeObservationsRequest request;
+  PHASOR_ASSIGN_OR_RETURN(*request.mutable_observations(),
+                          ObservationsFromFlags());
+  PHASOR_RETURN_IF_ERROR(SetConfig(&request, [](v1::EncoderSpec*) {
+    return absl::InvalidArgumentError(
+        "give --spec 'temporal { ... }' or --profile");
+  }));
+  PHASOR_ASSIGN_OR_RETURN(const v1::DType output_dtype, OutputDTypeFromFlag());
+  request.set_output_dtype(output_dtype);
+  const std::string state_path = absl::GetFlag(FLAGS_state);
+  if (!state_path.empty()) {
+    PHASOR_ASSIGN_OR_RETURN(const std::string text,
+                            ReadTextFile("state", state_path));
+    PHASOR_RETURN_IF_ERROR(ParseText("state", text, request.mutable_state()));
+  }
+
+  if (!absl::GetFlag(FLAGS_stream)) {
+    PHASOR_ASSIGN_OR_RETURN(const v1::EncodeObservationsResponse response,
+                            client.EncodeObservations(request));
+    PrintSchema(response);
+    PHASOR_RETURN_IF_ERROR(WriteState(response.state()));
+    return Emit(response.features(), "features", OutFlag());
+  }
+
+  if (request.has_state()) {
+    // The stream carries state itself; a resumed series seeds it in the
+    // first message only.
+    std::cerr << "note: --state seeds the first chunk of the stream\n";
+  }
+  PHASOR_ASSIGN_OR_RETURN(const auto chunks,
+                          Chunk(request, absl::GetFlag(FLAGS_chunk_rows)));
+  v1::EncodeObservationsResponse combined;
+  int64_t rows = 0;
+  bool first = true;
+  PHASOR_RETURN_IF_ERROR(client.EncodeObservationsStream(
+      chunks, [&](const v1::EncodeObservationsResponse& response) {
+        const v1::Tensor& features = response.features();
+        if (first) {
+          first = false;
+          combined = response;
+          combined.mutable_features()->clear_data();
+        }
+        if (features.shape_size() != 2 ||
+            features.dtype() != combined.features().dtype() ||
+            features.shape(1) != combined.features().shape(1)) {
+          return absl::DataLossError(
+              "stream: chunks returned features of different widths");
+        }
+        rows += features.shape(0);
+        combined.mutable_features()->mutable_data()->append(features.data());
+        *combined.mutable_state() = response.state();
+        return absl::OkStatus();
+      }));
+  combined.mutable_features()->set_shape(0, rows);
+  std::cerr << "streamed " << chunks.size() << " chunks, " << rows
+            << " rows\n";
+  PrintSchema(combined);
+  PHASOR_RETURN_IF_ERROR(WriteState(combined.state()));
+  return Emit(combined.features(), "features", OutFlag());
+}
+
+absl::Status RunDescribe(const EncoderClient& client) {
+  PHASOR_ASSIGN_OR_RETURN(const v1::DescribeRequest request,
+                          DescribeRequestFromFlags());
+  PHASOR_ASSIGN_OR_RETURN(const v1::DescribeResponse response,
+                          client.Describe(request));
+  const std::string& unit = response.unit();
+  std::string singular = unit;
+  if (!singular.empty() && singular.back() == 's') singular.pop_back();
+
+  std::cout << "frequency ladder (" << response.frequencies_size()
+            << " pairs, unit: " << unit << ")\n";
+  const std::string frequency_header =
+      absl::StrCat("frequency (rad/", singular, ")");
+  const std::string wavelength_header = absl::StrCat("wavelength (", unit, ")");
+  std::cout << absl::StrFormat("%6s  %24s  %24s\n", "pair", frequency_header,
+                               wavelength_header);
+  for (int j = 0; j < response.frequencies_size(); ++j) {
+    const double wavelength =
+        j < response.wavelengths_size() ? response.wavelengths(j) : 0.0;
+    std::cout << absl::StrFormat("%6d  %24.10g  %24.10g\n", j,
+                                 response.frequencies(j), wavelength);
+  }
+  std::cout << absl::StrFormat("unambiguous range: %.10g %s\n",
+                               response.unambiguous_range(), unit);
+  std::cout << absl::StrFormat(
+      "nearest code distance: %.10g at offset %d\n",
+      response.nearest_code_distance(), response.nearest_code_offset());
+  if (absl::GetFlag(FLAGS_show_similarity)) {
+    const double step = IsSet(absl::GetFlag(FLAGS_offset_step))
+                            ? absl::GetFlag(FLAGS_offset_step)
+                            : 1.0;
+    std::cout << "similarity (sum_j cos(w_j * k * step)):\n";
+    std::cout << absl::StrFormat("%6s  %16s  %16s\n", "k",
+                                 absl::StrCat("offset (", unit, ")"),
+                                 "similarity");
+    for (int k = 0; k < response.similarity_size(); ++k) {
+      std::cout << absl::StrFormat("%6d  %16.10g  %16.10g\n", k, k * step,
+                                   response.similarity(k));
+    }
+  }
+  const std::string out = OutFlag();
+  if (!out.empty()) {
+    // The ladder as [pairs, 2] columns (frequency, wavelength).
+    std::vector<double> ladder;
+    for (int j = 0; j < response.frequencies_size(); ++j) {
+      ladder.push_back(response.frequencies(j));
+      ladder.push_back(j < response.wavelengths_size() ? response.wavelengths(j)
+                                                       : 0.0);
+    }
+    PHASOR_ASSIGN_OR_RETURN(
+        const v1::Tensor tensor,
+        TensorFromDoubles(ladder, {response.frequencies_size(), 2},
+                          v1::FLOAT64));
+    PHASOR_RETURN_IF_ERROR(Emit(tensor, "frequency ladder", out));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunListProfiles(const EncoderClient& client) {
+  PHASOR_ASSIGN_OR_RETURN(const v1::ListProfilesResponse response,
+                          client.ListProfiles());
+  if (response.profiles_size() == 0) {
+    std::cout << "no profiles (start the server with --profiles FILE)\n";
+    return absl::OkStatus();
+  }
+  for (const v1::ProfileInfo& profile : response.profiles()) {
+    std::cout << absl::StrFormat("%-24s %-22s %s\n", profile.name(),
+                                 SpecKind(profile.spec()),
+                                 profile.description());
+    std::cout << "    spec: " << profile.spec().ShortDebugString() << "\n";
+    for (const v1::LearnedTableInfo& table : profile.learned_tables()) {
+      std::cout << absl::StrFormat("    learned table %s: %d x %d\n",
+                                   table.name(), table.rows(), table.dim());
+    }
+    for (const std::string& name : profile.time2vec()) {
+      std::cout << "    time2vec: " << name << "\n";
+    }
+    for (const std::string& name : profile.holiday_calendars()) {
+      std::cout << "    holiday calendar: " << name << "\n";
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunHealth(const EncoderClient& client) {
+  const std::string service = absl::GetFlag(FLAGS_service);
+  PHASOR_ASSIGN_OR_RETURN(const ServingStatus status,
+                          client.CheckHealth(service));
+  std::cout << (service.empty() ? "server" : service) << ": "
+            << ServingStatusName(status) << "\n";
+  if (status != ServingStatus::kServing) {
+    return absl::UnavailableError(
+        absl::StrCat(service.empty() ? "server" : service, " is ",
+                     ServingStatusName(status)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace phasor::cli

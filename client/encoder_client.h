@@ -1,0 +1,154 @@
+// EncoderClient: a small typed C++ client for phasor.v1.Encoder.
+//
+// One method per RPC, each bounded by a deadline (ClientOptions::deadline,
+// 30 s by default; a call that overruns it fails with DEADLINE_EXCEEDED, and
+// the server stops work on it). Errors come back as absl::Status with the
+// gRPC code unchanged (absl's codes are gRPC's) and the server's message,
+// which names the offending field ("spec.rope.rotary_dim: must be even").
+// When the server attached a google.rpc.BadRequest, the serialized
+// google.rpc.Status rides along as the payload kGrpcStatusDetailsPayload;
+// FieldViolationsOf() decodes it.
+//
+// Channel: plaintext by default; TLS when any TLS option is set (server
+// roots from tls_ca_file, else the system roots); mutual TLS when
+// tls_cert_file and tls_key_file are set too. A bearer token is sent as the
+// "authorization: Bearer <token>" header on every Encoder call — also over
+// plaintext, which only makes sense on loopback or inside a trusted network.
+// Message limits apply to both directions and default to gRPC's 4 MiB; raise
+// them together with the server's --max_message_bytes.
+//
+// For a Kubernetes headless Service use a "dns:///" target with
+// load_balancing_policy = "round_robin": the channel then spreads calls over
+// every pod address instead of pinning one connection.
+//
+// Thread-safety: an EncoderClient is safe to use from many threads at once;
+// calls share one channel (HTTP/2 multiplexes them).
+#ifndef PHASOR_CLIENT_ENCODER_CLIENT_H_
+#define PHASOR_CLIENT_ENCODER_CLIENT_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "phasor/v1/encoder.grpc.pb.h"
+#include "phasor/v1/encoder.pb.h"
+
+namespace phasor {
+
+struct ClientOptions {
+  // gRPC target: "host:port", "dns:///name:port", "unix:/path".
+  std::string target = "localhost:50051";
+  // Time limit of every call; for EncodeObservationsStream, of the whole
+  // stream. Must be positive.
+  absl::Duration deadline = absl::Seconds(30);
+  // Largest message sent or received, bytes. 4 MiB is gRPC's default.
+  int max_message_bytes = 4 << 20;
+
+  // TLS. Setting any of these switches the channel to TLS.
+  bool use_tls = false;
+  // PEM CA bundle that signed the server certificate; empty = system roots.
+  std::string tls_ca_file;
+  // PEM client certificate chain and key, for servers that require mTLS.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // Expected server name when it differs from the target host (tests, IPs).
+  std::string tls_server_name;
+
+  // Bearer token for servers started with --auth_token_file; empty = none.
+  std::string bearer_token;
+  // gRPC load-balancing policy, e.g. "round_robin"; empty = pick_first.
+  std::string load_balancing_policy;
+};
+
+// grpc.health.v1 serving states, numbered as in the health protocol.
+enum class ServingStatus {
+  kUnknown = 0,
+  kServing = 1,
+  kNotServing = 2,
+  kServiceUnknown = 3,
+};
+absl::string_view ServingStatusName(ServingStatus status);
+
+// Payload type URL under which a call's serialized google.rpc.Status travels.
+inline constexpr absl::string_view kGrpcStatusDetailsPayload =
+    "type.googleapis.com/google.rpc.Status";
+
+// One google.rpc.BadRequest field violation.
+struct FieldViolation {
+  std::string field;
+  std::string description;
+};
+// The BadRequest violations carried by `status`, if any.
+std::vector<FieldViolation> FieldViolationsOf(const absl::Status& status);
+
+// The first line of the file, without surrounding whitespace. An empty
+// token is INVALID_ARGUMENT; a missing file NOT_FOUND.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
+
+class EncoderClient final {
+ public:
+  // Builds the channel described by `options` (reads the TLS files). The
+  // channel connects lazily: an unreachable server shows up as UNAVAILABLE
+  // on the first call.
+  static absl::StatusOr<std::unique_ptr<EncoderClient>> Create(
+      const ClientOptions& options);
+  // Uses an existing channel; only `deadline` and `bearer_token` of
+  // `options` apply.
+  EncoderClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options);
+
+  EncoderClient(const EncoderClient&) = delete;
+  EncoderClient& operator=(const EncoderClient&) = delete;
+
+  absl::StatusOr<v1::EncodePositionsResponse> EncodePositions(
+      const v1::EncodePositionsRequest& request) const;
+  absl::StatusOr<v1::ApplyRopeResponse> ApplyRope(
+      const v1::ApplyRopeRequest& request) const;
+  absl::StatusOr<v1::RopeTablesResponse> RopeTables(
+      const v1::RopeTablesRequest& request) const;
+  absl::StatusOr<v1::AlibiBiasResponse> AlibiBias(
+      const v1::AlibiBiasRequest& request) const;
+  absl::StatusOr<v1::EncodeObservationsResponse> EncodeObservations(
+      const v1::EncodeObservationsRequest& request) const;
+  // Sends `chunks` over one EncodeObservationsStream and hands each response
+  // to `on_response`, in order, as it arrives. A non-OK return from
+  // `on_response` cancels the stream and is returned. Requests are written
+  // from a second thread while this one reads, so a long series never
+  // stalls on flow control.
+  absl::Status EncodeObservationsStream(
+      absl::Span<const v1::EncodeObservationsRequest> chunks,
+      const std::function<absl::Status(const v1::EncodeObservationsResponse&)>&
+          on_response) const;
+  absl::StatusOr<v1::DescribeResponse> Describe(
+      const v1::DescribeRequest& request) const;
+  absl::StatusOr<v1::ListProfilesResponse> ListProfiles() const;
+  // UNIMPLEMENTED unless the server runs with --enable_echo.
+  absl::StatusOr<v1::EchoResponse> Echo(const v1::EchoRequest& request) const;
+
+  // grpc.health.v1.Health/Check. `service` "" asks about the server as a
+  // whole, "phasor.v1.Encoder" about the encoder. A service the server does
+  // not know comes back as NOT_FOUND.
+  absl::StatusOr<ServingStatus> CheckHealth(absl::string_view service) const;
+
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+
+ private:
+  // Deadline and credentials for one call.
+  void PrepareContext(grpc::ClientContext* context) const;
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Encoder::Stub> stub_;
+  ClientOptions options_;
+};
+
+}  // namespace phasor
+
+#endif  // PHASOR_CLIENT_ENCODER_CLIENT_H_

@@ -1,0 +1,459 @@
+#include "core/calendar.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/civil_time.h"
+#include "absl/time/time.h"
+#include "core/errors.h"
+#include "core/status_macros.h"
+
+namespace phasor {
+namespace {
+
+constexpr double kTwoPi = 6.283185307179586476925286766559;
+constexpr int64_t kNanosPerSecond = 1000000000;
+constexpr int kNumFieldKinds = 9;
+
+bool IsClockField(CalendarField field) {
+  return field == CalendarField::kSecondOfMinute ||
+         field == CalendarField::kMinuteOfHour ||
+         field == CalendarField::kHourOfDay;
+}
+
+// The civil value v (INDEX) of a field.
+int CivilValue(CalendarField field, const LocalTime& t) {
+  switch (field) {
+    case CalendarField::kSecondOfMinute:
+      return t.second;
+    case CalendarField::kMinuteOfHour:
+      return t.minute;
+    case CalendarField::kHourOfDay:
+      return t.hour;
+    case CalendarField::kDayOfWeek:
+      return t.weekday;
+    case CalendarField::kDayOfMonth:
+      return t.date.day();
+    case CalendarField::kDayOfYear:
+      return t.day_of_year;
+    case CalendarField::kWeekOfYear:
+      return t.iso_week;
+    case CalendarField::kMonthOfYear:
+      return t.date.month();
+    case CalendarField::kQuarter:
+      return (t.date.month() - 1) / 3 + 1;
+  }
+  return 0;
+}
+
+// v − x: 1 for the fields numbered from 1.
+int FieldBase(CalendarField field) {
+  switch (field) {
+    case CalendarField::kSecondOfMinute:
+    case CalendarField::kMinuteOfHour:
+    case CalendarField::kHourOfDay:
+    case CalendarField::kDayOfWeek:
+      return 0;
+    default:
+      return 1;
+  }
+}
+
+// GluonTS's n (LINEAR divides by n − 1).
+int LinearCount(CalendarField field) {
+  switch (field) {
+    case CalendarField::kSecondOfMinute:
+    case CalendarField::kMinuteOfHour:
+      return 60;
+    case CalendarField::kHourOfDay:
+      return 24;
+    case CalendarField::kDayOfWeek:
+      return 7;
+    case CalendarField::kDayOfMonth:
+      return 31;
+    case CalendarField::kDayOfYear:
+      return 366;
+    case CalendarField::kWeekOfYear:
+      return 53;
+    case CalendarField::kMonthOfYear:
+      return 12;
+    case CalendarField::kQuarter:
+      return 4;
+  }
+  return 1;
+}
+
+// The largest civil value (sizes the SUM tables).
+int MaxCivilValue(CalendarField field) {
+  return LinearCount(field) - 1 + FieldBase(field);
+}
+
+// Calendar-true CYCLIC period.
+int CyclePeriod(CalendarField field, const LocalTime& t) {
+  switch (field) {
+    case CalendarField::kDayOfMonth:
+      return t.days_in_month;
+    case CalendarField::kDayOfYear:
+      return t.days_in_year;
+    case CalendarField::kWeekOfYear:
+      return t.iso_weeks_in_year;
+    default:
+      return LinearCount(field);
+  }
+}
+
+// The elapsed part of the field's unit by the local clock, in [0, 1).
+double FieldFraction(CalendarField field, const LocalTime& t) {
+  const double seconds = t.second + static_cast<double>(t.subsecond_ns) * 1e-9;
+  const double day_fraction =
+      (t.hour * 3600.0 + t.minute * 60.0 + seconds) / 86400.0;
+  switch (field) {
+    case CalendarField::kSecondOfMinute:
+      return static_cast<double>(t.subsecond_ns) * 1e-9;
+    case CalendarField::kMinuteOfHour:
+      return seconds / 60.0;
+    case CalendarField::kHourOfDay:
+      return (t.minute * 60.0 + seconds) / 3600.0;
+    case CalendarField::kDayOfWeek:
+    case CalendarField::kDayOfMonth:
+    case CalendarField::kDayOfYear:
+      return day_fraction;
+    case CalendarField::kWeekOfYear:
+      return (t.weekday + day_fraction) / 7.0;
+    case CalendarField::kMonthOfYear:
+      return (t.date.day() - 1 + day_fraction) / t.days_in_month;
+    case CalendarField::kQuarter:
+      return ((t.date.month() - 1) % 3 +
+              (t.date.day() - 1 + day_fraction) / t.days_in_month) /
+             3.0;
+  }
+  return 0.0;
+}
+
+int IsoWeek(absl::CivilDay day, int64_t* iso_year) {
+  // The ISO week belongs to the year of its Thursday (ISO 8601 §3.2.2).
+  const int weekday = static_cast<int>(absl::GetWeekday(day));
+  const absl::CivilDay thursday = day + (3 - weekday);
+  *iso_year = thursday.year();
+  return (absl::GetYearDay(thursday) - 1) / 7 + 1;
+}
+
+void FillDate(absl::CivilDay day, LocalTime* t) {
+  t->date = day;
+  t->weekday = static_cast<int>(absl::GetWeekday(day));
+  t->day_of_year = absl::GetYearDay(day);
+  t->iso_week = IsoWeek(day, &t->iso_year);
+  // December 28 always lies in the last ISO week of its ISO year.
+  int64_t ignored = 0;
+  t->iso_weeks_in_year =
+      IsoWeek(absl::CivilDay(t->iso_year, 12, 28), &ignored);
+  const absl::CivilMonth month(day);
+  t->days_in_month = static_cast<int>(absl::CivilDay(month + 1) -
+                                      absl::CivilDay(month));
+  t->days_in_year =
+      absl::GetYearDay(absl::CivilDay(day.year(), 12, 31));
+}
+
+int64_t FloorDiv(int64_t a, int64_t b) {
+  const int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+bool SafeZoneName(absl::string_view name) {
+  if (name.empty() || name.front() == '/' || name == "localtime" ||
+      absl::StrContains(name, "..")) {
+    return false;
+  }
+  for (char ch : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(ch)) && ch != '/' &&
+        ch != '_' && ch != '-' && ch != '+') {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::string_view CalendarFieldName(CalendarField field) {
+  switch (field) {
+    case CalendarField::kSecondOfMinute:
+      return "second_of_minute";
+    case CalendarField::kMinuteOfHour:
+      return "minute_of_hour";
+    case CalendarField::kHourOfDay:
+      return "hour_of_day";
+    case CalendarField::kDayOfWeek:
+      return "day_of_week";
+    case CalendarField::kDayOfMonth:
+      return "day_of_month";
+    case CalendarField::kDayOfYear:
+      return "day_of_year";
+    case CalendarField::kWeekOfYear:
+      return "week_of_year";
+    case CalendarField::kMonthOfYear:
+      return "month_of_year";
+    case CalendarField::kQuarter:
+      return "quarter";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<absl::TimeZone> LoadIanaTimeZone(absl::string_view name,
+                                                absl::string_view field) {
+  if (name.empty() || name == "UTC") return absl::UTCTimeZone();
+  if (!SafeZoneName(name)) {
+    return InvalidField(
+        field, absl::StrCat("unknown IANA time zone \"", name,
+                            "\" (expected a name such as \"Europe/London\"; "
+                            "the server's local zone is never used)"));
+  }
+  absl::TimeZone zone;
+  if (!absl::LoadTimeZone(name, &zone)) {
+    return InvalidField(field,
+                        absl::StrCat("unknown IANA time zone \"", name, "\""));
+  }
+  return zone;
+}
+
+absl::Status ValidateCalendarBlock(const CalendarBlock& block,
+                                   absl::string_view field_prefix) {
+  PHASOR_RETURN_IF_ERROR(
+      LoadIanaTimeZone(block.time_zone, absl::StrCat(field_prefix, ".time_zone"))
+          .status());
+  bool listed[kNumFieldKinds] = {};
+  for (size_t i = 0; i < block.fields.size(); ++i) {
+    const int kind = static_cast<int>(block.fields[i]);
+    if (kind < 0 || kind >= kNumFieldKinds) {
+      return InvalidField(absl::StrCat(field_prefix, ".fields[", i, "]"),
+                          absl::StrCat("unknown calendar field ", kind));
+    }
+    if (listed[kind]) {
+      return InvalidField(absl::StrCat(field_prefix, ".fields[", i, "]"),
+                          absl::StrCat(CalendarFieldName(block.fields[i]),
+                                       " listed twice"));
+    }
+    listed[kind] = true;
+  }
+  if (block.fields.empty() && !block.include_utc_offset && !block.include_dst &&
+      !block.holidays.has_value()) {
+    return InvalidField(absl::StrCat(field_prefix, ".fields"),
+                        "empty, and no utc offset, DST flag or holidays "
+                        "selected: the block has no column");
+  }
+  if (block.fractional && block.encoding == CalendarEncoding::kIndex) {
+    return InvalidField(absl::StrCat(field_prefix, ".fractional"),
+                        "INDEX encoding yields integers; fractional applies "
+                        "to CYCLIC and LINEAR");
+  }
+  if (block.holidays.has_value()) {
+    PHASOR_RETURN_IF_ERROR(ValidateHolidaysBlock(
+        *block.holidays, absl::StrCat(field_prefix, ".holidays")));
+  }
+  return absl::OkStatus();
+}
+
+LocalTime LocalTimeAt(const absl::TimeZone& zone, int64_t unix_ns) {
+  const int64_t seconds = FloorDiv(unix_ns, kNanosPerSecond);
+  const absl::TimeZone::CivilInfo info =
+      zone.At(absl::FromUnixSeconds(seconds));
+  LocalTime t;
+  FillDate(absl::CivilDay(info.cs), &t);
+  t.hour = info.cs.hour();
+  t.minute = info.cs.minute();
+  t.second = info.cs.second();
+  t.subsecond_ns = unix_ns - seconds * kNanosPerSecond;
+  t.utc_offset_seconds = info.offset;
+  t.is_dst = info.is_dst;
+  return t;
+}
+
+void LocalTimeCursor::Refill(int64_t unix_seconds) {
+  const absl::Time instant = absl::FromUnixSeconds(unix_seconds);
+  const absl::TimeZone::CivilInfo info = zone_.At(instant);
+  const absl::CivilDay day(info.cs);
+  if (!valid_ || day != local_.date) FillDate(day, &local_);
+  local_.utc_offset_seconds = info.offset;
+  local_.is_dst = info.is_dst;
+  const int64_t second_of_day =
+      info.cs.hour() * 3600 + info.cs.minute() * 60 + info.cs.second();
+  local_midnight_s_ = unix_seconds - second_of_day;
+  begin_s_ = unix_seconds;
+  // Until the next local midnight at this offset, or the next transition.
+  end_s_ = local_midnight_s_ + 86400;
+  absl::TimeZone::CivilTransition transition;
+  if (zone_.NextTransition(instant, &transition)) {
+    const int64_t at = absl::ToUnixSeconds(zone_.At(transition.to).trans);
+    if (at > unix_seconds && at < end_s_) end_s_ = at;
+  }
+  valid_ = true;
+}
+
+const LocalTime& LocalTimeCursor::At(int64_t unix_ns) {
+  const int64_t seconds = FloorDiv(unix_ns, kNanosPerSecond);
+  if (!valid_ || seconds < begin_s_ || seconds >= end_s_) Refill(seconds);
+  // Within a segment the offset is constant, so the clock is plain
+  // arithmetic on seconds since local midnight.
+  const auto second_of_day = static_cast<int>(seconds - local_midnight_s_);
+  local_.hour = second_of_day / 3600;
+  local_.minute = (second_of_day / 60) % 60;
+  local_.second = second_of_day % 60;
+  local_.subsecond_ns = unix_ns - seconds * kNanosPerSecond;
+  return local_;
+}
+
+CalendarEncoder::CalendarEncoder(const CalendarBlock& block,
+                                 absl::TimeZone zone, int64_t sum_d_model)
+    : encoding_(block.encoding),
+      fractional_(block.fractional),
+      include_utc_offset_(block.include_utc_offset),
+      include_dst_(block.include_dst),
+      zone_(zone),
+      sum_d_model_(sum_d_model),
+      field_width_(block.encoding == CalendarEncoding::kCyclic ? 2 : 1) {
+  if (block.holidays.has_value()) holidays_.emplace(*block.holidays);
+  int64_t offset = 0;
+  for (CalendarField field : block.fields) {
+    slots_.push_back(
+        {field, offset, !IsClockField(field) && !block.fractional});
+    offset += field_width_;
+  }
+  if (include_utc_offset_) utc_offset_column_ = offset++;
+  if (include_dst_) dst_column_ = offset++;
+  if (holidays_.has_value()) holiday_column_ = offset++;
+  width_ = sum_d_model_ > 0 ? sum_d_model_ : offset;
+
+  if (encoding_ == CalendarEncoding::kCyclic && !fractional_) {
+    clock_cycle60_.resize(2 * 60);
+    for (int x = 0; x < 60; ++x) {
+      clock_cycle60_[2 * x] = std::sin(kTwoPi * x / 60);
+      clock_cycle60_[2 * x + 1] = std::cos(kTwoPi * x / 60);
+    }
+    clock_cycle24_.resize(2 * 24);
+    for (int x = 0; x < 24; ++x) {
+      clock_cycle24_[2 * x] = std::sin(kTwoPi * x / 24);
+      clock_cycle24_[2 * x + 1] = std::cos(kTwoPi * x / 24);
+    }
+  }
+  if (sum_d_model_ > 0) {
+    assert(sum_d_model_ % 2 == 0);
+    sum_tables_.resize(kNumFieldKinds);
+    const int64_t d = sum_d_model_;
+    for (const Slot& slot : slots_) {
+      std::vector<double>& table = sum_tables_[static_cast<int>(slot.field)];
+      const int rows = MaxCivilValue(slot.field) + 1;
+      table.resize(static_cast<size_t>(rows) * d);
+      for (int v = 0; v < rows; ++v) {
+        for (int64_t i = 0; i < d / 2; ++i) {
+          // Informer: div_term = exp(2i · −ln(10000)/d_model).
+          const double omega =
+              std::exp(static_cast<double>(2 * i) * -(std::log(10000.0) / d));
+          table[v * d + 2 * i] = std::sin(v * omega);
+          table[v * d + 2 * i + 1] = std::cos(v * omega);
+        }
+      }
+    }
+  }
+}
+
+const double* CalendarEncoder::TableRow(CalendarField field, int value) const {
+  return sum_tables_[static_cast<int>(field)].data() + value * sum_d_model_;
+}
+
+void CalendarEncoder::EncodeField(CalendarField field, const LocalTime& local,
+                                  double* out) const {
+  const int value = CivilValue(field, local);
+  double x = value - FieldBase(field);
+  if (fractional_) x += FieldFraction(field, local);
+  switch (encoding_) {
+    case CalendarEncoding::kCyclic: {
+      const double angle = kTwoPi * x / CyclePeriod(field, local);
+      out[0] = std::sin(angle);
+      out[1] = std::cos(angle);
+      return;
+    }
+    case CalendarEncoding::kLinear:
+      out[0] = x / (LinearCount(field) - 1) - 0.5;
+      return;
+    case CalendarEncoding::kIndex:
+      out[0] = value;
+      return;
+  }
+}
+
+CalendarEncoder::Writer::Writer(const CalendarEncoder& encoder)
+    : encoder_(encoder),
+      cursor_(encoder.zone_),
+      day_columns_(static_cast<size_t>(encoder.width_), 0.0) {}
+
+void CalendarEncoder::Writer::FillDay(const LocalTime& local) {
+  const CalendarEncoder& e = encoder_;
+  std::fill(day_columns_.begin(), day_columns_.end(), 0.0);
+  if (e.sum_d_model_ > 0) {
+    const int64_t d = e.sum_d_model_;
+    for (const Slot& slot : e.slots_) {
+      if (!slot.day_level) continue;
+      const double* row = e.TableRow(slot.field, CivilValue(slot.field, local));
+      for (int64_t j = 0; j < d; ++j) day_columns_[j] += row[j];
+    }
+  } else {
+    for (const Slot& slot : e.slots_) {
+      if (slot.day_level) {
+        e.EncodeField(slot.field, local, &day_columns_[slot.offset]);
+      }
+    }
+    if (e.holiday_column_ >= 0) {
+      day_columns_[e.holiday_column_] = e.holidays_->Value(local.date);
+    }
+  }
+  day_ = local.date;
+  has_day_ = true;
+}
+
+void CalendarEncoder::Writer::Encode(int64_t unix_ns, double* out) {
+  const CalendarEncoder& e = encoder_;
+  const LocalTime& local = cursor_.At(unix_ns);
+  if (!has_day_ || local.date != day_) FillDay(local);
+  std::memcpy(out, day_columns_.data(), day_columns_.size() * sizeof(double));
+  if (e.sum_d_model_ > 0) {
+    const int64_t d = e.sum_d_model_;
+    for (const Slot& slot : e.slots_) {
+      if (slot.day_level) continue;
+      const double* row = e.TableRow(slot.field, CivilValue(slot.field, local));
+      for (int64_t j = 0; j < d; ++j) out[j] += row[j];
+    }
+    return;
+  }
+  for (const Slot& slot : e.slots_) {
+    if (slot.day_level) continue;
+    double* column = out + slot.offset;
+    if (!e.clock_cycle60_.empty()) {
+      // CYCLIC integer clock fields: precomputed sin/cos.
+      const int x = CivilValue(slot.field, local);
+      const double* pair = slot.field == CalendarField::kHourOfDay
+                               ? &e.clock_cycle24_[2 * x]
+                               : &e.clock_cycle60_[2 * x];
+      column[0] = pair[0];
+      column[1] = pair[1];
+    } else {
+      e.EncodeField(slot.field, local, column);
+    }
+  }
+  if (e.utc_offset_column_ >= 0) {
+    out[e.utc_offset_column_] = local.utc_offset_seconds / 3600.0;
+  }
+  if (e.dst_column_ >= 0) out[e.dst_column_] = local.is_dst ? 1.0 : 0.0;
+}
+
+}  // namespace phasor

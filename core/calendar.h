@@ -1,0 +1,210 @@
+// Calendar features of an instant in an IANA time zone ("calendar" block).
+//
+// Civil time = F(absolute time, time zone) through absl::TimeZone and the
+// system tzdata (absl::LoadTimeZone). The zone defaults to UTC; the server's
+// local zone is never used ("", "UTC" mean UTC; "localtime", paths and names
+// with ".." are rejected).
+//
+// Fields, their civil value v (INDEX), zero-based x, GluonTS n and the
+// calendar-true CYCLIC period P:
+//   second_of_minute  v = second 0..59        x = v     n = 60   P = 60
+//   minute_of_hour    v = minute 0..59        x = v     n = 60   P = 60
+//   hour_of_day       v = hour 0..23          x = v     n = 24   P = 24
+//   day_of_week       v = 0..6, Monday = 0    x = v     n = 7    P = 7
+//   day_of_month      v = 1..31               x = v−1   n = 31   P = days in that month
+//   day_of_year       v = 1..366              x = v−1   n = 366  P = 365 or 366 (that year)
+//   week_of_year      v = ISO week 1..53      x = v−1   n = 53   P = 52 or 53 (ISO weeks in the ISO year)
+//   month_of_year     v = 1..12               x = v−1   n = 12   P = 12
+//   quarter           v = 1..4                x = v−1   n = 4    P = 4
+// Encodings:
+//   CYCLIC  sin(2π·x/P), cos(2π·x/P)   (2 columns)
+//   LINEAR  x/(n−1) − 0.5              (1 column; GluonTS
+//           gluonts/time_feature/_base.py, e.g. DayOfMonth (day − 1)/30 − 0.5;
+//           quarter, absent there, follows the same rule)
+//   INDEX   v                          (1 column; integer, for embedding tables;
+//           the raw numbering of Informer's time_features(timeenc=0))
+// With `fractional`, CYCLIC and LINEAR add the elapsed part of the field's unit
+// by the local clock: hour 9:30 → 9.5, day_of_week Tuesday 18:00 → 1.75,
+// month_of_year on day d at clock time h → m−1 + (d−1 + h/24)/days_in_month.
+// Then the UTC offset in hours (e.g. −5, +5.75) and a DST flag (tzdata's
+// is_dst) when asked, and the holiday kernel (holidays.h) of the local date.
+//
+// Combine SUM (compose.h) uses Informer's fixed embedding instead
+// (Zhou et al. 2021, models/embed.py FixedEmbedding/TemporalEmbedding): each
+// field adds the sinusoid row PE(v) of width d_model,
+//   PE(v)[2i] = sin(v·ω_i), PE(v)[2i+1] = cos(v·ω_i), ω_i = 10000^(−2i/d_model).
+//
+// Speed: calendar conversion is the hot path. LocalTimeCursor caches the
+// current "segment", the span of UTC seconds with one civil day and one UTC
+// offset (it ends at the next local midnight or the next zone transition,
+// whichever is first), so a non-decreasing run of timestamps costs one
+// absl::TimeZone lookup per local day and otherwise a range check and integer
+// arithmetic; CalendarEncoder::Writer further caches every day-level encoded
+// column per local day.
+//
+// Thread-safety: CalendarEncoder is immutable and may be shared; a
+// LocalTimeCursor or Writer belongs to one thread.
+#ifndef PHASOR_CORE_CALENDAR_H_
+#define PHASOR_CORE_CALENDAR_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/civil_time.h"
+#include "absl/time/time.h"
+#include "core/holidays.h"
+
+namespace phasor {
+
+enum class CalendarField {
+  kSecondOfMinute,
+  kMinuteOfHour,
+  kHourOfDay,
+  kDayOfWeek,
+  kDayOfMonth,
+  kDayOfYear,
+  kWeekOfYear,
+  kMonthOfYear,
+  kQuarter,
+};
+enum class CalendarEncoding { kCyclic, kLinear, kIndex };
+
+// "hour_of_day", ... as the proto spells the field.
+absl::string_view CalendarFieldName(CalendarField field);
+
+struct CalendarBlock {
+  std::string time_zone = "UTC";  // IANA name; "" means UTC.
+  std::vector<CalendarField> fields;  // Output in this order; no repeats.
+  CalendarEncoding encoding = CalendarEncoding::kCyclic;
+  bool fractional = false;          // CYCLIC/LINEAR only.
+  bool include_utc_offset = false;  // One column, hours east of UTC.
+  bool include_dst = false;         // One column, 1 while DST is in effect.
+  std::optional<HolidaysBlock> holidays;  // One column, the kernel.
+};
+
+// Loads an IANA zone from the system tzdata; "" and "UTC" give UTC. Unknown
+// or unsafe names are INVALID_ARGUMENT on `field`:
+//   spec.temporal.calendar.time_zone: unknown IANA time zone "Mars/Base"
+absl::StatusOr<absl::TimeZone> LoadIanaTimeZone(absl::string_view name,
+                                                absl::string_view field);
+
+// Zone, fields (no repeats), encoding/fractional, holidays; a block selecting
+// no column is an error. Errors name `field_prefix`.time_zone, .fields[i], ...
+absl::Status ValidateCalendarBlock(const CalendarBlock& block,
+                                   absl::string_view field_prefix);
+
+// Everything the features need about one instant in one zone.
+struct LocalTime {
+  absl::CivilDay date;      // The local date.
+  int hour = 0;             // 0..23 by the local clock.
+  int minute = 0;
+  int second = 0;
+  int64_t subsecond_ns = 0; // 0..999'999'999.
+  int weekday = 0;          // Monday = 0 .. Sunday = 6.
+  int day_of_year = 1;      // 1..366.
+  int64_t iso_year = 1970;  // ISO-8601 week-numbering year.
+  int iso_week = 1;         // 1..53.
+  int iso_weeks_in_year = 52;
+  int days_in_month = 31;
+  int days_in_year = 365;
+  int utc_offset_seconds = 0;  // Local − UTC.
+  bool is_dst = false;
+};
+
+// The local time of `unix_ns` in `zone`, computed from scratch (the
+// reference the cursor is tested against).
+LocalTime LocalTimeAt(const absl::TimeZone& zone, int64_t unix_ns);
+
+// LocalTimeAt with the segment cache described above. Correct for any
+// sequence of instants; fast for non-decreasing ones.
+class LocalTimeCursor final {
+ public:
+  explicit LocalTimeCursor(absl::TimeZone zone) : zone_(zone) {}
+
+  // The returned reference stays valid until the next call.
+  const LocalTime& At(int64_t unix_ns);
+
+ private:
+  void Refill(int64_t unix_seconds);
+
+  absl::TimeZone zone_;
+  bool valid_ = false;
+  int64_t begin_s_ = 0;  // Segment [begin_s_, end_s_) in Unix seconds.
+  int64_t end_s_ = 0;
+  int64_t local_midnight_s_ = 0;  // The segment's local midnight minus its offset.
+  LocalTime local_;
+};
+
+// The calendar block, prepared once per request.
+class CalendarEncoder final {
+ public:
+  // `sum_d_model` > 0 selects Informer's fixed tables summed at that width
+  // (combine SUM); 0 selects CONCAT columns.
+  // REQUIRES: ValidateCalendarBlock(block, ...).ok(); zone is its zone; for
+  // SUM no fractional, offset, DST or holidays, and sum_d_model even.
+  CalendarEncoder(const CalendarBlock& block, absl::TimeZone zone,
+                  int64_t sum_d_model);
+
+  // Columns written per row: the CONCAT width, or d_model for SUM.
+  int64_t width() const { return width_; }
+  // Columns of one field under the block's encoding (2 for CYCLIC).
+  int64_t field_width() const { return field_width_; }
+
+  // One per thread: holds the cursor and the per-day cache.
+  class Writer final {
+   public:
+    explicit Writer(const CalendarEncoder& encoder);
+    // Writes width() values for the instant unix_ns.
+    void Encode(int64_t unix_ns, double* out);
+
+   private:
+    void FillDay(const LocalTime& local);
+
+    const CalendarEncoder& encoder_;
+    LocalTimeCursor cursor_;
+    bool has_day_ = false;
+    absl::CivilDay day_;
+    std::vector<double> day_columns_;  // CONCAT: day-level columns; SUM: their sum.
+  };
+
+ private:
+  struct Slot {
+    CalendarField field;
+    int64_t offset;   // First output column (CONCAT).
+    bool day_level;   // Constant over a local day (and not fractional).
+  };
+  // Writes the field's encoded column(s) for `local` at out[0..field_width).
+  void EncodeField(CalendarField field, const LocalTime& local,
+                   double* out) const;
+  // Informer table row PE(v) of `field`.
+  const double* TableRow(CalendarField field, int value) const;
+
+  CalendarEncoding encoding_;
+  bool fractional_;
+  bool include_utc_offset_;
+  bool include_dst_;
+  std::optional<HolidayCalendar> holidays_;
+  absl::TimeZone zone_;
+  int64_t sum_d_model_;
+  int64_t field_width_;
+  int64_t width_;
+  std::vector<Slot> slots_;
+  int64_t utc_offset_column_ = -1;
+  int64_t dst_column_ = -1;
+  int64_t holiday_column_ = -1;
+  // CYCLIC, not fractional: sin/cos of 2π·x/P for the clock fields, indexed
+  // by x (x < 60), [sin, cos] pairs.
+  std::vector<double> clock_cycle60_;
+  std::vector<double> clock_cycle24_;
+  // SUM: one table per field kind, rows PE(v) for v = 0..max, row-major.
+  std::vector<std::vector<double>> sum_tables_;
+};
+
+}  // namespace phasor
+
+#endif  // PHASOR_CORE_CALENDAR_H_

@@ -1,0 +1,109 @@
+// The temporal encoder: a TemporalSpec of optional blocks applied to
+// irregular observations, giving features [rows, F], a schema of what each
+// column means, and the series state for the next chunk.
+//
+// Blocks, in output order (each optional; see the block's header for its
+// formula and source):
+//   content   the given embeddings · scale, or, without embeddings, the
+//             values (0 where unobserved) then the observed mask (C + C)
+//   time      continuous_time.h time sinusoid (dim)
+//   time2vec  continuous_time.h Time2Vec (k+1)
+//   gaps      gaps.h Δt, δ, flags, mask, last value
+//   calendar  calendar.h fields, UTC offset, DST, holidays.h kernel
+// combine CONCAT lays them side by side. combine SUM adds them at width
+// d_model (Transformer-style input = content + encodings): content must be
+// d_model wide; time uses dim = d_model; time2vec needs d_model terms; gaps
+// may only give the global Δt as a d_model sinusoid; calendar fields become
+// Informer's fixed sinusoid tables (no fractional, offset, DST or holidays).
+// A block dim of 0 means d_model under SUM.
+//
+// Chunks: EncodeObservations returns a SeriesState (observations.h); passing
+// it back with the next chunk gives the same bytes as one call on the whole
+// series, for any split. The FIRST_OBSERVATION origin travels in the state.
+//
+// Determinism: the gaps memory is advanced in one serial pass that records
+// checkpoints; rows are then encoded in parallel (ParallelFor over rows, one
+// writer per row), each chunk replaying from its checkpoint. Every row is a
+// pure function of its inputs and the state before it, so output bytes are
+// identical for any thread count and any chunking.
+//
+// Thread-safety: all functions are reentrant; concurrent calls are safe.
+#ifndef PHASOR_CORE_COMPOSE_H_
+#define PHASOR_CORE_COMPOSE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "core/calendar.h"
+#include "core/continuous_time.h"
+#include "core/gaps.h"
+#include "core/holidays.h"
+#include "core/observations.h"
+#include "core/parallel.h"
+
+namespace phasor {
+
+enum class CombineMode { kConcat, kSum };
+
+struct ContentBlock {
+  // Multiplies content embeddings (e.g. sqrt(d_model) as in Vaswani et al.
+  // §3.4); values + mask are not scaled.
+  double scale = 1.0;
+};
+
+struct TemporalSpec {
+  std::optional<ContentBlock> content;
+  std::optional<TimeBlock> time;
+  std::optional<Time2VecBlock> time2vec;
+  std::optional<GapsBlock> gaps;
+  std::optional<CalendarBlock> calendar;
+  CombineMode combine = CombineMode::kConcat;
+  int64_t d_model = 0;  // SUM only: the common width; even, > 0.
+};
+
+// One contiguous run of output columns.
+struct SchemaEntry {
+  std::string block;    // "time", "gaps.delta", "calendar.hour_of_day", ...
+  int64_t offset = 0;   // First column.
+  int64_t width = 0;    // Number of columns.
+  std::string meaning;  // Formula, order and unit of the columns.
+};
+
+struct FeatureLayout {
+  int64_t width = 0;  // F, columns per row.
+  std::vector<SchemaEntry> schema;
+};
+
+// Every block's parameters and the SUM constraints, including that the time
+// zone loads. Errors name `field_prefix`.<block>.<field>.
+absl::Status ValidateTemporalSpec(
+    const TemporalSpec& spec, absl::string_view field_prefix = "spec.temporal");
+
+// F and the schema for C channels and content_dim-wide embeddings (0 when
+// absent). Errors (content missing or the wrong width under SUM) name
+// `observations_prefix`.content.
+// REQUIRES: ValidateTemporalSpec(spec).ok().
+absl::StatusOr<FeatureLayout> TemporalFeatureLayout(
+    const TemporalSpec& spec, int64_t num_channels, int64_t content_dim,
+    absl::string_view observations_prefix = "observations");
+
+// Writes features [observations.num_rows(), F] row-major into `out` and, when
+// `state_out` is non-null, the state after the last row (`state_out` may be
+// `state_in`). `state_in` is null for a new series. Validates spec,
+// observations and state first (INVALID_ARGUMENT with the field path);
+// `out` must hold exactly rows·F floats ("features" otherwise).
+absl::Status EncodeObservations(const TemporalSpec& spec,
+                                const ObservationsView& observations,
+                                const SeriesState* state_in,
+                                const ExecutionOptions& options,
+                                absl::Span<float> out, SeriesState* state_out);
+
+}  // namespace phasor
+
+#endif  // PHASOR_CORE_COMPOSE_H_

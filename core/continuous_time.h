@@ -1,0 +1,171 @@
+// Continuous-time encodings: sinusoids of real elapsed time τ = t − origin
+// (not of the row index), and Time2Vec.
+//
+// Time sinusoid ("time" block), a geometric ladder of K = dim/2 periods
+//   P_k = min_period_seconds · (max_period_seconds / min_period_seconds)^(k/(K−1))
+//   out[2k] = sin(2π·τ/P_k),  out[2k+1] = cos(2π·τ/P_k),   τ in seconds
+// (K = 1 uses min_period_seconds). This is the Transformer sinusoid of Vaswani
+// et al. 2017 §3.5 with positions replaced by real time, as in the
+// continuous-time encodings of mTAN (Shukla & Marlin 2021) and STraTS.
+//
+// Time2Vec (Kazemi et al. 2019, "Time2Vec: Learning a Vector Representation
+// of Time", eq. 1) with served parameters ω, φ of k+1 terms:
+//   out[0] = ω_0·τ + φ_0,  out[i] = sin(ω_i·τ + φ_i), i = 1..k,
+//   τ = (t − origin) / unit_seconds.
+//
+// Accuracy (DESIGN §4): t − origin is formed in 128-bit integer nanoseconds
+// (1900→2200 is ~9.47e18 ns, past int64). For the ladder each period becomes
+// an exact fixed-point step of 2^-128 turns per nanosecond, so the phase of
+// any int64 instant is reduced to within 2^-64 turns (plain double loses
+// ~1e-5 rad for a 1 s period over 300 years); sin/cos are then taken in
+// double of an angle in [−π, π). Time2Vec parameters are arbitrary reals, so
+// its phase is reduced in long double (64-bit significand on x86-64, 113 on
+// aarch64): error about |ω·τ|·2^-62 rad, 1e-9 rad for ω = 2π rad/s over 300
+// years. Float32 outputs are within 2e-6 of a long-double reference for
+// timestamps 1900–2200 (tests/continuous_time_test.cc proves it).
+//
+// Thread-safety: the classes are immutable after construction; concurrent
+// calls on one object are safe.
+#ifndef PHASOR_CORE_CONTINUOUS_TIME_H_
+#define PHASOR_CORE_CONTINUOUS_TIME_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace phasor {
+
+// τ is measured from this instant.
+enum class OriginKind {
+  kFirstObservation,  // The series' first row (carried across chunks in SeriesState).
+  kUnixEpoch,         // 1970-01-01T00:00:00Z.
+  kExplicit,          // origin_ns.
+};
+
+// REQUIRES: origin_ns is used only for kExplicit.
+inline int64_t ResolveOriginNs(OriginKind kind, int64_t explicit_origin_ns,
+                               int64_t first_observation_ns) {
+  switch (kind) {
+    case OriginKind::kFirstObservation:
+      return first_observation_ns;
+    case OriginKind::kUnixEpoch:
+      return 0;
+    case OriginKind::kExplicit:
+      return explicit_origin_ns;
+  }
+  return 0;
+}
+
+// Exact t − origin: both fit int64, the difference needs 65 bits.
+inline __int128 ElapsedNs(int64_t t_ns, int64_t origin_ns) {
+  return static_cast<__int128>(t_ns) - static_cast<__int128>(origin_ns);
+}
+
+// Periods accepted by the ladders: 1 ns to 1e15 s (~3e7 years). The upper
+// bound keeps the exact step computation inside 128 bits.
+inline constexpr double kMinLadderPeriodSeconds = 1e-9;
+inline constexpr double kMaxLadderPeriodSeconds = 1e15;
+
+struct TimeBlock {
+  int64_t dim = 16;                 // Even; dim/2 (sin, cos) pairs.
+  double min_period_seconds = 1.0;  // Shortest period, first pair.
+  // Longest period, last pair; default 10 Gregorian years.
+  double max_period_seconds = 10 * 365.2425 * 86400.0;
+  OriginKind origin = OriginKind::kFirstObservation;
+  int64_t origin_ns = 0;  // With kExplicit: ns since the Unix epoch.
+};
+
+struct Time2VecBlock {
+  std::vector<double> omega;  // ω_0..ω_k, radians per unit; k+1 >= 1 values.
+  std::vector<double> phi;    // φ_0..φ_k, radians; same length as omega.
+  double unit_seconds = 1.0;  // τ's unit: 1 = seconds, 86400 = days.
+  OriginKind origin = OriginKind::kFirstObservation;
+  int64_t origin_ns = 0;
+};
+
+// dim even and >= 2; periods finite, in [kMinLadderPeriodSeconds,
+// kMaxLadderPeriodSeconds], min <= max. Errors name the given field paths.
+absl::Status ValidatePeriodLadder(int64_t dim, double min_period_seconds,
+                                  double max_period_seconds,
+                                  absl::string_view dim_field,
+                                  absl::string_view min_field,
+                                  absl::string_view max_field);
+
+// Errors name `field_prefix`.dim, .min_period_seconds, .max_period_seconds.
+absl::Status ValidateTimeBlock(const TimeBlock& block,
+                               absl::string_view field_prefix);
+// Errors name `field_prefix`.omega[i], .phi, .unit_seconds.
+absl::Status ValidateTime2VecBlock(const Time2VecBlock& block,
+                                   absl::string_view field_prefix);
+
+// P_k of the geometric ladder above, k = 0..num_periods−1; the last is
+// exactly max_period_seconds.
+// REQUIRES: num_periods >= 1; 0 < min_period_seconds <= max_period_seconds.
+std::vector<double> LadderPeriodsSeconds(int64_t num_periods,
+                                         double min_period_seconds,
+                                         double max_period_seconds);
+
+// One period as an exact phase step: floor(frac(1 / P_ns) · 2^128), the turns
+// advanced per nanosecond in units of 2^-128 (the period taken as exactly the
+// double given). The phase of an elapsed time is then one wrapping 128-bit
+// multiply, exact to 2^-64 turns for any |elapsed| < 2^64 ns.
+class ExactPhase final {
+ public:
+  // REQUIRES: kMinLadderPeriodSeconds <= period_seconds <=
+  // kMaxLadderPeriodSeconds.
+  explicit ExactPhase(double period_seconds);
+
+  // (elapsed_ns / P_ns) mod 1, in turns, reduced to [−0.5, 0.5).
+  double SignedTurns(__int128 elapsed_ns) const {
+    const unsigned __int128 turns =
+        static_cast<unsigned __int128>(elapsed_ns) * step_;
+    const auto top =
+        static_cast<int64_t>(static_cast<uint64_t>(turns >> 64));
+    return static_cast<double>(top) * 0x1p-64;
+  }
+
+ private:
+  unsigned __int128 step_;
+};
+
+// The time-sinusoid ladder, prepared once per request.
+class TimeSinusoid final {
+ public:
+  // REQUIRES: ValidatePeriodLadder(dim, min, max, ...).ok().
+  TimeSinusoid(int64_t dim, double min_period_seconds,
+               double max_period_seconds);
+
+  int64_t dim() const { return static_cast<int64_t>(phases_.size()) * 2; }
+  const std::vector<double>& periods_seconds() const { return periods_; }
+
+  // Writes dim() values: out[2k] = sin(2π·elapsed/P_k), out[2k+1] = cos(...).
+  void Encode(__int128 elapsed_ns, double* out) const;
+
+ private:
+  std::vector<double> periods_;
+  std::vector<ExactPhase> phases_;
+};
+
+// Time2Vec, prepared once per request.
+class Time2Vec final {
+ public:
+  // REQUIRES: ValidateTime2VecBlock(block, ...).ok().
+  explicit Time2Vec(const Time2VecBlock& block);
+
+  int64_t width() const { return static_cast<int64_t>(omega_.size()); }
+
+  // Writes width() values for τ = elapsed_ns / (unit_seconds·1e9).
+  void Encode(__int128 elapsed_ns, double* out) const;
+
+ private:
+  std::vector<long double> omega_;
+  std::vector<long double> phi_long_;
+  std::vector<double> phi_;
+  long double unit_ns_;
+};
+
+}  // namespace phasor
+
+#endif  // PHASOR_CORE_CONTINUOUS_TIME_H_

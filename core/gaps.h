@@ -1,0 +1,156 @@
+// Gap features of irregular multichannel series ("gaps" block).
+//
+// Global Δt_r = t_r − t_{r−1}, the time since the previous row (0 between
+// rows with equal timestamps).
+//
+// Per-channel δ as GRU-D defines it (Che et al. 2018, "Recurrent Neural
+// Networks for Multivariate Time Series with Missing Values", eq. 2): the time
+// since channel c's last observation strictly before the row's time,
+//   δ_{r,c} = t_r − max{ t_s : t_s < t_r, channel c observed at row s }.
+// "Strictly before" is taken in time, not in row order, so rows sharing a
+// timestamp (a lab panel sent as long-layout events) get identical δ whatever
+// their order; with strictly increasing timestamps this is GRU-D's recursion.
+// A channel never observed before t_r has no δ; the first-observation policy
+// decides: ZERO (δ = 0), SINCE_ORIGIN (δ = t_r − origin), FLAG (δ = 0 plus an
+// indicator column that is 1 exactly then). The first row's Δt follows the
+// same policy.
+//
+// Transforms of a gap g (seconds): RAW g/unit_seconds; LOG1P
+// sign(x)·log1p(|x|) of x = g/unit_seconds (sign-preserving so an EXPLICIT
+// origin after the data stays finite); SINUSOIDAL the time-sinusoid ladder of
+// continuous_time.h (sin, cos of 2π·g/P_k) with its own dim and periods.
+//
+// Optional columns: the observed mask m_{r,c}, and the last-observed value
+// (GRU-D's forward imputation x̂ = m·x + (1−m)·x_last, where x_last is the value
+// at the observation δ refers to; 0 before any observation).
+//
+// Column order: [Δt (w) | first-row flag (FLAG)] [δ_0..δ_{C−1} (C·w) | C flags
+// (FLAG)] [mask (C)] [last value (C)], w = 1, or the sinusoid dim.
+//
+// Thread-safety: GapsEncoder is immutable and safe to share; a GapTracker is a
+// value type owned by one thread at a time.
+#ifndef PHASOR_CORE_GAPS_H_
+#define PHASOR_CORE_GAPS_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "core/continuous_time.h"
+#include "core/observations.h"
+
+namespace phasor {
+
+enum class FirstObservationPolicy { kZero, kSinceOrigin, kFlag };
+enum class GapTransform { kRaw, kLog1p, kSinusoidal };
+
+struct GapsBlock {
+  bool global_delta = true;       // Δt column(s).
+  bool per_channel_delta = true;  // δ columns, one group per channel.
+  FirstObservationPolicy first_observation = FirstObservationPolicy::kZero;
+  GapTransform transform = GapTransform::kRaw;
+  double unit_seconds = 1.0;       // RAW / LOG1P unit: 3600 = hours.
+  bool include_mask = false;       // C columns m_{r,c} in {0, 1}.
+  bool include_last_value = false; // C columns of forward-filled values.
+  // The origin of SINCE_ORIGIN.
+  OriginKind origin = OriginKind::kFirstObservation;
+  int64_t origin_ns = 0;
+  // SINUSOIDAL only: width per gap and the period ladder.
+  int64_t sinusoidal_dim = 8;
+  double sinusoidal_min_period_seconds = 1.0;
+  double sinusoidal_max_period_seconds = 365.2425 * 86400.0;
+};
+
+// Errors name `field_prefix`.unit_seconds, .sinusoidal_dim, ...; a block that
+// selects no column is INVALID_ARGUMENT on `field_prefix`.
+absl::Status ValidateGapsBlock(const GapsBlock& block,
+                               absl::string_view field_prefix);
+
+// Width of one transformed gap: 1, or sinusoidal_dim.
+int64_t GapValueWidth(const GapsBlock& block);
+// Columns the block writes for C channels.
+int64_t GapsWidth(const GapsBlock& block, int64_t num_channels);
+
+// The serial memory of a series: per channel, the latest observation strictly
+// before the current row's time (the "history" δ refers to) and the ones made
+// at the current time (folded into the history once time moves on).
+class GapTracker final {
+ public:
+  explicit GapTracker(int64_t num_channels);
+  // REQUIRES: ValidateSeriesState(state, ...).ok().
+  explicit GapTracker(const SeriesState& state);
+
+  SeriesState ToState() const;
+
+  bool has_rows() const { return has_rows_; }
+  int64_t first_timestamp_ns() const { return first_ns_; }
+
+  // Starts the next row at t_ns. REQUIRES: t_ns >= the previous row's time.
+  void BeginRow(int64_t t_ns);
+  // After BeginRow: whether a row preceded this one, and its time.
+  bool has_previous_row() const { return has_previous_row_; }
+  int64_t previous_row_ns() const { return previous_row_ns_; }
+  // After BeginRow: channel c's latest observation strictly before this
+  // row's time.
+  bool seen_before(int64_t c) const { return channels_[c].history_seen; }
+  int64_t last_seen_before_ns(int64_t c) const {
+    return channels_[c].history_ns;
+  }
+  double last_value_before(int64_t c) const {
+    return channels_[c].history_value;
+  }
+  // Records the row's observations. REQUIRES: BeginRow called for `row`.
+  void ObserveRow(const ObservationsView& observations, int64_t row);
+
+ private:
+  struct Channel {
+    bool history_seen = false;
+    int64_t history_ns = 0;
+    double history_value = 0.0;
+    bool current_seen = false;  // Observed at the current time last_ns_.
+    double current_value = 0.0;
+  };
+  void Observe(int64_t c, double value);
+
+  bool has_rows_ = false;
+  int64_t first_ns_ = 0;
+  int64_t last_ns_ = 0;
+  bool has_previous_row_ = false;
+  int64_t previous_row_ns_ = 0;
+  std::vector<Channel> channels_;
+  std::vector<int64_t> current_;  // Channels with current_seen set.
+};
+
+// The gaps block, prepared once per request.
+class GapsEncoder final {
+ public:
+  // `origin_ns` is the resolved SINCE_ORIGIN origin.
+  // REQUIRES: ValidateGapsBlock(block, ...).ok().
+  GapsEncoder(const GapsBlock& block, int64_t num_channels, int64_t origin_ns);
+
+  int64_t width() const { return width_; }
+
+  // Writes width() values for row `row` at time t_ns.
+  // REQUIRES: tracker.BeginRow(t_ns) called for this row and ObserveRow not
+  // yet.
+  void EncodeRow(const GapTracker& tracker, const ObservationsView& observations,
+                 int64_t row, int64_t t_ns, double* out) const;
+
+ private:
+  // Writes the transformed gap (value_width_ values).
+  void Transform(__int128 gap_ns, double* out) const;
+
+  GapsBlock block_;
+  int64_t num_channels_;
+  int64_t origin_ns_;
+  int64_t value_width_;
+  int64_t width_;
+  double unit_ns_;
+  std::optional<TimeSinusoid> sinusoid_;
+};
+
+}  // namespace phasor
+
+#endif  // PHASOR_CORE_GAPS_H_

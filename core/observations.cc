@@ -1,0 +1,281 @@
+#include "core/observations.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "core/errors.h"
+#include "core/status_macros.h"
+
+namespace phasor {
+namespace {
+
+std::string Indexed(absl::string_view prefix, absl::string_view field,
+                    int64_t index) {
+  return absl::StrCat(prefix, ".", field, "[", index, "]");
+}
+
+std::string Field(absl::string_view prefix, absl::string_view field) {
+  return absl::StrCat(prefix, ".", field);
+}
+
+absl::Status CheckTimes(absl::Span<const int64_t> times,
+                        absl::string_view prefix, absl::string_view name) {
+  for (size_t i = 0; i < times.size(); ++i) {
+    if (times[i] == kNotATimeNs) {
+      return InvalidField(
+          Indexed(prefix, name, static_cast<int64_t>(i)),
+          "NaT (INT64_MIN, a missing timestamp); timestamps must be int64 "
+          "nanoseconds since the Unix epoch");
+    }
+    if (i > 0 && times[i] < times[i - 1]) {
+      return InvalidField(
+          Indexed(prefix, name, static_cast<int64_t>(i)),
+          absl::StrCat("decreasing (", times[i], " ns < ", times[i - 1],
+                       " ns at index ", i - 1,
+                       "); timestamps must be non-decreasing"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckOneDtype(const ValuesView& values, absl::string_view prefix,
+                           absl::string_view name) {
+  if (!values.f64.empty() && !values.f32.empty()) {
+    return InvalidField(Field(prefix, name),
+                        "given as both float64 and float32; send one");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckContent(const ObservationsView& obs, absl::string_view prefix) {
+  const int64_t rows = obs.num_rows();
+  if (obs.content.empty()) {
+    if (obs.content_dim != 0 && rows > 0) {
+      return InvalidField(Field(prefix, "content"),
+                          absl::StrCat("content_dim is ", obs.content_dim,
+                                       " but no content was given"));
+    }
+    return absl::OkStatus();
+  }
+  if (obs.content_dim <= 0) {
+    return InvalidField(Field(prefix, "content"),
+                        absl::StrCat("content_dim must be > 0, got ",
+                                     obs.content_dim));
+  }
+  if (static_cast<int64_t>(obs.content.size()) != rows * obs.content_dim) {
+    return InvalidField(
+        Field(prefix, "content"),
+        absl::StrCat("has ", obs.content.size(), " values; expected rows ",
+                     rows, " x content_dim ", obs.content_dim, " = ",
+                     rows * obs.content_dim));
+  }
+  for (size_t i = 0; i < obs.content.size(); ++i) {
+    if (!std::isfinite(obs.content[i])) {
+      return InvalidField(Indexed(prefix, "content", static_cast<int64_t>(i)),
+                          absl::StrCat("not finite (", obs.content[i], ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateWide(const ObservationsView& obs, absl::string_view prefix) {
+  if (!obs.event_times.empty() || !obs.event_channels.empty() ||
+      obs.event_values.size() != 0) {
+    return InvalidField(Field(prefix, "event_times"),
+                        "long-layout events given with the wide layout; send "
+                        "timestamps/values or events, not both");
+  }
+  PHASOR_RETURN_IF_ERROR(CheckOneDtype(obs.values, prefix, "values"));
+  const int64_t t = static_cast<int64_t>(obs.timestamps.size());
+  const int64_t c = obs.num_channels;
+  if (c < 0) {
+    return InvalidField(Field(prefix, "num_channels"),
+                        absl::StrCat("must be >= 0, got ", c));
+  }
+  if (obs.values.size() != t * c) {
+    return InvalidField(
+        Field(prefix, "values"),
+        absl::StrCat("has ", obs.values.size(), " values; expected timestamps ",
+                     t, " x channels ", c, " = ", t * c));
+  }
+  if (!obs.mask.empty() && static_cast<int64_t>(obs.mask.size()) != t * c) {
+    return InvalidField(
+        Field(prefix, "mask"),
+        absl::StrCat("has ", obs.mask.size(), " entries; expected timestamps ",
+                     t, " x channels ", c, " = ", t * c));
+  }
+  PHASOR_RETURN_IF_ERROR(CheckTimes(obs.timestamps, prefix, "timestamps"));
+  for (int64_t i = 0; i < t * c; ++i) {
+    const double v = obs.values.at(i);
+    const bool observed = obs.mask.empty() ? !std::isnan(v) : obs.mask[i] != 0;
+    if (observed && !std::isfinite(v)) {
+      return InvalidField(
+          Indexed(prefix, "values", i),
+          absl::StrCat(v, " at row ", i / c, ", channel ", i % c,
+                       obs.mask.empty()
+                           ? " (observed values must be finite; NaN means "
+                             "not observed)"
+                           : " where the mask marks it observed (observed "
+                             "values must be finite)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLong(const ObservationsView& obs, absl::string_view prefix) {
+  if (!obs.timestamps.empty() || obs.values.size() != 0 || !obs.mask.empty()) {
+    return InvalidField(Field(prefix, "timestamps"),
+                        "wide-layout timestamps/values/mask given with the "
+                        "long layout; send one layout");
+  }
+  PHASOR_RETURN_IF_ERROR(CheckOneDtype(obs.event_values, prefix, "event_values"));
+  const int64_t n = static_cast<int64_t>(obs.event_times.size());
+  if (obs.num_channels < 1) {
+    return InvalidField(Field(prefix, "num_channels"),
+                        absl::StrCat("must be >= 1 for events, got ",
+                                     obs.num_channels));
+  }
+  if (static_cast<int64_t>(obs.event_channels.size()) != n) {
+    return InvalidField(Field(prefix, "event_channels"),
+                        absl::StrCat("has ", obs.event_channels.size(),
+                                     " entries; expected one per event (", n,
+                                     ")"));
+  }
+  if (obs.event_values.size() != n) {
+    return InvalidField(Field(prefix, "event_values"),
+                        absl::StrCat("has ", obs.event_values.size(),
+                                     " entries; expected one per event (", n,
+                                     ")"));
+  }
+  PHASOR_RETURN_IF_ERROR(CheckTimes(obs.event_times, prefix, "event_times"));
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t channel = obs.event_channels[i];
+    if (channel < 0 || channel >= obs.num_channels) {
+      return InvalidField(Indexed(prefix, "event_channels", i),
+                          absl::StrCat("channel ", channel, " out of range [0, ",
+                                       obs.num_channels, ")"));
+    }
+    const double v = obs.event_values.at(i);
+    if (std::isinf(v)) {
+      return InvalidField(Indexed(prefix, "event_values", i),
+                          absl::StrCat(v, " (values must be finite; NaN means "
+                                          "no value)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateObservations(const ObservationsView& observations,
+                                  absl::string_view field_prefix) {
+  if (observations.layout == ObservationLayout::kWide) {
+    PHASOR_RETURN_IF_ERROR(ValidateWide(observations, field_prefix));
+  } else {
+    PHASOR_RETURN_IF_ERROR(ValidateLong(observations, field_prefix));
+  }
+  return CheckContent(observations, field_prefix);
+}
+
+absl::Status ValidateSeriesState(const SeriesState& state,
+                                 const ObservationsView& observations,
+                                 absl::string_view state_prefix,
+                                 absl::string_view observations_prefix) {
+  const int64_t c = observations.num_channels;
+  if (static_cast<int64_t>(state.channels.size()) != c) {
+    return InvalidField(Field(state_prefix, "channels"),
+                        absl::StrCat("has ", state.channels.size(),
+                                     " channels; the observations have ", c));
+  }
+  for (int64_t i = 0; i < c; ++i) {
+    const ChannelState& ch = state.channels[i];
+    const std::string path = Indexed(state_prefix, "channels", i);
+    if (!state.has_rows) {
+      if (ch.seen || ch.seen_before_last) {
+        return InvalidField(absl::StrCat(path, ".seen"),
+                            "set in a state whose has_rows is false");
+      }
+      continue;
+    }
+    if (ch.seen && (ch.last_seen_ns < state.first_timestamp_ns ||
+                    ch.last_seen_ns > state.last_timestamp_ns)) {
+      return InvalidField(
+          absl::StrCat(path, ".last_seen_ns"),
+          absl::StrCat(ch.last_seen_ns, " outside the series' [",
+                       state.first_timestamp_ns, ", ", state.last_timestamp_ns,
+                       "]"));
+    }
+    if (ch.seen && ch.last_seen_ns == state.last_timestamp_ns &&
+        ch.seen_before_last &&
+        (ch.before_last_seen_ns >= state.last_timestamp_ns ||
+         ch.before_last_seen_ns < state.first_timestamp_ns)) {
+      return InvalidField(
+          absl::StrCat(path, ".before_last_seen_ns"),
+          absl::StrCat(ch.before_last_seen_ns,
+                       " must be in [first_timestamp_ns, last_timestamp_ns)"));
+    }
+    if (!std::isfinite(ch.last_value) ||
+        !std::isfinite(ch.before_last_value)) {
+      return InvalidField(absl::StrCat(path, ".last_value"), "not finite");
+    }
+  }
+  if (!state.has_rows) return absl::OkStatus();
+  if (state.first_timestamp_ns == kNotATimeNs ||
+      state.last_timestamp_ns < state.first_timestamp_ns) {
+    return InvalidField(
+        Field(state_prefix, "last_timestamp_ns"),
+        absl::StrCat(state.last_timestamp_ns, " is before first_timestamp_ns ",
+                     state.first_timestamp_ns, " or NaT"));
+  }
+  const absl::Span<const int64_t> times = observations.row_times();
+  if (!times.empty() && times[0] < state.last_timestamp_ns) {
+    return InvalidField(
+        Indexed(observations_prefix,
+                observations.layout == ObservationLayout::kWide ? "timestamps"
+                                                                : "event_times",
+                0),
+        absl::StrCat("decreasing (", times[0],
+                     " ns < the previous chunk's last timestamp ",
+                     state.last_timestamp_ns, " ns in ", state_prefix,
+                     ".last_timestamp_ns)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TimestampsFromSeconds(absl::Span<const double> seconds,
+                                   absl::Span<int64_t> out_ns,
+                                   absl::string_view field) {
+  // int64 nanoseconds span ±9.223372036854775807e9 s; 2^63 ns is exactly
+  // 9223372036.854775808 s, so the bound below keeps llround in range.
+  constexpr double kLimitSeconds = 9223372036.854775;
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    const double s = seconds[i];
+    const std::string path = absl::StrCat(field, "[", i, "]");
+    if (std::isnan(s)) return InvalidField(path, "NaN timestamp");
+    if (std::isinf(s)) {
+      return InvalidField(path, absl::StrCat(s, " timestamp"));
+    }
+    if (!(std::fabs(s) < kLimitSeconds)) {
+      return InvalidField(
+          path, absl::StrFormat("%.17g s is outside int64 nanoseconds "
+                                "(about years 1678 to 2262)",
+                                s));
+    }
+    // Split into whole seconds and the fraction (truncating toward zero, so
+    // neither part can overflow) so the nanosecond rounding keeps the low
+    // digits of a large timestamp.
+    const double whole = std::trunc(s);
+    const int64_t ns = static_cast<int64_t>(whole) * 1000000000 +
+                       std::llround((s - whole) * 1e9);
+    if (ns == kNotATimeNs) return InvalidField(path, "NaT timestamp");
+    out_ns[i] = ns;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace phasor

@@ -1,0 +1,160 @@
+// Observations: the irregular, timestamped, multichannel input of the
+// temporal encoder, and the plain-data state that lets a long series be
+// encoded in chunks.
+//
+// Time is int64 nanoseconds since the Unix epoch (UTC). Differences of two
+// timestamps are taken in 128-bit integers (a span from 1900 to 2200 is about
+// 9.47e18 ns, past int64's 9.22e18), so no instant is rounded before a kernel
+// forms its angle. INT64_MIN is numpy/pandas' NaT ("not a time") and is
+// rejected as a missing timestamp.
+//
+// Two layouts:
+//  - wide: timestamps [T], values [T, C] (NaN = not observed), optional mask
+//    [T, C] (nonzero = observed; when present it is authoritative and
+//    unobserved values are ignored, NaN or not). One output row per timestamp.
+//  - long (SeFT, Horn et al. 2020; STraTS, Tipirneni & Reddy 2022): triplets
+//    event_times [N], event_channels [N] in [0, C), event_values [N]. One output
+//    row per event; row i observes channel event_channels[i] unless its value
+//    is NaN. Channels may follow different schedules.
+// Both may carry content [rows, content_dim] (token embeddings).
+//
+// Timestamps must be non-decreasing (ties allowed). Observed values must be
+// finite.
+//
+// Ownership: views do not own their storage; the caller keeps it alive for the
+// duration of a call. Thread-safety: all functions are pure.
+#ifndef PHASOR_CORE_OBSERVATIONS_H_
+#define PHASOR_CORE_OBSERVATIONS_H_
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace phasor {
+
+// numpy.datetime64("NaT") / pandas.NaT as int64.
+inline constexpr int64_t kNotATimeNs = std::numeric_limits<int64_t>::min();
+
+enum class ObservationLayout { kWide, kLong };
+
+// float64 or float32 values: at most one of the two spans is non-empty.
+struct ValuesView {
+  absl::Span<const double> f64;
+  absl::Span<const float> f32;
+
+  int64_t size() const {
+    return f64.empty() ? static_cast<int64_t>(f32.size())
+                       : static_cast<int64_t>(f64.size());
+  }
+  // REQUIRES: 0 <= i < size().
+  double at(int64_t i) const {
+    return f64.empty() ? static_cast<double>(f32[i]) : f64[i];
+  }
+};
+
+struct ObservationsView {
+  ObservationLayout layout = ObservationLayout::kWide;
+  // C: channels per row (wide: values is [T, C]; long: channels are in
+  // [0, C)). Wide series may have C = 0 (timestamps only).
+  int64_t num_channels = 0;
+
+  // Wide layout.
+  absl::Span<const int64_t> timestamps;  // [T] ns since the Unix epoch, UTC.
+  ValuesView values;                     // [T, C] row-major, NaN = missing.
+  absl::Span<const uint8_t> mask;        // [T, C] or empty; nonzero = observed.
+
+  // Long layout.
+  absl::Span<const int64_t> event_times;     // [N] ns since the Unix epoch.
+  absl::Span<const int32_t> event_channels;  // [N] in [0, C).
+  ValuesView event_values;                   // [N], NaN = no value.
+
+  // Optional token embeddings, [rows, content_dim] row-major.
+  absl::Span<const float> content;
+  int64_t content_dim = 0;
+
+  int64_t num_rows() const {
+    return layout == ObservationLayout::kWide
+               ? static_cast<int64_t>(timestamps.size())
+               : static_cast<int64_t>(event_times.size());
+  }
+  // The timestamp of every output row.
+  absl::Span<const int64_t> row_times() const {
+    return layout == ObservationLayout::kWide ? timestamps : event_times;
+  }
+  // Whether row `row` observes channel `channel`; if so *value is set.
+  // REQUIRES: validated; 0 <= row < num_rows(); 0 <= channel < num_channels.
+  bool ObservedAt(int64_t row, int64_t channel, double* value) const {
+    if (layout == ObservationLayout::kLong) {
+      if (event_channels[row] != channel) return false;
+      const double v = event_values.at(row);
+      if (std::isnan(v)) return false;
+      *value = v;
+      return true;
+    }
+    const int64_t i = row * num_channels + channel;
+    if (!mask.empty()) {
+      if (mask[i] == 0) return false;
+      *value = values.at(i);
+      return true;
+    }
+    const double v = values.at(i);
+    if (std::isnan(v)) return false;
+    *value = v;
+    return true;
+  }
+};
+
+// What one channel has seen so far in a series.
+struct ChannelState {
+  bool seen = false;          // Observed at least once.
+  int64_t last_seen_ns = 0;   // Time of its latest observation.
+  double last_value = 0.0;    // Its value (the last row's, among equal times).
+  // The latest observation strictly before SeriesState::last_timestamp_ns.
+  // Read only when last_seen_ns == last_timestamp_ns: a next chunk may begin
+  // at that same instant, and gaps use observations strictly earlier than the
+  // row's time, so the chunk needs what came before the tie.
+  bool seen_before_last = false;
+  int64_t before_last_seen_ns = 0;
+  double before_last_value = 0.0;
+};
+
+// The state of a series after some rows: plain data, so any replica can
+// continue any series. Encoding rows [0, a) then [a, n) with the state passed
+// between the calls gives the same bytes as encoding [0, n) at once.
+struct SeriesState {
+  bool has_rows = false;           // False for a series not yet started.
+  int64_t first_timestamp_ns = 0;  // The FIRST_OBSERVATION origin.
+  int64_t last_timestamp_ns = 0;   // Time of the last row encoded.
+  std::vector<ChannelState> channels;  // [C]
+};
+
+// Shapes, timestamps (no NaT, non-decreasing), channels, finite observed
+// values, content size. Errors name `field_prefix`.timestamps[i] and so on,
+// with the first offending index.
+absl::Status ValidateObservations(const ObservationsView& observations,
+                                  absl::string_view field_prefix = "observations");
+
+// A state to continue from: one record per channel, times consistent, and the
+// observations' first row not before state.last_timestamp_ns.
+absl::Status ValidateSeriesState(
+    const SeriesState& state, const ObservationsView& observations,
+    absl::string_view state_prefix = "state",
+    absl::string_view observations_prefix = "observations");
+
+// Converts real-valued Unix seconds (e.g. float64 timestamps from a client) to
+// int64 nanoseconds, rounding to the nearest nanosecond. NaN, ±Inf and values
+// outside int64 nanoseconds (about years 1678–2262) are INVALID_ARGUMENT
+// naming field[i]. Note float64 seconds near 2026 resolve only ~0.24 µs.
+// REQUIRES: out_ns.size() == seconds.size().
+absl::Status TimestampsFromSeconds(absl::Span<const double> seconds,
+                                   absl::Span<int64_t> out_ns,
+                                   absl::string_view field);
+
+}  // namespace phasor
+
+#endif  // PHASOR_CORE_OBSERVATIONS_H_

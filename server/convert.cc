@@ -1,0 +1,380 @@
+#include "server/convert.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/errors.h"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "Tensor bytes are little-endian; a big-endian host would need "
+              "byte swapping in server/convert.cc");
+
+namespace phasor::server {
+namespace {
+
+std::string DTypeList(absl::Span<const DType> allowed) {
+  return absl::StrJoin(allowed, ", ", [](std::string* out, DType dtype) {
+    absl::StrAppend(out, v1::DType_Name(DTypeToProto(dtype)));
+  });
+}
+
+template <typename T>
+bool IsAligned(const char* data) {
+  return reinterpret_cast<uintptr_t>(data) % alignof(T) == 0;
+}
+
+}  // namespace
+
+bool CheckedMultiply(int64_t a, int64_t b, int64_t* product) {
+  if (a < 0 || b < 0) return false;
+  return !__builtin_mul_overflow(a, b, product);
+}
+
+absl::StatusOr<DType> DTypeFromProto(v1::DType dtype, absl::string_view field) {
+  switch (dtype) {
+    case v1::FLOAT32: return DType::kFloat32;
+    case v1::FLOAT16: return DType::kFloat16;
+    case v1::BFLOAT16: return DType::kBFloat16;
+    case v1::FLOAT64: return DType::kFloat64;
+    case v1::INT64: return DType::kInt64;
+    case v1::INT32: return DType::kInt32;
+    case v1::UINT8: return DType::kUInt8;
+    case v1::BOOL: return DType::kBool;
+    default: break;
+  }
+  return InvalidField(field, dtype == v1::DTYPE_UNSPECIFIED
+                                 ? std::string("must be set")
+                                 : absl::StrCat("unknown dtype ",
+                                                static_cast<int>(dtype)));
+}
+
+v1::DType DTypeToProto(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return v1::FLOAT32;
+    case DType::kFloat16: return v1::FLOAT16;
+    case DType::kBFloat16: return v1::BFLOAT16;
+    case DType::kFloat64: return v1::FLOAT64;
+    case DType::kInt64: return v1::INT64;
+    case DType::kInt32: return v1::INT32;
+    case DType::kUInt8: return v1::UINT8;
+    case DType::kBool: return v1::BOOL;
+  }
+  return v1::DTYPE_UNSPECIFIED;
+}
+
+std::string ShapeString(absl::Span<const int64_t> shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
+absl::StatusOr<TensorView> CheckTensor(const v1::Tensor& tensor,
+                                       absl::string_view field,
+                                       absl::Span<const DType> allowed,
+                                       int rank, const RequestLimits& limits) {
+  TensorView view;
+  if (tensor.dtype() == v1::DTYPE_UNSPECIFIED) {
+    return InvalidField(absl::StrCat(field, ".dtype"),
+                        absl::StrCat("must be set (one of ", DTypeList(allowed), ")"));
+  }
+  absl::StatusOr<DType> dtype =
+      DTypeFromProto(tensor.dtype(), absl::StrCat(field, ".dtype"));
+  if (!dtype.ok()) return dtype.status();
+  bool dtype_allowed = false;
+  for (DType candidate : allowed) dtype_allowed |= candidate == *dtype;
+  if (!dtype_allowed) {
+    return InvalidField(absl::StrCat(field, ".dtype"),
+                        absl::StrCat("must be one of ", DTypeList(allowed),
+                                     ", got ", v1::DType_Name(tensor.dtype())));
+  }
+  view.dtype = *dtype;
+  if (rank >= 0 && tensor.shape_size() != rank) {
+    return InvalidField(absl::StrCat(field, ".shape"),
+                        absl::StrCat("must have ", rank, " dimensions, got ",
+                                     ShapeString(tensor.shape())));
+  }
+  int64_t elements = 1;
+  for (int i = 0; i < tensor.shape_size(); ++i) {
+    const int64_t extent = tensor.shape(i);
+    if (extent < 0) {
+      return InvalidField(absl::StrCat(field, ".shape"),
+                          absl::StrCat("dimension ", i, " is negative in ",
+                                       ShapeString(tensor.shape())));
+    }
+    if (!CheckedMultiply(elements, extent, &elements) ||
+        elements > limits.max_elements) {
+      return FieldError(
+          absl::StatusCode::kResourceExhausted, absl::StrCat(field, ".shape"),
+          absl::StrCat(ShapeString(tensor.shape()),
+                       " has more elements than the server's limit of ",
+                       limits.max_elements, " per request"));
+    }
+    view.shape.push_back(extent);
+  }
+  view.num_elements = elements;
+  const int64_t expected_bytes =
+      elements * static_cast<int64_t>(DTypeSize(view.dtype));
+  if (static_cast<int64_t>(tensor.data().size()) != expected_bytes) {
+    return InvalidField(
+        absl::StrCat(field, ".data"),
+        absl::StrCat("expected ", expected_bytes, " bytes for shape ",
+                     ShapeString(tensor.shape()), " ", DTypeName(view.dtype),
+                     ", got ", tensor.data().size()));
+  }
+  view.bytes = tensor.data();
+  return view;
+}
+
+FloatInput::FloatInput(const TensorView& view) {
+  const char* data = view.bytes.data();
+  const int64_t n = view.num_elements;
+  switch (view.dtype) {
+    case DType::kFloat32:
+      if (IsAligned<float>(data)) {
+        span_ = absl::MakeConstSpan(reinterpret_cast<const float*>(data), n);
+        return;
+      }
+      storage_.resize(n);
+      std::memcpy(storage_.data(), data, n * sizeof(float));
+      break;
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      storage_.resize(n);
+      const bool half = view.dtype == DType::kFloat16;
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, data + 2 * i, sizeof(bits));
+        storage_[i] = half ? HalfToFloat(bits) : BFloat16ToFloat(bits);
+      }
+      break;
+    }
+    case DType::kFloat64:
+      storage_.resize(n);
+      for (int64_t i = 0; i < n; ++i) {
+        double value;
+        std::memcpy(&value, data + 8 * i, sizeof(value));
+        storage_[i] = static_cast<float>(value);
+      }
+      break;
+    default:
+      // REQUIRES: a float dtype; CheckTensor's allowed list guarantees it.
+      break;
+  }
+  span_ = storage_;
+}
+
+template <typename T>
+TypedInput<T>::TypedInput(const TensorView& view) {
+  // REQUIRES: DTypeSize(view.dtype) == sizeof(T).
+  const char* data = view.bytes.data();
+  if (IsAligned<T>(data)) {
+    span_ = absl::MakeConstSpan(reinterpret_cast<const T*>(data),
+                                view.num_elements);
+    return;
+  }
+  storage_.resize(view.num_elements);
+  std::memcpy(storage_.data(), data, view.num_elements * sizeof(T));
+  span_ = storage_;
+}
+
+template class TypedInput<int64_t>;
+template class TypedInput<int32_t>;
+template class TypedInput<double>;
+template class TypedInput<float>;
+
+Positions PositionsInput::view() const {
+  if (is_real_) return Positions::Reals(reals_.span());
+  if (!generated_.empty()) return Positions::Integers(generated_);
+  return Positions::Integers(integers_.span());
+}
+
+absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions& positions,
+                                               absl::string_view field,
+                                               const RequestLimits& limits) {
+  PositionsInput out;
+  switch (positions.kind_case()) {
+    case v1::Positions::kRange: {
+      const v1::Positions::Range& range = positions.range();
+      const int64_t step = range.has_step() ? range.step() : 1;
+      if (range.count() < 0) {
+        return InvalidField(absl::StrCat(field, ".range.count"),
+                            absl::StrCat("must be >= 0, got ", range.count()));
+      }
+      if (step == 0) {
+        return InvalidField(absl::StrCat(field, ".range.step"), "must not be 0");
+      }
+      if (range.count() > limits.max_elements) {
+        return FieldError(absl::StatusCode::kResourceExhausted,
+                          absl::StrCat(field, ".range.count"),
+                          absl::StrCat(range.count(),
+                                       " positions is over the server's limit of ",
+                                       limits.max_elements, " per request"));
+      }
+      if (range.count() > 0) {
+        // The last position start + (count − 1)·step must fit in int64.
+        int64_t span = 0;
+        int64_t last = 0;
+        if (__builtin_mul_overflow(range.count() - 1, step, &span) ||
+            __builtin_add_overflow(range.start(), span, &last)) {
+          return InvalidField(absl::StrCat(field, ".range"),
+                              "start + (count − 1)·step overflows int64");
+        }
+      }
+      out.generated_.resize(range.count());
+      for (int64_t i = 0; i < range.count(); ++i) {
+        out.generated_[i] = range.start() + i * step;
+        out.max_value_ = std::max(
+            out.max_value_, std::fabs(static_cast<double>(out.generated_[i])));
+      }
+      out.size_ = range.count();
+      return out;
+    }
+    case v1::Positions::kValues: {
+      const std::string values_field = absl::StrCat(field, ".values");
+      const DType allowed[] = {DType::kInt64, DType::kFloat64};
+      absl::StatusOr<TensorView> view = CheckTensor(
+          positions.values(), values_field, allowed, /*rank=*/1, limits);
+      if (!view.ok()) return view.status();
+      out.size_ = view->num_elements;
+      if (view->dtype == DType::kInt64) {
+        out.integers_ = TypedInput<int64_t>(*view);
+        for (int64_t value : out.integers_.span()) {
+          out.max_value_ =
+              std::max(out.max_value_, std::fabs(static_cast<double>(value)));
+        }
+      } else {
+        out.is_real_ = true;
+        out.reals_ = TypedInput<double>(*view);
+        const absl::Span<const double> reals = out.reals_.span();
+        for (size_t i = 0; i < reals.size(); ++i) {
+          if (!std::isfinite(reals[i])) {
+            return InvalidField(values_field,
+                                absl::StrCat("element ", i,
+                                             " must be finite, got ", reals[i]));
+          }
+          out.max_value_ = std::max(out.max_value_, std::fabs(reals[i]));
+        }
+      }
+      // Positions::Reals of an empty span reads as integers; both are empty.
+      if (out.size_ == 0) out.is_real_ = false;
+      return out;
+    }
+    case v1::Positions::KIND_NOT_SET:
+      break;
+  }
+  return InvalidField(field, "must set range or values");
+}
+
+absl::Status CheckOutputSize(absl::Span<const int64_t> shape, DType dtype,
+                             absl::string_view field,
+                             const RequestLimits& limits) {
+  int64_t elements = 1;
+  bool overflow = false;
+  for (int64_t extent : shape) overflow |= !CheckedMultiply(elements, extent, &elements);
+  if (overflow || elements > limits.max_elements) {
+    return FieldError(
+        absl::StatusCode::kResourceExhausted, field,
+        absl::StrCat("the output ", ShapeString(shape),
+                     " has more elements than the server's limit of ",
+                     limits.max_elements, " per request"));
+  }
+  const int64_t bytes = elements * static_cast<int64_t>(DTypeSize(dtype));
+  if (bytes > limits.max_message_bytes) {
+    return FieldError(
+        absl::StatusCode::kResourceExhausted, field,
+        absl::StrCat("the output ", ShapeString(shape), " ", DTypeName(dtype),
+                     " is ", bytes, " bytes, over the server's message limit of ",
+                     limits.max_message_bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DType> OutputDType(v1::DType requested, absl::string_view field,
+                                  absl::Span<const DType> allowed) {
+  if (requested == v1::DTYPE_UNSPECIFIED) return DType::kFloat32;
+  absl::StatusOr<DType> dtype = DTypeFromProto(requested, field);
+  if (!dtype.ok()) return dtype.status();
+  for (DType candidate : allowed) {
+    if (candidate == *dtype) return *dtype;
+  }
+  return InvalidField(field, absl::StrCat("must be one of ", DTypeList(allowed),
+                                          ", got ", v1::DType_Name(requested)));
+}
+
+absl::Span<char> AllocateTensor(absl::Span<const int64_t> shape, DType dtype,
+                                v1::Tensor* out) {
+  out->clear_shape();
+  int64_t elements = 1;
+  for (int64_t extent : shape) {
+    out->add_shape(extent);
+    elements *= extent;
+  }
+  out->set_dtype(DTypeToProto(dtype));
+  std::string* data = out->mutable_data();
+  data->resize(elements * DTypeSize(dtype));
+  return absl::MakeSpan(data->data(), data->size());
+}
+
+absl::Span<float> FloatData(v1::Tensor* tensor) {
+  std::string* data = tensor->mutable_data();
+  // REQUIRES: a FLOAT32 tensor. std::string's heap buffer is aligned for any
+  // scalar (operator new), and an empty one is never dereferenced.
+  return absl::MakeSpan(reinterpret_cast<float*>(data->data()),
+                        data->size() / sizeof(float));
+}
+
+namespace {
+
+template <typename Source>
+void StoreValues(absl::Span<const Source> values,
+                 absl::Span<const int64_t> shape, DType dtype,
+                 v1::Tensor* out) {
+  absl::Span<char> bytes = AllocateTensor(shape, dtype, out);
+  char* dst = bytes.data();
+  const size_t n = values.size();
+  switch (dtype) {
+    case DType::kFloat32:
+      for (size_t i = 0; i < n; ++i) {
+        const float value = static_cast<float>(values[i]);
+        std::memcpy(dst + 4 * i, &value, 4);
+      }
+      break;
+    case DType::kFloat64:
+      for (size_t i = 0; i < n; ++i) {
+        const double value = static_cast<double>(values[i]);
+        std::memcpy(dst + 8 * i, &value, 8);
+      }
+      break;
+    case DType::kFloat16:
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t bits = FloatToHalf(static_cast<float>(values[i]));
+        std::memcpy(dst + 2 * i, &bits, 2);
+      }
+      break;
+    case DType::kBFloat16:
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t bits = FloatToBFloat16(static_cast<float>(values[i]));
+        std::memcpy(dst + 2 * i, &bits, 2);
+      }
+      break;
+    default:
+      // REQUIRES: a float dtype (OutputDType only admits those).
+      break;
+  }
+}
+
+}  // namespace
+
+void StoreFloats(absl::Span<const float> values,
+                 absl::Span<const int64_t> shape, DType dtype, v1::Tensor* out) {
+  StoreValues(values, shape, dtype, out);
+}
+
+void StoreDoubles(absl::Span<const double> values,
+                  absl::Span<const int64_t> shape, DType dtype,
+                  v1::Tensor* out) {
+  StoreValues(values, shape, dtype, out);
+}
+
+}  // namespace phasor::server

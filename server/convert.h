@@ -1,0 +1,156 @@
+// Conversions between phasor.v1 messages and core/ types, and the checks a
+// request's raw tensors need before core/ may look at them.
+//
+// Every check returns an absl::Status built with core/errors.h, so its field
+// path ("query.data", "positions.range.count") reaches the client as a
+// google.rpc.BadRequest violation. Tensor checks, in order: dtype allowed,
+// rank, every dimension >= 0, element count within the request limit, byte
+// count equal to product(shape)·sizeof(dtype).
+//
+// Tensor bytes are read in place when they are float32/int64/float64 and
+// suitably aligned (protobuf's heap strings are); otherwise they are copied
+// once into an aligned buffer. Wire data is little-endian, as is every host
+// Phasor builds for (checked at compile time).
+//
+// Thread-safety: pure functions; the buffer classes are not shared.
+#ifndef PHASOR_SERVER_CONVERT_H_
+#define PHASOR_SERVER_CONVERT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "core/dtype.h"
+#include "core/positions.h"
+#include "phasor/v1/encoder.pb.h"
+
+namespace phasor::server {
+
+using Shape = absl::InlinedVector<int64_t, 4>;
+
+// Limits that apply to one request (from ServerOptions).
+struct RequestLimits {
+  int64_t max_elements = int64_t{1} << 24;
+  int64_t max_message_bytes = int64_t{4} << 20;
+};
+
+// DTYPE_UNSPECIFIED and unknown values are INVALID_ARGUMENT at `field`.
+absl::StatusOr<DType> DTypeFromProto(v1::DType dtype, absl::string_view field);
+v1::DType DTypeToProto(DType dtype);
+// "[2,4,128]".
+std::string ShapeString(absl::Span<const int64_t> shape);
+
+// A request tensor whose dtype, shape and byte count were checked.
+struct TensorView {
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  int64_t num_elements = 0;
+  absl::string_view bytes;
+};
+
+// Checks `tensor` (see the file comment). `rank` < 0 accepts any rank.
+absl::StatusOr<TensorView> CheckTensor(const v1::Tensor& tensor,
+                                       absl::string_view field,
+                                       absl::Span<const DType> allowed,
+                                       int rank, const RequestLimits& limits);
+
+// The values of a FLOAT32/FLOAT16/BFLOAT16/FLOAT64 tensor as float32: a view
+// of the request bytes for aligned float32, otherwise a converted copy.
+class FloatInput final {
+ public:
+  FloatInput() = default;
+  explicit FloatInput(const TensorView& view);
+  FloatInput(FloatInput&&) = default;
+  FloatInput& operator=(FloatInput&&) = default;
+
+  absl::Span<const float> span() const { return span_; }
+
+ private:
+  std::vector<float> storage_;
+  absl::Span<const float> span_;
+};
+
+// Aligned view (or copy) of an INT64 / FLOAT64 / INT32 tensor's values.
+template <typename T>
+class TypedInput final {
+ public:
+  TypedInput() = default;
+  explicit TypedInput(const TensorView& view);
+  TypedInput(TypedInput&&) = default;
+  TypedInput& operator=(TypedInput&&) = default;
+
+  absl::Span<const T> span() const { return span_; }
+
+ private:
+  std::vector<T> storage_;
+  absl::Span<const T> span_;
+};
+
+// Positions decoded from a request, owning whatever storage they need.
+class PositionsInput final {
+ public:
+  PositionsInput() = default;
+  PositionsInput(PositionsInput&&) = default;
+  PositionsInput& operator=(PositionsInput&&) = default;
+
+  Positions view() const;
+  int64_t size() const { return size_; }
+  // Largest |position| (for seq_len defaults); 0 when empty.
+  double max_value() const { return max_value_; }
+
+ private:
+  friend absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions&,
+                                                        absl::string_view,
+                                                        const RequestLimits&);
+  std::vector<int64_t> generated_;  // Materialised range.
+  TypedInput<int64_t> integers_;
+  TypedInput<double> reals_;
+  bool is_real_ = false;
+  int64_t size_ = 0;
+  double max_value_ = 0;
+};
+
+// `field` is the request field holding the Positions ("positions"). A range
+// with step 0, a negative count, arithmetic overflow, or a count over the
+// element limit is rejected; tensor values must be INT64 or FLOAT64 [N] and
+// finite.
+absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions& positions,
+                                               absl::string_view field,
+                                               const RequestLimits& limits);
+
+// Rejects an output of `elements` values of `dtype` that exceeds the element
+// or message limit; the error names `field`, the input that drives the size.
+// Elements that overflow int64 are reported as such.
+absl::Status CheckOutputSize(absl::Span<const int64_t> shape, DType dtype,
+                             absl::string_view field,
+                             const RequestLimits& limits);
+
+// Output dtype for float results: FLOAT32 when unspecified; otherwise one of
+// `allowed`.
+absl::StatusOr<DType> OutputDType(v1::DType requested, absl::string_view field,
+                                  absl::Span<const DType> allowed);
+
+// Sets out's shape and dtype and sizes its data; returns the bytes to fill.
+absl::Span<char> AllocateTensor(absl::Span<const int64_t> shape, DType dtype,
+                                v1::Tensor* out);
+// For FLOAT32 tensors from AllocateTensor: the data as floats.
+absl::Span<float> FloatData(v1::Tensor* tensor);
+// Writes float values into `out` converted to `dtype` (FLOAT32, FLOAT16,
+// BFLOAT16 or FLOAT64).
+void StoreFloats(absl::Span<const float> values,
+                 absl::Span<const int64_t> shape, DType dtype, v1::Tensor* out);
+// `values` widened/narrowed from double.
+void StoreDoubles(absl::Span<const double> values,
+                  absl::Span<const int64_t> shape, DType dtype, v1::Tensor* out);
+
+// Overflow-checked a·b for sizes; false on overflow or a negative operand.
+bool CheckedMultiply(int64_t a, int64_t b, int64_t* product);
+
+}  // namespace phasor::server
+
+#endif  // PHASOR_SERVER_CONVERT_H_

@@ -1,0 +1,503 @@
+#include "server/handlers.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/alibi.h"
+#include "core/continuous_time.h"
+#include "core/describe.h"
+#include "core/errors.h"
+#include "core/learned.h"
+#include "core/rope.h"
+#include "core/sinusoidal.h"
+#include "core/status_macros.h"
+#include "server/spec_convert.h"
+
+namespace phasor::server {
+namespace {
+
+constexpr double kTwoPi = 6.283185307179586476925286766559;
+
+const char* KindName(v1::EncoderSpec::KindCase kind) {
+  switch (kind) {
+    case v1::EncoderSpec::kPositional: return "positional";
+    case v1::EncoderSpec::kRope: return "rope";
+    case v1::EncoderSpec::kTemporal: return "temporal";
+    case v1::EncoderSpec::KIND_NOT_SET: break;
+  }
+  return "empty";
+}
+
+// The spec a request configures: inline, or the named profile's.
+template <typename Request>
+absl::StatusOr<const v1::EncoderSpec*> ResolveSpec(const HandlerContext& context,
+                                                   const Request& request) {
+  switch (request.config_case()) {
+    case Request::kSpec:
+      return &request.spec();
+    case Request::kProfile: {
+      PHASOR_ASSIGN_OR_RETURN(const v1::Profile* profile,
+                              context.profiles->FindProfile(request.profile(), "profile"));
+      return &profile->spec();
+    }
+    default:
+      break;
+  }
+  return InvalidField("spec", "set spec or profile");
+}
+
+// The spec must be of `kind` for `rpc`.
+template <typename Request>
+absl::Status RequireKind(const Request& request, const v1::EncoderSpec& spec,
+                         v1::EncoderSpec::KindCase kind, absl::string_view rpc) {
+  if (spec.kind_case() == kind) return absl::OkStatus();
+  if (request.config_case() == Request::kProfile) {
+    return InvalidField("profile",
+                        absl::StrCat("profile '", request.profile(), "' is a ",
+                                     KindName(spec.kind_case()), " encoder; ", rpc,
+                                     " needs a ", KindName(kind), " one"));
+  }
+  return InvalidField(absl::StrCat("spec.", KindName(kind)),
+                      absl::StrCat(rpc, " needs spec.", KindName(kind), ", got ",
+                                   KindName(spec.kind_case())));
+}
+
+void Count(const HandlerContext& context, EncodedKind kind, int64_t values) {
+  if (context.metrics != nullptr) context.metrics->RecordEncodedValues(kind, values);
+}
+
+constexpr DType kFloatInputs[] = {DType::kFloat32, DType::kFloat16,
+                                  DType::kBFloat16};
+constexpr DType kFloatOutputs[] = {DType::kFloat32, DType::kFloat16,
+                                   DType::kBFloat16};
+
+// Writes a [rows, width] float32 result into `out` in `dtype`: straight into
+// the response bytes for FLOAT32, through a scratch buffer otherwise.
+template <typename Kernel>
+void WriteFloatTensor(int64_t rows, int64_t width, DType dtype, v1::Tensor* out,
+                      Kernel&& kernel) {
+  const int64_t shape[] = {rows, width};
+  if (dtype == DType::kFloat32) {
+    AllocateTensor(shape, dtype, out);
+    kernel(FloatData(out));
+    return;
+  }
+  std::vector<float> scratch(rows * width);
+  kernel(absl::MakeSpan(scratch));
+  StoreFloats(scratch, shape, dtype, out);
+}
+
+absl::StatusOr<TimeBlock> TimeBlockFromProto(const v1::TimeBlock& block,
+                                             absl::string_view prefix) {
+  TimeBlock out;
+  if (block.dim() != 0) out.dim = block.dim();
+  if (block.min_period_seconds() != 0) out.min_period_seconds = block.min_period_seconds();
+  if (block.max_period_seconds() != 0) out.max_period_seconds = block.max_period_seconds();
+  switch (block.origin()) {
+    case v1::TimeBlock::ORIGIN_UNSPECIFIED:
+    case v1::TimeBlock::FIRST_OBSERVATION:
+      out.origin = OriginKind::kFirstObservation;
+      break;
+    case v1::TimeBlock::UNIX_EPOCH:
+      out.origin = OriginKind::kUnixEpoch;
+      break;
+    case v1::TimeBlock::EXPLICIT:
+      out.origin = OriginKind::kExplicit;
+      out.origin_ns = block.origin_ns();
+      break;
+    default:
+      return InvalidField(absl::StrCat(prefix, ".origin"),
+                          absl::StrCat("unknown origin ", block.origin()));
+  }
+  PHASOR_RETURN_IF_ERROR(ValidateTimeBlock(out, prefix));
+  return out;
+}
+
+// θ_i and the attention factor for heads of `head_dim` channels. The
+// sequence length scaling sees is the spec's, else derived from positions.
+absl::StatusOr<RopeFrequencies> RopeFrequenciesFor(const RopeSpec& rope,
+                                                   const v1::RopeSpec& wire,
+                                                   int64_t head_dim,
+                                                   const Positions& positions) {
+  const int64_t seq_len =
+      wire.seq_len() > 0 ? wire.seq_len() : DefaultRopeSeqLen(positions);
+  absl::StatusOr<RopeFrequencies> frequencies =
+      ComputeRopeFrequencies(rope, head_dim, seq_len, kRopePrefix);
+  if (!frequencies.ok()) return RopeStatusToWirePaths(frequencies.status());
+  return frequencies;
+}
+
+}  // namespace
+
+absl::Status HandleEncodePositions(const HandlerContext& context,
+                                   const v1::EncodePositionsRequest& request,
+                                   v1::EncodePositionsResponse* response) {
+  PHASOR_ASSIGN_OR_RETURN(const v1::EncoderSpec* spec, ResolveSpec(context, request));
+  PHASOR_RETURN_IF_ERROR(
+      RequireKind(request, *spec, v1::EncoderSpec::kPositional, "EncodePositions"));
+  const v1::PositionalSpec& positional = spec->positional();
+  PHASOR_ASSIGN_OR_RETURN(
+      const DType output_dtype,
+      OutputDType(request.output_dtype(), "output_dtype", kFloatOutputs));
+  PHASOR_ASSIGN_OR_RETURN(
+      const PositionsInput positions_input,
+      DecodePositions(request.positions(), "positions", context.limits));
+  const Positions positions = positions_input.view();
+
+  // The encoder and its width.
+  SinusoidalSpec sinusoidal;
+  const LearnedTable* table = nullptr;
+  int64_t dim = 0;
+  switch (positional.kind_case()) {
+    case v1::PositionalSpec::kSinusoidal:
+      sinusoidal = SinusoidalFromProto(positional.sinusoidal());
+      PHASOR_RETURN_IF_ERROR(ValidateSinusoidalSpec(sinusoidal, kSinusoidalPrefix));
+      dim = sinusoidal.dim;
+      break;
+    case v1::PositionalSpec::kLearned: {
+      PHASOR_ASSIGN_OR_RETURN(
+          table, context.profiles->FindLearnedTable(positional.learned().table(),
+                                                    "spec.positional.learned.table"));
+      dim = table->dim();
+      break;
+    }
+    case v1::PositionalSpec::KIND_NOT_SET:
+      return InvalidField("spec.positional", "set sinusoidal or learned");
+  }
+  const int64_t rows = positions.size();
+  const int64_t output_shape[] = {rows, dim};
+  PHASOR_RETURN_IF_ERROR(
+      CheckOutputSize(output_shape, output_dtype, "positions", context.limits));
+
+  FloatInput content;
+  if (request.has_content()) {
+    PHASOR_ASSIGN_OR_RETURN(const TensorView view,
+                            CheckTensor(request.content(), "content", kFloatInputs,
+                                        /*rank=*/2, context.limits));
+    if (view.shape[0] != rows || view.shape[1] != dim) {
+      return InvalidField("content.shape",
+                          absl::StrCat("must be [", rows, ",", dim,
+                                       "] (positions x dim), got ",
+                                       ShapeString(view.shape)));
+    }
+    content = FloatInput(view);
+  }
+  const float content_scale =
+      request.has_content_scale() ? static_cast<float>(request.content_scale()) : 1.0f;
+  if (table != nullptr) {
+    PHASOR_RETURN_IF_ERROR(table->ValidateInputs(positions, content.span(), content_scale));
+  } else {
+    PHASOR_RETURN_IF_ERROR(
+        ValidateSinusoidalInputs(sinusoidal, positions, content.span(), content_scale));
+  }
+
+  PHASOR_RETURN_IF_ERROR(context.check_alive());
+  WriteFloatTensor(rows, dim, output_dtype, response->mutable_encodings(),
+                   [&](absl::Span<float> out) {
+                     if (table != nullptr) {
+                       table->Encode(positions, content.span(), content_scale,
+                                     context.execution, out);
+                     } else {
+                       EncodeSinusoidal(sinusoidal, positions, content.span(),
+                                        content_scale, context.execution, out);
+                     }
+                   });
+  Count(context, table != nullptr ? EncodedKind::kLearned : EncodedKind::kSinusoidal,
+        rows * dim);
+  return absl::OkStatus();
+}
+
+absl::Status HandleApplyRope(const HandlerContext& context,
+                             const v1::ApplyRopeRequest& request,
+                             v1::ApplyRopeResponse* response) {
+  PHASOR_ASSIGN_OR_RETURN(const v1::EncoderSpec* spec, ResolveSpec(context, request));
+  PHASOR_RETURN_IF_ERROR(RequireKind(request, *spec, v1::EncoderSpec::kRope, "ApplyRope"));
+  PHASOR_ASSIGN_OR_RETURN(const RopeSpec rope, RopeFromProto(spec->rope()));
+  PHASOR_ASSIGN_OR_RETURN(
+      const PositionsInput positions_input,
+      DecodePositions(request.positions(), "positions", context.limits));
+  const Positions positions = positions_input.view();
+
+  if (!request.has_query()) return InvalidField("query", "is required");
+  PHASOR_ASSIGN_OR_RETURN(const TensorView query_view,
+                          CheckTensor(request.query(), "query", kFloatInputs,
+                                      /*rank=*/3, context.limits));
+  TensorView key_view;
+  if (request.has_key()) {
+    PHASOR_ASSIGN_OR_RETURN(key_view, CheckTensor(request.key(), "key", kFloatInputs,
+                                                  /*rank=*/3, context.limits));
+    int64_t total = 0;
+    if (__builtin_add_overflow(query_view.num_elements, key_view.num_elements, &total) ||
+        total > context.limits.max_elements) {
+      return FieldError(absl::StatusCode::kResourceExhausted, "key",
+                        absl::StrCat("query and key hold more elements than the "
+                                     "server's limit of ",
+                                     context.limits.max_elements, " per request"));
+    }
+  }
+
+  // The rotated tensors are written straight into the response's bytes.
+  auto make_operand = [](const TensorView& view, v1::Tensor* out) {
+    RopeOperand operand;
+    operand.dtype = view.dtype;
+    operand.num_tokens = view.shape[0];
+    operand.num_heads = view.shape[1];
+    operand.head_dim = view.shape[2];
+    operand.in = absl::MakeConstSpan(
+        reinterpret_cast<const uint8_t*>(view.bytes.data()), view.bytes.size());
+    absl::Span<char> bytes = AllocateTensor(view.shape, view.dtype, out);
+    operand.out = absl::MakeSpan(reinterpret_cast<uint8_t*>(bytes.data()), bytes.size());
+    return operand;
+  };
+  const int64_t head_dim = query_view.shape[2];
+  PHASOR_ASSIGN_OR_RETURN(
+      const RopeFrequencies frequencies,
+      RopeFrequenciesFor(rope, spec->rope(), head_dim, positions));
+  PHASOR_RETURN_IF_ERROR(ValidateRopePositions(positions, frequencies, "positions"));
+
+  const RopeOperand query = make_operand(query_view, response->mutable_query());
+  RopeOperand key;
+  if (request.has_key()) key = make_operand(key_view, response->mutable_key());
+  PHASOR_RETURN_IF_ERROR(ValidateRopeOperands(
+      query, request.has_key() ? &key : nullptr, positions.size()));
+
+  PHASOR_RETURN_IF_ERROR(context.check_alive());
+  ApplyRope(rope, frequencies, positions, context.execution, query,
+            request.has_key() ? &key : nullptr);
+  response->set_attention_factor(frequencies.attention_factor);
+  Count(context, EncodedKind::kRope, query_view.num_elements + key_view.num_elements);
+  return absl::OkStatus();
+}
+
+absl::Status HandleRopeTables(const HandlerContext& context,
+                              const v1::RopeTablesRequest& request,
+                              v1::RopeTablesResponse* response) {
+  PHASOR_ASSIGN_OR_RETURN(const v1::EncoderSpec* spec, ResolveSpec(context, request));
+  PHASOR_RETURN_IF_ERROR(RequireKind(request, *spec, v1::EncoderSpec::kRope, "RopeTables"));
+  PHASOR_ASSIGN_OR_RETURN(const RopeSpec rope, RopeFromProto(spec->rope()));
+  if (rope.rotary_dim <= 0) {
+    return InvalidField(absl::StrCat(kRopePrefix, ".rotary_dim"),
+                        "RopeTables needs rotary_dim > 0 (there is no head "
+                        "dimension to default to)");
+  }
+  PHASOR_ASSIGN_OR_RETURN(
+      const DType output_dtype,
+      OutputDType(request.output_dtype(), "output_dtype", kFloatOutputs));
+  PHASOR_ASSIGN_OR_RETURN(
+      const PositionsInput positions_input,
+      DecodePositions(request.positions(), "positions", context.limits));
+  const Positions positions = positions_input.view();
+  PHASOR_ASSIGN_OR_RETURN(
+      const RopeFrequencies frequencies,
+      RopeFrequenciesFor(rope, spec->rope(), rope.rotary_dim, positions));
+  PHASOR_RETURN_IF_ERROR(ValidateRopePositions(positions, frequencies, "positions"));
+
+  const int64_t rows = positions.size();
+  const int64_t width = static_cast<int64_t>(frequencies.inv_freq.size());
+  // cos and sin together.
+  const int64_t both_shape[] = {2, rows, width};
+  PHASOR_RETURN_IF_ERROR(
+      CheckOutputSize(both_shape, output_dtype, "positions", context.limits));
+
+  PHASOR_RETURN_IF_ERROR(context.check_alive());
+  const int64_t shape[] = {rows, width};
+  if (output_dtype == DType::kFloat32) {
+    AllocateTensor(shape, output_dtype, response->mutable_cos());
+    AllocateTensor(shape, output_dtype, response->mutable_sin());
+    ComputeRopeTables(frequencies, rope.fold_attention_factor, positions,
+                      context.execution, FloatData(response->mutable_cos()),
+                      FloatData(response->mutable_sin()));
+  } else {
+    std::vector<float> cos(rows * width), sin(rows * width);
+    ComputeRopeTables(frequencies, rope.fold_attention_factor, positions,
+                      context.execution, absl::MakeSpan(cos), absl::MakeSpan(sin));
+    StoreFloats(cos, shape, output_dtype, response->mutable_cos());
+    StoreFloats(sin, shape, output_dtype, response->mutable_sin());
+  }
+  response->set_attention_factor(frequencies.attention_factor);
+  response->mutable_inv_freq()->Add(frequencies.inv_freq.begin(),
+                                    frequencies.inv_freq.end());
+  Count(context, EncodedKind::kRopeTables, 2 * rows * width);
+  return absl::OkStatus();
+}
+
+absl::Status HandleAlibiBias(const HandlerContext& context,
+                             const v1::AlibiBiasRequest& request,
+                             v1::AlibiBiasResponse* response) {
+  PHASOR_RETURN_IF_ERROR(
+      ValidateAlibi(request.num_heads(), request.q_len(), request.k_len()));
+  PHASOR_ASSIGN_OR_RETURN(
+      const DType output_dtype,
+      OutputDType(request.output_dtype(), "output_dtype", kFloatOutputs));
+  const int64_t heads = request.num_heads();
+  const int64_t slopes_shape[] = {heads};
+  PHASOR_RETURN_IF_ERROR(
+      CheckOutputSize(slopes_shape, DType::kFloat32, "num_heads", context.limits));
+  const bool with_bias = request.q_len() > 0 && request.k_len() > 0;
+  const int64_t bias_shape[] = {heads, request.q_len(), request.k_len()};
+  if (with_bias) {
+    PHASOR_RETURN_IF_ERROR(
+        CheckOutputSize(bias_shape, output_dtype, "k_len", context.limits));
+  }
+
+  PHASOR_RETURN_IF_ERROR(context.check_alive());
+  AllocateTensor(slopes_shape, DType::kFloat32, response->mutable_slopes());
+  const absl::Span<float> slopes = FloatData(response->mutable_slopes());
+  AlibiSlopes(heads, slopes);
+  int64_t values = heads;
+  if (with_bias) {
+    const int64_t bias_size = AlibiBiasSize(heads, request.q_len(), request.k_len());
+    if (output_dtype == DType::kFloat32) {
+      AllocateTensor(bias_shape, output_dtype, response->mutable_bias());
+      AlibiBias(slopes, request.q_len(), request.k_len(), request.causal(),
+                context.execution, FloatData(response->mutable_bias()));
+    } else {
+      std::vector<float> bias(bias_size);
+      AlibiBias(slopes, request.q_len(), request.k_len(), request.causal(),
+                context.execution, absl::MakeSpan(bias));
+      StoreFloats(bias, bias_shape, output_dtype, response->mutable_bias());
+    }
+    values += bias_size;
+  }
+  Count(context, EncodedKind::kAlibi, values);
+  return absl::OkStatus();
+}
+
+absl::Status HandleDescribe(const HandlerContext& context,
+                            const v1::DescribeRequest& request,
+                            v1::DescribeResponse* response) {
+  PHASOR_ASSIGN_OR_RETURN(const v1::EncoderSpec* spec, ResolveSpec(context, request));
+  std::vector<double> frequencies;
+  const char* unit = "positions";
+  switch (spec->kind_case()) {
+    case v1::EncoderSpec::kPositional: {
+      if (!spec->positional().has_sinusoidal()) {
+        return InvalidField("spec.positional",
+                            "Describe needs a sinusoidal encoder; a learned "
+                            "table has no frequency ladder");
+      }
+      const SinusoidalSpec sinusoidal = SinusoidalFromProto(spec->positional().sinusoidal());
+      PHASOR_RETURN_IF_ERROR(ValidateSinusoidalSpec(sinusoidal, kSinusoidalPrefix));
+      frequencies = SinusoidalFrequencies(sinusoidal);
+      break;
+    }
+    case v1::EncoderSpec::kRope: {
+      PHASOR_ASSIGN_OR_RETURN(const RopeSpec rope, RopeFromProto(spec->rope()));
+      if (rope.rotary_dim <= 0) {
+        return InvalidField(absl::StrCat(kRopePrefix, ".rotary_dim"),
+                            "Describe needs rotary_dim > 0");
+      }
+      const int64_t seq_len = std::max<int64_t>(
+          {spec->rope().seq_len(), spec->rope().max_position_embeddings(), 1});
+      absl::StatusOr<RopeFrequencies> rope_frequencies =
+          ComputeRopeFrequencies(rope, rope.rotary_dim, seq_len, kRopePrefix);
+      if (!rope_frequencies.ok()) {
+        return RopeStatusToWirePaths(rope_frequencies.status());
+      }
+      frequencies = std::move(rope_frequencies->inv_freq);
+      break;
+    }
+    case v1::EncoderSpec::kTemporal: {
+      if (!spec->temporal().has_time()) {
+        return InvalidField("spec.temporal.time",
+                            "Describe needs a time block (the time ladder)");
+      }
+      PHASOR_ASSIGN_OR_RETURN(const TimeBlock block,
+                              TimeBlockFromProto(spec->temporal().time(),
+                                                 "spec.temporal.time"));
+      for (double period : LadderPeriodsSeconds(block.dim / 2, block.min_period_seconds,
+                                                block.max_period_seconds)) {
+        frequencies.push_back(kTwoPi / period);
+      }
+      unit = "seconds";
+      break;
+    }
+    case v1::EncoderSpec::KIND_NOT_SET:
+      return InvalidField("spec", "set positional, rope or temporal");
+  }
+  const int64_t num_offsets = request.num_offsets() == 0 ? 64 : request.num_offsets();
+  // The curve costs num_offsets × frequencies cosines.
+  int64_t work = 0;
+  if (CheckedMultiply(num_offsets, static_cast<int64_t>(frequencies.size()), &work) &&
+      work > context.limits.max_elements) {
+    return FieldError(absl::StatusCode::kResourceExhausted, "num_offsets",
+                      absl::StrCat(num_offsets, " offsets x ", frequencies.size(),
+                                   " frequencies is over the server's limit of ",
+                                   context.limits.max_elements, " per request"));
+  }
+  PHASOR_RETURN_IF_ERROR(context.check_alive());
+  PHASOR_ASSIGN_OR_RETURN(
+      const FrequencyDescription description,
+      DescribeFrequencies(frequencies, num_offsets,
+                          request.has_offset_step() ? request.offset_step() : 1.0));
+  response->mutable_frequencies()->Add(description.frequencies.begin(),
+                                       description.frequencies.end());
+  response->mutable_wavelengths()->Add(description.wavelengths.begin(),
+                                       description.wavelengths.end());
+  response->set_unit(unit);
+  response->set_unambiguous_range(description.unambiguous_range);
+  response->set_nearest_code_distance(description.nearest_code_distance);
+  response->set_nearest_code_offset(description.nearest_code_offset);
+  response->mutable_similarity()->Add(description.similarity.begin(),
+                                      description.similarity.end());
+  Count(context, EncodedKind::kDescribe, num_offsets);
+  return absl::OkStatus();
+}
+
+absl::Status HandleListProfiles(const HandlerContext& context,
+                                const v1::ListProfilesRequest& /*request*/,
+                                v1::ListProfilesResponse* response) {
+  context.profiles->ListInto(response);
+  return absl::OkStatus();
+}
+
+absl::Status ValidateProfiles(const ProfileRegistry& profiles) {
+  for (const v1::Profile* profile : profiles.profiles()) {
+    const v1::EncoderSpec& spec = profile->spec();
+    absl::Status status;
+    switch (spec.kind_case()) {
+      case v1::EncoderSpec::kPositional:
+        if (spec.positional().has_sinusoidal()) {
+          status = ValidateSinusoidalSpec(SinusoidalFromProto(spec.positional().sinusoidal()),
+                                          kSinusoidalPrefix);
+        } else if (spec.positional().has_learned()) {
+          status = profiles
+                       .FindLearnedTable(spec.positional().learned().table(),
+                                         "spec.positional.learned.table")
+                       .status();
+        } else {
+          status = InvalidField("spec.positional", "set sinusoidal or learned");
+        }
+        break;
+      case v1::EncoderSpec::kRope: {
+        absl::StatusOr<RopeSpec> rope = RopeFromProto(spec.rope());
+        status = rope.status();
+        // Without a tensor the head dimension is known only when rotary_dim
+        // is set; a spec that leaves it to the head is checked per request.
+        if (status.ok() && rope->rotary_dim > 0) {
+          const int64_t seq_len = std::max<int64_t>(
+              {spec.rope().seq_len(), spec.rope().max_position_embeddings(), 1});
+          status = RopeStatusToWirePaths(
+              ComputeRopeFrequencies(*rope, rope->rotary_dim, seq_len, kRopePrefix)
+                  .status());
+        }
+        break;
+      }
+      case v1::EncoderSpec::kTemporal:
+        status = ValidateTemporalProfile(profiles, spec.temporal());
+        break;
+      case v1::EncoderSpec::KIND_NOT_SET:
+        status = InvalidField("spec", "set positional, rope or temporal");
+        break;
+    }
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("profile '", profile->name(),
+                                                      "': ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace phasor::server

@@ -1,0 +1,78 @@
+// The Encoder RPCs as plain functions: request message in, response message
+// out, absl::Status with a field path on failure. Each one resolves the spec
+// (inline or profile), converts and checks the request (server/convert.h),
+// lets core/ validate, checks the call is still wanted, runs the core kernel,
+// and writes the response. The gRPC plumbing (auth, reactors, status
+// conversion, metrics) is in server/encoder_service.cc.
+//
+// Thread-safety: the functions are reentrant; a HandlerContext is per call.
+#ifndef PHASOR_SERVER_HANDLERS_H_
+#define PHASOR_SERVER_HANDLERS_H_
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "core/observations.h"
+#include "core/parallel.h"
+#include "phasor/v1/encoder.pb.h"
+#include "server/convert.h"
+#include "server/metrics.h"
+#include "server/profiles.h"
+
+namespace phasor::server {
+
+struct HandlerContext {
+  const ProfileRegistry* profiles = nullptr;
+  ExecutionOptions execution;
+  RequestLimits limits;
+  ServerMetrics* metrics = nullptr;  // May be null (no metrics).
+  // OK while the client still wants the result; CANCELLED or
+  // DEADLINE_EXCEEDED otherwise. Called before and between heavy steps.
+  absl::FunctionRef<absl::Status()> check_alive;
+};
+
+absl::Status HandleEncodePositions(const HandlerContext& context,
+                                   const v1::EncodePositionsRequest& request,
+                                   v1::EncodePositionsResponse* response);
+absl::Status HandleApplyRope(const HandlerContext& context,
+                             const v1::ApplyRopeRequest& request,
+                             v1::ApplyRopeResponse* response);
+absl::Status HandleRopeTables(const HandlerContext& context,
+                              const v1::RopeTablesRequest& request,
+                              v1::RopeTablesResponse* response);
+absl::Status HandleAlibiBias(const HandlerContext& context,
+                             const v1::AlibiBiasRequest& request,
+                             v1::AlibiBiasResponse* response);
+absl::Status HandleDescribe(const HandlerContext& context,
+                            const v1::DescribeRequest& request,
+                            v1::DescribeResponse* response);
+// What one EncodeObservationsStream remembers between chunks: the spec its
+// first message fixed, and the series state after the last chunk.
+struct ObservationStream {
+  bool started = false;
+  // The first message's spec or profile (other fields cleared).
+  v1::EncodeObservationsRequest config;
+  SeriesState state;
+};
+
+// `stream` is null for the unary RPC (the state then comes from
+// request.state) and the stream's memory otherwise.
+absl::Status HandleEncodeObservations(const HandlerContext& context,
+                                      const v1::EncodeObservationsRequest& request,
+                                      ObservationStream* stream,
+                                      v1::EncodeObservationsResponse* response);
+
+absl::Status HandleListProfiles(const HandlerContext& context,
+                                const v1::ListProfilesRequest& request,
+                                v1::ListProfilesResponse* response);
+
+// Checks a temporal spec from a profile (blocks, zone, named parameters).
+absl::Status ValidateTemporalProfile(const ProfileRegistry& profiles,
+                                     const v1::TemporalSpec& spec);
+
+// Checks that every profile's spec is valid, as if a request had named it.
+// Called once at startup; the error names the profile.
+absl::Status ValidateProfiles(const ProfileRegistry& profiles);
+
+}  // namespace phasor::server
+
+#endif  // PHASOR_SERVER_HANDLERS_H_

@@ -1,0 +1,266 @@
+#include "server/metrics.h"
+
+#include <chrono>
+#include <exception>
+#include <utility>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
+#include "phasor/v1/encoder.pb.h"
+
+#ifndef PHASOR_VERSION
+#define PHASOR_VERSION "unknown"
+#endif
+
+namespace phasor::server {
+namespace {
+
+// gRPC code names as go-grpc-prometheus spells them (Go's codes.Code.String()).
+constexpr std::array<const char*, 17> kCodeNames = {
+    "OK",         "Canceled",          "Unknown",
+    "InvalidArgument", "DeadlineExceeded", "NotFound",
+    "AlreadyExists",   "PermissionDenied", "ResourceExhausted",
+    "FailedPrecondition", "Aborted",     "OutOfRange",
+    "Unimplemented",   "Internal",         "Unavailable",
+    "DataLoss",        "Unauthenticated"};
+
+constexpr std::array<const char*, kNumEncodedKinds> kKindNames = {
+    "sinusoidal", "learned", "rope", "rope_tables",
+    "alibi",      "observations", "describe"};
+
+// Latency buckets in seconds: 100 µs (a tiny call on loopback) to 10 s (a
+// full-size message on a slow link).
+prometheus::Histogram::BucketBoundaries HandlingBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+          0.05,   0.1,     0.25,   0.5,   1.0,    2.5,   5.0,  10.0};
+}
+
+const char* RpcTypeName(bool client_streaming, bool server_streaming) {
+  if (client_streaming && server_streaming) return "bidi_stream";
+  if (client_streaming) return "client_stream";
+  if (server_streaming) return "server_stream";
+  return "unary";
+}
+
+// One call's view: records start, messages, and the final code.
+class MetricsInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  MetricsInterceptor(ServerMetrics* metrics,
+                     ServerMetrics::MethodMetrics* method)
+      : metrics_(metrics), method_(method) {}
+
+  ~MetricsInterceptor() override {
+    // A call torn down without sending a status (e.g. the server shut down
+    // under it) still ends; count it as cancelled so in-flight returns to 0.
+    if (started_ && !finished_) Finish(grpc::StatusCode::CANCELLED);
+  }
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    using grpc::experimental::InterceptionHookPoints;
+    if (methods->QueryInterceptionHookPoint(
+            InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
+      started_ = true;
+      start_ = std::chrono::steady_clock::now();
+      method_->started->Increment();
+      metrics_->in_flight().Increment();
+    }
+    if (methods->QueryInterceptionHookPoint(
+            InterceptionHookPoints::POST_RECV_MESSAGE)) {
+      method_->msg_received->Increment();
+    }
+    if (methods->QueryInterceptionHookPoint(
+            InterceptionHookPoints::PRE_SEND_MESSAGE)) {
+      method_->msg_sent->Increment();
+    }
+    if (methods->QueryInterceptionHookPoint(
+            InterceptionHookPoints::PRE_SEND_STATUS) &&
+        started_ && !finished_) {
+      Finish(methods->GetSendStatus().error_code());
+    }
+    methods->Proceed();
+  }
+
+ private:
+  void Finish(grpc::StatusCode code) {
+    finished_ = true;
+    const int index = static_cast<int>(code);
+    if (index >= 0 && index < static_cast<int>(method_->handled.size())) {
+      method_->handled[index]->Increment();
+    }
+    const std::chrono::duration<double> elapsed =
+        std::chrono::steady_clock::now() - start_;
+    method_->handling_seconds->Observe(elapsed.count());
+    metrics_->in_flight().Decrement();
+  }
+
+  ServerMetrics* metrics_;
+  ServerMetrics::MethodMetrics* method_;
+  bool started_ = false;
+  bool finished_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+class MetricsInterceptorFactory final
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit MetricsInterceptorFactory(ServerMetrics* metrics)
+      : metrics_(metrics) {}
+
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    return new MetricsInterceptor(metrics_, &metrics_->ForMethod(info->method()));
+  }
+
+ private:
+  ServerMetrics* metrics_;
+};
+
+}  // namespace
+
+ServerMetrics::ServerMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()) {
+  started_family_ = &prometheus::BuildCounter()
+                         .Name("grpc_server_started_total")
+                         .Help("Total number of RPCs started on the server.")
+                         .Register(*registry_);
+  handled_family_ = &prometheus::BuildCounter()
+                         .Name("grpc_server_handled_total")
+                         .Help("Total number of RPCs completed on the server, "
+                               "regardless of success or failure.")
+                         .Register(*registry_);
+  handling_family_ = &prometheus::BuildHistogram()
+                          .Name("grpc_server_handling_seconds")
+                          .Help("Histogram of response latency (seconds) of "
+                                "gRPC calls handled by the server.")
+                          .Register(*registry_);
+  received_family_ = &prometheus::BuildCounter()
+                          .Name("grpc_server_msg_received_total")
+                          .Help("Total number of RPC stream messages received "
+                                "on the server.")
+                          .Register(*registry_);
+  sent_family_ = &prometheus::BuildCounter()
+                      .Name("grpc_server_msg_sent_total")
+                      .Help("Total number of gRPC stream messages sent by the "
+                            "server.")
+                      .Register(*registry_);
+  request_bytes_family_ = &prometheus::BuildCounter()
+                               .Name("phasor_request_bytes_total")
+                               .Help("Serialized request bytes received by "
+                                     "Encoder methods.")
+                               .Register(*registry_);
+  response_bytes_family_ = &prometheus::BuildCounter()
+                                .Name("phasor_response_bytes_total")
+                                .Help("Serialized response bytes sent by "
+                                      "Encoder methods.")
+                                .Register(*registry_);
+  auto& encoded = prometheus::BuildCounter()
+                      .Name("phasor_encoded_values_total")
+                      .Help("Output values computed, by encoder family.")
+                      .Register(*registry_);
+  for (int i = 0; i < kNumEncodedKinds; ++i) {
+    encoded_values_[i] = &encoded.Add({{"kind", kKindNames[i]}});
+  }
+  in_flight_ = &prometheus::BuildGauge()
+                    .Name("phasor_in_flight_requests")
+                    .Help("RPCs started and not yet finished.")
+                    .Register(*registry_)
+                    .Add({});
+  prometheus::BuildGauge()
+      .Name("phasor_build_info")
+      .Help("Build information; the value is always 1.")
+      .Register(*registry_)
+      .Add({{"version", PHASOR_VERSION}, {"grpc_version", grpc::Version()}})
+      .Set(1);
+
+  // The Encoder's methods come from its descriptor, so the table cannot drift
+  // from the proto.
+  const google::protobuf::ServiceDescriptor* encoder =
+      phasor::v1::EncodePositionsRequest::descriptor()->file()->FindServiceByName(
+          "Encoder");
+  for (int i = 0; i < encoder->method_count(); ++i) {
+    const google::protobuf::MethodDescriptor* method = encoder->method(i);
+    AddMethod(encoder->full_name(), method->name(),
+              RpcTypeName(method->client_streaming(), method->server_streaming()));
+    encoder_methods_[method->name()] =
+        methods_[absl::StrCat("/", encoder->full_name(), "/", method->name())]
+            .get();
+  }
+  AddMethod("grpc.health.v1.Health", "Check", "unary");
+  AddMethod("grpc.health.v1.Health", "Watch", "server_stream");
+  AddMethod("grpc.reflection.v1alpha.ServerReflection", "ServerReflectionInfo",
+            "bidi_stream");
+  AddMethod("", "", "unknown");
+}
+
+ServerMetrics::~ServerMetrics() = default;
+
+void ServerMetrics::AddMethod(absl::string_view service,
+                              absl::string_view method,
+                              absl::string_view type) {
+  const std::string service_label = service.empty() ? "unknown" : std::string(service);
+  const std::string method_label = method.empty() ? "unknown" : std::string(method);
+  const prometheus::Labels labels = {{"grpc_service", service_label},
+                                     {"grpc_method", method_label},
+                                     {"grpc_type", std::string(type)}};
+  auto metrics = std::make_unique<MethodMetrics>();
+  metrics->started = &started_family_->Add(labels);
+  for (size_t code = 0; code < kCodeNames.size(); ++code) {
+    prometheus::Labels with_code = labels;
+    with_code["grpc_code"] = kCodeNames[code];
+    metrics->handled[code] = &handled_family_->Add(with_code);
+  }
+  metrics->handling_seconds = &handling_family_->Add(labels, HandlingBuckets());
+  metrics->msg_received = &received_family_->Add(labels);
+  metrics->msg_sent = &sent_family_->Add(labels);
+  if (service.rfind("phasor.", 0) == 0) {
+    metrics->request_bytes =
+        &request_bytes_family_->Add({{"grpc_method", method_label}});
+    metrics->response_bytes =
+        &response_bytes_family_->Add({{"grpc_method", method_label}});
+  }
+  const std::string key =
+      service.empty() ? std::string() : absl::StrCat("/", service, "/", method);
+  methods_[key] = std::move(metrics);
+}
+
+absl::Status ServerMetrics::Expose(const std::string& address) {
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("metrics_address: cannot listen on ", address, ": ", e.what()));
+  }
+  exposer_->RegisterCollectable(registry_);
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  port_ = ports.empty() ? 0 : ports.front();
+  return absl::OkStatus();
+}
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+ServerMetrics::NewInterceptorFactory() {
+  return std::make_unique<MetricsInterceptorFactory>(this);
+}
+
+ServerMetrics::MethodMetrics& ServerMetrics::ForMethod(
+    absl::string_view full_method) {
+  auto it = methods_.find(full_method);
+  if (it == methods_.end()) it = methods_.find("");
+  return *it->second;
+}
+
+void ServerMetrics::RecordEncodedValues(EncodedKind kind, int64_t count) {
+  encoded_values_[static_cast<int>(kind)]->Increment(static_cast<double>(count));
+}
+
+void ServerMetrics::RecordPayloadBytes(absl::string_view method,
+                                       int64_t request_bytes,
+                                       int64_t response_bytes) {
+  auto it = encoder_methods_.find(method);
+  if (it == encoder_methods_.end()) return;
+  it->second->request_bytes->Increment(static_cast<double>(request_bytes));
+  it->second->response_bytes->Increment(static_cast<double>(response_bytes));
+}
+
+}  // namespace phasor::server

@@ -1,0 +1,50 @@
+// ServerOptions: everything phasor-server can be configured with. The binary
+// fills it from flags (each with a PHASOR_* environment twin, see flags.h);
+// tests and embedders fill it directly.
+#ifndef PHASOR_SERVER_OPTIONS_H_
+#define PHASOR_SERVER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace phasor::server {
+
+struct ServerOptions {
+  // host:port for gRPC. Port 0 picks a free port (see PhasorServer::grpc_port).
+  std::string grpc_address = "0.0.0.0:50051";
+  // host:port for the Prometheus /metrics endpoint; empty disables it. Port
+  // 0 picks a free port.
+  std::string metrics_address = "0.0.0.0:9464";
+  // Largest request and response message, bytes. gRPC's own default is
+  // 4 MiB; clients must raise theirs to match a larger value.
+  int64_t max_message_bytes = int64_t{4} << 20;
+  // Largest number of tensor elements one request may send or produce. 16M
+  // float32 elements = 64 MiB, far above the default message limit; it
+  // bounds the work a single tiny request (e.g. a huge position range) can
+  // ask for.
+  int64_t max_elements_per_request = int64_t{1} << 24;
+  // OpenMP thread budget for one large request; 0 = hardware concurrency.
+  // Small requests always run serially (core/parallel.h).
+  int threads = 0;
+  // Text-format phasor.v1.ProfileSet file; empty = no profiles.
+  std::string profiles_path;
+  // PEM files. With cert and key the server speaks TLS; adding a client CA
+  // makes it require and verify client certificates (mTLS).
+  std::string tls_cert_path;
+  std::string tls_key_path;
+  std::string tls_client_ca_path;
+  // File holding a bearer token; when set, every Encoder call must send
+  // "authorization: Bearer <token>". Health checks stay open for probes.
+  std::string auth_token_path;
+  // On SIGTERM/SIGINT: time in-flight calls get to finish before they are
+  // cancelled.
+  absl::Duration shutdown_grace = absl::Seconds(10);
+  // Serve the Echo RPC (a transport baseline for benchmarks).
+  bool enable_echo = false;
+};
+
+}  // namespace phasor::server
+
+#endif  // PHASOR_SERVER_OPTIONS_H_

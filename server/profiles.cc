@@ -1,0 +1,226 @@
+#include "server/profiles.h"
+
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/errors.h"
+#include "core/tensor_file.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace phasor::server {
+namespace {
+
+std::string Resolve(const std::string& base_dir, const std::string& path) {
+  if (path.empty() || path.front() == '/' || base_dir.empty()) return path;
+  return absl::StrCat(base_dir, "/", path);
+}
+
+bool ValidName(absl::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// Prefixes a load error with the entry it came from, keeping the code.
+absl::Status InEntry(const absl::Status& status, absl::string_view entry) {
+  return absl::Status(status.code(), absl::StrCat(entry, ": ", status.message()));
+}
+
+absl::StatusOr<std::vector<double>> ReadVector(const v1::TensorFile& file,
+                                               const std::string& base_dir) {
+  absl::StatusOr<HostArray> array =
+      ReadArrayFile(Resolve(base_dir, file.path()), file.tensor());
+  if (!array.ok()) return array.status();
+  if (array->shape.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file.path(), ": expected a 1-D tensor, got ",
+                     array->shape.size(), " dimensions"));
+  }
+  return std::move(array->values);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ProfileRegistry>> ProfileRegistry::Load(
+    const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("profiles: cannot open ", path));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  v1::ProfileSet set;
+  // Collect parse errors instead of letting protobuf print them.
+  class Collector final : public google::protobuf::io::ErrorCollector {
+   public:
+    void AddError(int line, int column, const std::string& message) override {
+      if (error.empty()) {
+        error = absl::StrCat("line ", line + 1, ":", column + 1, ": ", message);
+      }
+    }
+    std::string error;
+  } collector;
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&collector);
+  if (!parser.ParseFromString(text.str(), &set)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("profiles: ", path, ": ", collector.error));
+  }
+  const size_t slash = path.rfind('/');
+  const std::string base_dir =
+      slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+  return FromProto(set, base_dir);
+}
+
+absl::StatusOr<std::unique_ptr<ProfileRegistry>> ProfileRegistry::FromProto(
+    const v1::ProfileSet& set, const std::string& base_dir) {
+  auto registry = std::make_unique<ProfileRegistry>();
+  for (int p = 0; p < set.profile_size(); ++p) {
+    const v1::Profile& profile = set.profile(p);
+    const std::string entry = absl::StrCat("profile[", p, "] '", profile.name(), "'");
+    if (!ValidName(profile.name())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(entry, ": name must match [A-Za-z0-9._-]+"));
+    }
+    if (!registry->profiles_.emplace(profile.name(), profile).second) {
+      return absl::InvalidArgumentError(absl::StrCat(entry, ": duplicate profile name"));
+    }
+    for (const v1::LearnedTableFile& table : profile.learned_tables()) {
+      const std::string table_entry =
+          absl::StrCat(entry, " learned_tables '", table.name(), "'");
+      if (!ValidName(table.name())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(table_entry, ": name must match [A-Za-z0-9._-]+"));
+      }
+      absl::StatusOr<LearnedTable> loaded = LearnedTable::FromFile(
+          Resolve(base_dir, table.file().path()), table.file().tensor());
+      if (!loaded.ok()) return InEntry(loaded.status(), table_entry);
+      if (!registry->learned_tables_.emplace(table.name(), std::move(*loaded))
+               .second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(table_entry, ": duplicate learned table name"));
+      }
+    }
+    for (const v1::Time2VecFile& t2v : profile.time2vec()) {
+      const std::string t2v_entry = absl::StrCat(entry, " time2vec '", t2v.name(), "'");
+      if (!ValidName(t2v.name())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(t2v_entry, ": name must match [A-Za-z0-9._-]+"));
+      }
+      Time2VecParameters parameters;
+      absl::StatusOr<std::vector<double>> frequencies =
+          ReadVector(t2v.omega(), base_dir);
+      if (!frequencies.ok()) return InEntry(frequencies.status(), t2v_entry);
+      absl::StatusOr<std::vector<double>> phases = ReadVector(t2v.phi(), base_dir);
+      if (!phases.ok()) return InEntry(phases.status(), t2v_entry);
+      if (frequencies->empty() || frequencies->size() != phases->size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            t2v_entry, ": omega and phi must be non-empty and of equal "
+                       "length, got ", frequencies->size(), " and ", phases->size()));
+      }
+      parameters.omega = std::move(*frequencies);
+      parameters.phi = std::move(*phases);
+      if (!registry->time2vec_.emplace(t2v.name(), std::move(parameters)).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(t2v_entry, ": duplicate time2vec name"));
+      }
+    }
+    for (const v1::HolidayCalendar& calendar : profile.holiday_calendars()) {
+      const std::string calendar_entry =
+          absl::StrCat(entry, " holiday_calendars '", calendar.name(), "'");
+      if (!ValidName(calendar.name())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(calendar_entry, ": name must match [A-Za-z0-9._-]+"));
+      }
+      std::vector<std::string> dates(calendar.dates().begin(),
+                                     calendar.dates().end());
+      if (!registry->calendars_.emplace(calendar.name(), std::move(dates)).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(calendar_entry, ": duplicate holiday calendar name"));
+      }
+    }
+  }
+  return registry;
+}
+
+absl::StatusOr<const v1::Profile*> ProfileRegistry::FindProfile(
+    absl::string_view name, absl::string_view field) const {
+  auto it = profiles_.find(name);
+  if (it == profiles_.end()) {
+    return FieldError(absl::StatusCode::kNotFound, field,
+                      absl::StrCat("unknown profile '", name,
+                                   "' (ListProfiles shows the available ones)"));
+  }
+  return &it->second;
+}
+
+absl::StatusOr<const LearnedTable*> ProfileRegistry::FindLearnedTable(
+    absl::string_view name, absl::string_view field) const {
+  auto it = learned_tables_.find(name);
+  if (it == learned_tables_.end()) {
+    return FieldError(absl::StatusCode::kNotFound, field,
+                      absl::StrCat("unknown learned table '", name, "'"));
+  }
+  return &it->second;
+}
+
+absl::StatusOr<const Time2VecParameters*> ProfileRegistry::FindTime2Vec(
+    absl::string_view name, absl::string_view field) const {
+  auto it = time2vec_.find(name);
+  if (it == time2vec_.end()) {
+    return FieldError(absl::StatusCode::kNotFound, field,
+                      absl::StrCat("unknown Time2Vec parameter set '", name, "'"));
+  }
+  return &it->second;
+}
+
+absl::StatusOr<const std::vector<std::string>*>
+ProfileRegistry::FindHolidayCalendar(absl::string_view name,
+                                     absl::string_view field) const {
+  auto it = calendars_.find(name);
+  if (it == calendars_.end()) {
+    return FieldError(absl::StatusCode::kNotFound, field,
+                      absl::StrCat("unknown holiday calendar '", name, "'"));
+  }
+  return &it->second;
+}
+
+std::vector<const v1::Profile*> ProfileRegistry::profiles() const {
+  std::vector<const v1::Profile*> out;
+  out.reserve(profiles_.size());
+  for (const auto& [name, profile] : profiles_) out.push_back(&profile);
+  return out;
+}
+
+void ProfileRegistry::ListInto(v1::ListProfilesResponse* response) const {
+  for (const auto& [name, profile] : profiles_) {
+    v1::ProfileInfo* info = response->add_profiles();
+    info->set_name(profile.name());
+    info->set_description(profile.description());
+    *info->mutable_spec() = profile.spec();
+    for (const v1::LearnedTableFile& table : profile.learned_tables()) {
+      v1::LearnedTableInfo* table_info = info->add_learned_tables();
+      table_info->set_name(table.name());
+      auto it = learned_tables_.find(table.name());
+      if (it != learned_tables_.end()) {
+        table_info->set_rows(it->second.rows());
+        table_info->set_dim(it->second.dim());
+      }
+    }
+    for (const v1::Time2VecFile& t2v : profile.time2vec()) {
+      info->add_time2vec(t2v.name());
+    }
+    for (const v1::HolidayCalendar& calendar : profile.holiday_calendars()) {
+      info->add_holiday_calendars(calendar.name());
+    }
+  }
+}
+
+}  // namespace phasor::server

@@ -1,0 +1,71 @@
+// ProfileRegistry: the named encoder configurations a server was started
+// with (--profiles, a text-format phasor.v1.ProfileSet), plus the learned
+// tables, Time2Vec parameters and holiday calendars they declare.
+//
+// Relative file paths in the profiles file are resolved against the file's
+// directory. Names of profiles, tables, Time2Vec sets and calendars must each
+// be unique across the file; any request may refer to any of them. Loading
+// fails (and the server does not start) on the first bad entry, with a
+// message naming the entry.
+//
+// Thread-safety: immutable after Load; concurrent lookups are safe.
+#ifndef PHASOR_SERVER_PROFILES_H_
+#define PHASOR_SERVER_PROFILES_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/learned.h"
+#include "phasor/v1/encoder.pb.h"
+
+namespace phasor::server {
+
+// Time2Vec ω and φ, k+1 values each.
+struct Time2VecParameters {
+  std::vector<double> omega;
+  std::vector<double> phi;
+};
+
+class ProfileRegistry final {
+ public:
+  // No profiles.
+  ProfileRegistry() = default;
+  ProfileRegistry(const ProfileRegistry&) = delete;
+  ProfileRegistry& operator=(const ProfileRegistry&) = delete;
+
+  // Parses the text-format file at `path` and loads every file it names.
+  static absl::StatusOr<std::unique_ptr<ProfileRegistry>> Load(
+      const std::string& path);
+  // As Load, from a parsed set; relative paths resolve against `base_dir`.
+  static absl::StatusOr<std::unique_ptr<ProfileRegistry>> FromProto(
+      const v1::ProfileSet& set, const std::string& base_dir);
+
+  // Lookups; an unknown name is NOT_FOUND naming `field`.
+  absl::StatusOr<const v1::Profile*> FindProfile(absl::string_view name,
+                                                 absl::string_view field) const;
+  absl::StatusOr<const LearnedTable*> FindLearnedTable(
+      absl::string_view name, absl::string_view field) const;
+  absl::StatusOr<const Time2VecParameters*> FindTime2Vec(
+      absl::string_view name, absl::string_view field) const;
+  absl::StatusOr<const std::vector<std::string>*> FindHolidayCalendar(
+      absl::string_view name, absl::string_view field) const;
+
+  // All profiles, sorted by name.
+  std::vector<const v1::Profile*> profiles() const;
+  // Fills a ListProfiles response (no file paths).
+  void ListInto(v1::ListProfilesResponse* response) const;
+
+ private:
+  std::map<std::string, v1::Profile, std::less<>> profiles_;
+  std::map<std::string, LearnedTable, std::less<>> learned_tables_;
+  std::map<std::string, Time2VecParameters, std::less<>> time2vec_;
+  std::map<std::string, std::vector<std::string>, std::less<>> calendars_;
+};
+
+}  // namespace phasor::server
+
+#endif  // PHASOR_SERVER_PROFILES_H_

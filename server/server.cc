@@ -1,0 +1,200 @@
+#include "server/server.h"
+
+#include <grpc/support/log.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "server/handlers.h"
+
+namespace phasor::server {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     absl::string_view flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot open ", path));
+  std::stringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
+    const ServerOptions& options) {
+  const bool tls = !options.tls_cert_path.empty() || !options.tls_key_path.empty();
+  if (!tls) {
+    if (!options.tls_client_ca_path.empty()) {
+      return absl::InvalidArgumentError(
+          "tls_client_ca: mTLS needs --tls_cert and --tls_key too");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  if (options.tls_cert_path.empty() || options.tls_key_path.empty()) {
+    return absl::InvalidArgumentError("tls_cert, tls_key: TLS needs both");
+  }
+  absl::StatusOr<std::string> cert = ReadFile(options.tls_cert_path, "tls_cert");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadFile(options.tls_key_path, "tls_key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!options.tls_client_ca_path.empty()) {
+    absl::StatusOr<std::string> ca =
+        ReadFile(options.tls_client_ca_path, "tls_client_ca");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+absl::StatusOr<std::string> ReadToken(const ServerOptions& options) {
+  if (options.auth_token_path.empty()) return std::string();
+  absl::StatusOr<std::string> token = ReadFile(options.auth_token_path, "auth_token_file");
+  if (!token.ok()) return token.status();
+  std::string stripped(absl::StripAsciiWhitespace(*token));
+  if (stripped.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("auth_token_file: ", options.auth_token_path, " is empty"));
+  }
+  return stripped;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PhasorServer>> PhasorServer::Start(
+    const ServerOptions& options) {
+  if (options.max_message_bytes <= 0 || options.max_message_bytes > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_message_bytes: must be in [1, 2^31), got ",
+                     options.max_message_bytes));
+  }
+  if (options.max_elements_per_request <= 0) {
+    return absl::InvalidArgumentError("max_elements_per_request: must be > 0");
+  }
+  std::unique_ptr<PhasorServer> server(new PhasorServer());
+
+  if (options.profiles_path.empty()) {
+    server->profiles_ = std::make_unique<ProfileRegistry>();
+  } else {
+    absl::StatusOr<std::unique_ptr<ProfileRegistry>> profiles =
+        ProfileRegistry::Load(options.profiles_path);
+    if (!profiles.ok()) return profiles.status();
+    server->profiles_ = *std::move(profiles);
+    const absl::Status valid = ValidateProfiles(*server->profiles_);
+    if (!valid.ok()) {
+      return absl::Status(valid.code(), absl::StrCat("profiles: ", options.profiles_path,
+                                                     ": ", valid.message()));
+    }
+  }
+  absl::StatusOr<std::string> token = ReadToken(options);
+  if (!token.ok()) return token.status();
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeCredentials(options);
+  if (!credentials.ok()) return credentials.status();
+
+  server->metrics_ = std::make_unique<ServerMetrics>();
+  if (!options.metrics_address.empty()) {
+    const absl::Status exposed = server->metrics_->Expose(options.metrics_address);
+    if (!exposed.ok()) return exposed;
+  }
+  server->service_ = std::make_unique<EncoderService>(
+      options, server->profiles_.get(), server->metrics_.get(), *std::move(token));
+
+  // Both are process-wide registrations that every later server picks up;
+  // gRPC documents them as not thread-safe, hence the once.
+  static std::once_flag global_setup;
+  std::call_once(global_setup, [] {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  });
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.grpc_address, *credentials, &server->grpc_port_);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  // Clients behind a headless Service keep long-lived round_robin channels;
+  // let them send keepalive pings every 10 s or more without being cut off.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             10 * 1000 /*10 s*/);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Recycle connections every 5 minutes (with 30 s for calls in flight) so
+  // clients re-resolve and spread over replicas added by the autoscaler.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, 5 * 60 * 1000 /*5 min*/);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 30 * 1000 /*30 s*/);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(server->metrics_->NewInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->grpc_port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("grpc_address: cannot listen on ", options.grpc_address));
+  }
+  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  health->SetServingStatus(v1::Encoder::service_full_name(), true);
+  return server;
+}
+
+PhasorServer::~PhasorServer() { Shutdown(absl::ZeroDuration()); }
+
+void PhasorServer::Shutdown(absl::Duration grace) {
+  std::call_once(shutdown_once_, [this, grace] {
+    if (server_ == nullptr) return;
+    // Probes see NOT_SERVING first, so load balancers stop sending new calls.
+    server_->GetHealthCheckService()->Shutdown();
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      absl::ToChronoMilliseconds(grace));
+    server_->Wait();
+  });
+}
+
+void PhasorServer::Wait() {
+  if (server_ != nullptr) server_->Wait();
+}
+
+int RunServer(const ServerOptions& options) {
+  // Blocked before any thread exists, so every thread inherits the mask and
+  // only the sigwait below ever sees the signals.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<PhasorServer>> server = PhasorServer::Start(options);
+  if (!server.ok()) {
+    gpr_log(GPR_ERROR, "phasor-server: %s", server.status().ToString().c_str());
+    return 1;
+  }
+  gpr_log(GPR_INFO, "phasor-server: gRPC on %s (port %d), metrics on %s",
+          options.grpc_address.c_str(), (*server)->grpc_port(),
+          options.metrics_address.empty() ? "(disabled)"
+                                          : options.metrics_address.c_str());
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  gpr_log(GPR_INFO, "phasor-server: %s: NOT_SERVING, draining for up to %s",
+          strsignal(signal_number),
+          absl::FormatDuration(options.shutdown_grace).c_str());
+  (*server)->Shutdown(options.shutdown_grace);
+  gpr_log(GPR_INFO, "phasor-server: stopped");
+  return 0;
+}
+
+}  // namespace phasor::server

@@ -1,0 +1,80 @@
+// PhasorServer: phasor-server as a library. Builds the gRPC server (Encoder
+// service, grpc.health.v1, reflection, metrics interceptor), the Prometheus
+// endpoint, TLS/mTLS credentials and bearer-token auth from ServerOptions.
+// Tests and other programs start it in-process:
+//
+//   ServerOptions options;
+//   options.grpc_address = "127.0.0.1:0";  // any free port
+//   options.metrics_address = "";          // no /metrics
+//   auto server = PhasorServer::Start(options);
+//   ... grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->grpc_port()), ...)
+//   (*server)->Shutdown(absl::Seconds(5));
+//
+// Health: "" and "phasor.v1.Encoder" are SERVING once Start returns; Shutdown
+// first marks them NOT_SERVING, then stops accepting calls and gives the
+// calls in flight `grace` to finish before cancelling them.
+//
+// Thread-safety: Shutdown and Wait may be called from any thread; Shutdown
+// is idempotent.
+#ifndef PHASOR_SERVER_SERVER_H_
+#define PHASOR_SERVER_SERVER_H_
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/encoder_service.h"
+#include "server/metrics.h"
+#include "server/options.h"
+#include "server/profiles.h"
+
+namespace phasor::server {
+
+class PhasorServer final {
+ public:
+  // Loads profiles and credentials, binds both ports and starts serving.
+  // Errors: bad profiles, unreadable TLS/token files, ports in use.
+  static absl::StatusOr<std::unique_ptr<PhasorServer>> Start(
+      const ServerOptions& options);
+
+  PhasorServer(const PhasorServer&) = delete;
+  PhasorServer& operator=(const PhasorServer&) = delete;
+  // Shuts down with no grace if still running.
+  ~PhasorServer();
+
+  int grpc_port() const { return grpc_port_; }
+  // 0 when metrics are disabled.
+  int metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
+
+  // Marks health NOT_SERVING, stops accepting calls, waits up to `grace` for
+  // the calls in flight, cancels what remains, and returns once the server
+  // has stopped.
+  void Shutdown(absl::Duration grace);
+  // Blocks until the server has shut down.
+  void Wait();
+
+ private:
+  PhasorServer() = default;
+
+  std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<ProfileRegistry> profiles_;
+  std::unique_ptr<EncoderService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int grpc_port_ = 0;
+  std::once_flag shutdown_once_;
+};
+
+// phasor-server's life: start, serve until SIGTERM or SIGINT, then
+// Shutdown(options.shutdown_grace). Returns the process exit code: 0 after a
+// clean shutdown, 1 when the server could not start. The signals are taken
+// with sigwait on this thread (blocked in every other thread), so no work
+// happens inside a signal handler.
+int RunServer(const ServerOptions& options);
+
+}  // namespace phasor::server
+
+#endif  // PHASOR_SERVER_SERVER_H_

@@ -1,0 +1,626 @@
+#include "core/calendar.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/civil_time.h"
+#include "absl/time/time.h"
+#include "core/compose.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+namespace phasor {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr double kTwoPi = 6.283185307179586476925286766559;
+
+// One line of tests/data/calendar_expected.tsv (gen_calendar_expected.py:
+// Python zoneinfo + datetime over the system tzdata).
+struct Expected {
+  std::string zone;
+  int64_t unix_ns = 0;
+  int64_t year = 0;
+  int month = 0, day = 0, hour = 0, minute = 0, second = 0;
+  int64_t subsecond_ns = 0;
+  int weekday = 0, day_of_year = 0;
+  int64_t iso_year = 0;
+  int iso_week = 0, iso_weeks_in_year = 0, days_in_month = 0, days_in_year = 0;
+  int utc_offset_seconds = 0;
+  bool is_dst = false;
+};
+
+const std::vector<Expected>& ExpectedRows() {
+  static const std::vector<Expected>* rows = [] {
+    auto* out = new std::vector<Expected>;
+    std::ifstream in(std::string(PHASOR_TEST_DATA_DIR) +
+                     "/calendar_expected.tsv");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      std::vector<std::string> f = absl::StrSplit(line, '\t');
+      if (f.size() != 18) {
+        ADD_FAILURE() << "bad line: " << line;
+        continue;
+      }
+      Expected e;
+      e.zone = f[0];
+      int64_t v[17];
+      bool ok = true;
+      for (int i = 1; i < 18; ++i) ok = ok && absl::SimpleAtoi(f[i], &v[i - 1]);
+      if (!ok) {
+        ADD_FAILURE() << "bad number in: " << line;
+        continue;
+      }
+      e.unix_ns = v[0];
+      e.year = v[1];
+      e.month = static_cast<int>(v[2]);
+      e.day = static_cast<int>(v[3]);
+      e.hour = static_cast<int>(v[4]);
+      e.minute = static_cast<int>(v[5]);
+      e.second = static_cast<int>(v[6]);
+      e.subsecond_ns = v[7];
+      e.weekday = static_cast<int>(v[8]);
+      e.day_of_year = static_cast<int>(v[9]);
+      e.iso_year = v[10];
+      e.iso_week = static_cast<int>(v[11]);
+      e.iso_weeks_in_year = static_cast<int>(v[12]);
+      e.days_in_month = static_cast<int>(v[13]);
+      e.days_in_year = static_cast<int>(v[14]);
+      e.utc_offset_seconds = static_cast<int>(v[15]);
+      e.is_dst = v[16] != 0;
+      out->push_back(e);
+    }
+    return out;
+  }();
+  return *rows;
+}
+
+std::map<std::string, std::vector<Expected>> RowsByZone() {
+  std::map<std::string, std::vector<Expected>> by_zone;
+  for (const Expected& e : ExpectedRows()) by_zone[e.zone].push_back(e);
+  return by_zone;
+}
+
+absl::TimeZone Zone(const std::string& name) {
+  absl::StatusOr<absl::TimeZone> zone = LoadIanaTimeZone(name, "zone");
+  EXPECT_TRUE(zone.ok()) << zone.status();
+  return zone.ok() ? *zone : absl::UTCTimeZone();
+}
+
+void ExpectMatches(const LocalTime& t, const Expected& e) {
+  SCOPED_TRACE(testing::Message() << e.zone << " @ " << e.unix_ns << " ns");
+  EXPECT_EQ(t.date.year(), e.year);
+  EXPECT_EQ(t.date.month(), e.month);
+  EXPECT_EQ(t.date.day(), e.day);
+  EXPECT_EQ(t.hour, e.hour);
+  EXPECT_EQ(t.minute, e.minute);
+  EXPECT_EQ(t.second, e.second);
+  EXPECT_EQ(t.subsecond_ns, e.subsecond_ns);
+  EXPECT_EQ(t.weekday, e.weekday);
+  EXPECT_EQ(t.day_of_year, e.day_of_year);
+  EXPECT_EQ(t.iso_year, e.iso_year);
+  EXPECT_EQ(t.iso_week, e.iso_week);
+  EXPECT_EQ(t.iso_weeks_in_year, e.iso_weeks_in_year);
+  EXPECT_EQ(t.days_in_month, e.days_in_month);
+  EXPECT_EQ(t.days_in_year, e.days_in_year);
+  EXPECT_EQ(t.utc_offset_seconds, e.utc_offset_seconds);
+  EXPECT_EQ(t.is_dst, e.is_dst);
+}
+
+bool SameLocalTime(const LocalTime& a, const LocalTime& b) {
+  return a.date == b.date && a.hour == b.hour && a.minute == b.minute &&
+         a.second == b.second && a.subsecond_ns == b.subsecond_ns &&
+         a.weekday == b.weekday && a.day_of_year == b.day_of_year &&
+         a.iso_year == b.iso_year && a.iso_week == b.iso_week &&
+         a.iso_weeks_in_year == b.iso_weeks_in_year &&
+         a.days_in_month == b.days_in_month &&
+         a.days_in_year == b.days_in_year &&
+         a.utc_offset_seconds == b.utc_offset_seconds && a.is_dst == b.is_dst;
+}
+
+int64_t UtcNs(int64_t y, int m, int d, int hh = 0, int mm = 0, int ss = 0) {
+  return absl::ToUnixNanos(
+      absl::FromCivil(absl::CivilSecond(y, m, d, hh, mm, ss), absl::UTCTimeZone()));
+}
+
+LocalTime In(const std::string& zone, int64_t unix_ns) {
+  return LocalTimeAt(Zone(zone), unix_ns);
+}
+
+// Features of a calendar-only spec over `times` (non-decreasing).
+std::vector<float> EncodeCalendar(const CalendarBlock& block,
+                                  const std::vector<int64_t>& times,
+                                  int64_t* width) {
+  TemporalSpec spec;
+  spec.calendar = block;
+  ObservationsView obs;
+  obs.timestamps = times;
+  absl::StatusOr<FeatureLayout> layout = TemporalFeatureLayout(spec, 0, 0);
+  EXPECT_TRUE(layout.ok()) << layout.status();
+  *width = layout->width;
+  std::vector<float> out(times.size() * layout->width);
+  const absl::Status s = EncodeObservations(spec, obs, nullptr, {},
+                                            absl::MakeSpan(out), nullptr);
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+const std::vector<CalendarField>& AllFields() {
+  static const std::vector<CalendarField> fields = {
+      CalendarField::kSecondOfMinute, CalendarField::kMinuteOfHour,
+      CalendarField::kHourOfDay,      CalendarField::kDayOfWeek,
+      CalendarField::kDayOfMonth,     CalendarField::kDayOfYear,
+      CalendarField::kWeekOfYear,     CalendarField::kMonthOfYear,
+      CalendarField::kQuarter};
+  return fields;
+}
+
+// Civil value, zero-based x, GluonTS n and calendar-true P from the expected
+// (Python) values, per the table in calendar.h.
+struct FieldTruth {
+  int value;
+  int x;
+  int n;
+  int period;
+};
+FieldTruth Truth(CalendarField f, const Expected& e) {
+  switch (f) {
+    case CalendarField::kSecondOfMinute:
+      return {e.second, e.second, 60, 60};
+    case CalendarField::kMinuteOfHour:
+      return {e.minute, e.minute, 60, 60};
+    case CalendarField::kHourOfDay:
+      return {e.hour, e.hour, 24, 24};
+    case CalendarField::kDayOfWeek:
+      return {e.weekday, e.weekday, 7, 7};
+    case CalendarField::kDayOfMonth:
+      return {e.day, e.day - 1, 31, e.days_in_month};
+    case CalendarField::kDayOfYear:
+      return {e.day_of_year, e.day_of_year - 1, 366, e.days_in_year};
+    case CalendarField::kWeekOfYear:
+      return {e.iso_week, e.iso_week - 1, 53, e.iso_weeks_in_year};
+    case CalendarField::kMonthOfYear:
+      return {e.month, e.month - 1, 12, 12};
+    case CalendarField::kQuarter:
+      return {(e.month - 1) / 3 + 1, (e.month - 1) / 3, 4, 4};
+  }
+  return {0, 0, 1, 1};
+}
+
+TEST(CalendarExpectedData, CoversZonesYearsAndEdges) {
+  const auto by_zone = RowsByZone();
+  EXPECT_GE(ExpectedRows().size(), 3000u);
+  for (const char* zone :
+       {"UTC", "America/New_York", "Europe/London", "Australia/Lord_Howe",
+        "Asia/Kathmandu", "America/St_Johns", "Pacific/Chatham",
+        "Pacific/Apia"}) {
+    ASSERT_TRUE(by_zone.count(zone)) << zone;
+    const auto& rows = by_zone.at(zone);
+    EXPECT_GE(rows.size(), 300u) << zone;
+    bool before_1970 = false, after_2100 = false, week53 = false, leap = false;
+    for (const Expected& e : rows) {
+      before_1970 |= e.unix_ns < 0;
+      after_2100 |= e.year > 2100;
+      week53 |= e.iso_week == 53;
+      leap |= e.month == 2 && e.day == 29;
+    }
+    EXPECT_TRUE(before_1970 && after_2100 && week53 && leap) << zone;
+  }
+}
+
+TEST(LocalTimeAt, MatchesPythonZoneinfo) {
+  for (const auto& [zone, rows] : RowsByZone()) {
+    const absl::TimeZone tz = Zone(zone);
+    for (const Expected& e : rows) ExpectMatches(LocalTimeAt(tz, e.unix_ns), e);
+  }
+}
+
+TEST(LocalTimeCursor, MatchesPythonZoneinfoInTimeOrder) {
+  for (const auto& [zone, rows] : RowsByZone()) {
+    LocalTimeCursor cursor(Zone(zone));
+    for (const Expected& e : rows) ExpectMatches(cursor.At(e.unix_ns), e);
+  }
+}
+
+TEST(LocalTimeCursor, MatchesDirectLookupOnDenseSweeps) {
+  // Every 7 min 13 s plus a varying nanosecond part through whole years,
+  // crossing every transition, in order and then in a shuffled order (the
+  // cache must be right for any sequence, only faster for sorted ones).
+  std::mt19937_64 rng(7);
+  for (const char* name : {"America/New_York", "Australia/Lord_Howe",
+                           "Europe/London", "Pacific/Apia", "Pacific/Chatham"}) {
+    const absl::TimeZone zone = Zone(name);
+    for (int64_t year : {1944, 2011, 2026, 2199}) {
+      std::vector<int64_t> times;
+      for (int64_t t = UtcNs(year, 1, 1); t < UtcNs(year + 1, 1, 2);
+           t += 433 * int64_t{1000000000} + static_cast<int64_t>(rng() % 1000000000)) {
+        times.push_back(t);
+      }
+      LocalTimeCursor sorted(zone);
+      int mismatches = 0;
+      for (int64_t t : times) {
+        mismatches += !SameLocalTime(sorted.At(t), LocalTimeAt(zone, t));
+      }
+      std::shuffle(times.begin(), times.end(), rng);
+      LocalTimeCursor shuffled(zone);
+      for (size_t i = 0; i < 20000; ++i) {
+        mismatches += !SameLocalTime(shuffled.At(times[i]),
+                                     LocalTimeAt(zone, times[i]));
+      }
+      EXPECT_EQ(mismatches, 0) << name << " " << year;
+    }
+  }
+}
+
+TEST(LocalTimeCursor, NewYorkSpringForward2026SkipsTwoOClock) {
+  // 2026-03-08: 02:00 EST jumps to 03:00 EDT at 07:00Z.
+  const LocalTime before = In("America/New_York", UtcNs(2026, 3, 8, 6, 59, 59));
+  EXPECT_EQ(before.hour, 1);
+  EXPECT_EQ(before.minute, 59);
+  EXPECT_EQ(before.utc_offset_seconds, -5 * 3600);
+  EXPECT_FALSE(before.is_dst);
+  const LocalTime after = In("America/New_York", UtcNs(2026, 3, 8, 7, 0, 0));
+  EXPECT_EQ(after.hour, 3);
+  EXPECT_EQ(after.minute, 0);
+  EXPECT_EQ(after.utc_offset_seconds, -4 * 3600);
+  EXPECT_TRUE(after.is_dst);
+  // Minute by minute through the local day: hour 2 never shows, and the day
+  // has 23 hours of minutes.
+  LocalTimeCursor cursor(Zone("America/New_York"));
+  int minutes_in_day = 0;
+  for (int64_t t = UtcNs(2026, 3, 8, 0); t < UtcNs(2026, 3, 9, 12);
+       t += 60 * int64_t{1000000000}) {
+    const LocalTime& local = cursor.At(t);
+    if (local.date != absl::CivilDay(2026, 3, 8)) continue;
+    ++minutes_in_day;
+    EXPECT_NE(local.hour, 2);
+  }
+  EXPECT_EQ(minutes_in_day, 23 * 60);
+}
+
+TEST(LocalTimeCursor, NewYorkFallBack2026RepeatsOneOClock) {
+  // 2026-11-01: 02:00 EDT falls back to 01:00 EST at 06:00Z.
+  const LocalTime first = In("America/New_York", UtcNs(2026, 11, 1, 5, 30));
+  const LocalTime second = In("America/New_York", UtcNs(2026, 11, 1, 6, 30));
+  EXPECT_EQ(first.hour, 1);
+  EXPECT_EQ(second.hour, 1);
+  EXPECT_EQ(first.minute, 30);
+  EXPECT_EQ(second.minute, 30);
+  EXPECT_TRUE(first.is_dst);
+  EXPECT_FALSE(second.is_dst);
+  EXPECT_EQ(first.utc_offset_seconds, -4 * 3600);
+  EXPECT_EQ(second.utc_offset_seconds, -5 * 3600);
+  LocalTimeCursor cursor(Zone("America/New_York"));
+  int one_oclock_minutes = 0;
+  int minutes_in_day = 0;
+  for (int64_t t = UtcNs(2026, 11, 1, 0); t < UtcNs(2026, 11, 2, 12);
+       t += 60 * int64_t{1000000000}) {
+    const LocalTime& local = cursor.At(t);
+    if (local.date != absl::CivilDay(2026, 11, 1)) continue;
+    ++minutes_in_day;
+    one_oclock_minutes += local.hour == 1;
+  }
+  EXPECT_EQ(one_oclock_minutes, 120);
+  EXPECT_EQ(minutes_in_day, 25 * 60);
+}
+
+TEST(LocalTimeCursor, LordHoweHalfHourDaylightSaving) {
+  // 2026-04-05 02:00 +11:00 falls back to 01:30 +10:30 (at 15:00Z on the 4th).
+  const LocalTime before =
+      In("Australia/Lord_Howe", UtcNs(2026, 4, 4, 14, 59, 59));
+  const LocalTime after = In("Australia/Lord_Howe", UtcNs(2026, 4, 4, 15, 0, 0));
+  EXPECT_EQ(before.utc_offset_seconds, 11 * 3600);
+  EXPECT_TRUE(before.is_dst);
+  EXPECT_EQ(before.hour, 1);
+  EXPECT_EQ(before.minute, 59);
+  EXPECT_EQ(after.utc_offset_seconds, 10 * 3600 + 1800);
+  EXPECT_FALSE(after.is_dst);
+  EXPECT_EQ(after.hour, 1);
+  EXPECT_EQ(after.minute, 30);
+}
+
+TEST(LocalTimeCursor, KathmanduQuarterHourOffset) {
+  const LocalTime t = In("Asia/Kathmandu", UtcNs(2026, 1, 1, 0, 0, 0));
+  EXPECT_EQ(t.utc_offset_seconds, 5 * 3600 + 45 * 60);
+  EXPECT_EQ(t.hour, 5);
+  EXPECT_EQ(t.minute, 45);
+  EXPECT_EQ(t.date, absl::CivilDay(2026, 1, 1));
+  // 18:15Z is local midnight of the next day.
+  EXPECT_EQ(In("Asia/Kathmandu", UtcNs(2026, 1, 1, 18, 14, 59)).date,
+            absl::CivilDay(2026, 1, 1));
+  EXPECT_EQ(In("Asia/Kathmandu", UtcNs(2026, 1, 1, 18, 15, 0)).date,
+            absl::CivilDay(2026, 1, 2));
+}
+
+TEST(LocalTimeCursor, LondonSummerTime) {
+  const LocalTime gmt = In("Europe/London", UtcNs(2026, 3, 29, 0, 59, 59));
+  const LocalTime bst = In("Europe/London", UtcNs(2026, 3, 29, 1, 0, 0));
+  EXPECT_EQ(gmt.hour, 0);
+  EXPECT_EQ(gmt.utc_offset_seconds, 0);
+  EXPECT_FALSE(gmt.is_dst);
+  EXPECT_EQ(bst.hour, 2);
+  EXPECT_EQ(bst.utc_offset_seconds, 3600);
+  EXPECT_TRUE(bst.is_dst);
+}
+
+TEST(LocalTimeCursor, LeapDays) {
+  const LocalTime d2024 = In("UTC", UtcNs(2024, 2, 29, 12));
+  EXPECT_EQ(d2024.day_of_year, 60);
+  EXPECT_EQ(d2024.days_in_month, 29);
+  EXPECT_EQ(d2024.days_in_year, 366);
+  EXPECT_EQ(In("UTC", UtcNs(2000, 2, 29)).days_in_year, 366);  // Divisible by 400.
+  // 1900 and 2100 are not leap years: February 28 is followed by March 1.
+  for (int64_t year : {1900, 2100}) {
+    const LocalTime feb28 = In("UTC", UtcNs(year, 2, 28, 12));
+    const LocalTime next = In("UTC", UtcNs(year, 2, 28, 12) + 86400 * int64_t{1000000000});
+    EXPECT_EQ(feb28.days_in_month, 28) << year;
+    EXPECT_EQ(feb28.days_in_year, 365) << year;
+    EXPECT_EQ(next.date, absl::CivilDay(year, 3, 1)) << year;
+    EXPECT_EQ(next.day_of_year, 60) << year;
+  }
+}
+
+TEST(LocalTimeCursor, IsoWeek53) {
+  struct Case {
+    int64_t y;
+    int m, d;
+    int64_t iso_year;
+    int week, weeks;
+  };
+  // 2015, 2020 and 2026 start on a Thursday (2020 is a leap year starting on
+  // Wednesday): they have 53 ISO weeks. 2024-12-30 belongs to 2025's week 1.
+  for (const Case& c : {Case{2015, 12, 31, 2015, 53, 53},
+                        Case{2016, 1, 3, 2015, 53, 53},
+                        Case{2020, 12, 31, 2020, 53, 53},
+                        Case{2021, 1, 3, 2020, 53, 53},
+                        Case{2021, 1, 4, 2021, 1, 52},
+                        Case{2026, 12, 31, 2026, 53, 53},
+                        Case{2027, 1, 1, 2026, 53, 53},
+                        Case{2024, 12, 30, 2025, 1, 52}}) {
+    const LocalTime t = In("UTC", UtcNs(c.y, c.m, c.d, 12));
+    EXPECT_EQ(t.iso_year, c.iso_year) << c.y << "-" << c.m << "-" << c.d;
+    EXPECT_EQ(t.iso_week, c.week) << c.y << "-" << c.m << "-" << c.d;
+    EXPECT_EQ(t.iso_weeks_in_year, c.weeks) << c.y << "-" << c.m << "-" << c.d;
+  }
+}
+
+TEST(LocalTimeCursor, BeforeEpochAndAfter2100) {
+  // One nanosecond before the epoch: floor division, not truncation.
+  const LocalTime t = In("UTC", -1);
+  EXPECT_EQ(t.date, absl::CivilDay(1969, 12, 31));
+  EXPECT_EQ(t.hour, 23);
+  EXPECT_EQ(t.second, 59);
+  EXPECT_EQ(t.subsecond_ns, 999999999);
+  // 1900-01-01 was a Monday.
+  EXPECT_EQ(In("UTC", UtcNs(1900, 1, 1)).weekday, 0);
+  // 2199-12-31 is a Tuesday; New York keeps its DST rule in 2150.
+  EXPECT_EQ(In("UTC", UtcNs(2199, 12, 31, 23, 59, 59)).weekday, 1);
+  EXPECT_TRUE(In("America/New_York", UtcNs(2150, 7, 4, 12)).is_dst);
+  EXPECT_FALSE(In("America/New_York", UtcNs(2150, 1, 4, 12)).is_dst);
+}
+
+TEST(CalendarEncoder, IndexEncodingMatchesZoneinfo) {
+  for (const auto& [zone, rows] : RowsByZone()) {
+    CalendarBlock block;
+    block.time_zone = zone;
+    block.fields = AllFields();
+    block.encoding = CalendarEncoding::kIndex;
+    block.include_utc_offset = true;
+    block.include_dst = true;
+    std::vector<int64_t> times;
+    for (const Expected& e : rows) times.push_back(e.unix_ns);
+    int64_t width = 0;
+    const std::vector<float> out = EncodeCalendar(block, times, &width);
+    ASSERT_EQ(width, 9 + 2);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const Expected& e = rows[r];
+      for (size_t f = 0; f < AllFields().size(); ++f) {
+        EXPECT_EQ(out[r * width + f], Truth(AllFields()[f], e).value)
+            << zone << " " << e.unix_ns << " field " << f;
+      }
+      EXPECT_FLOAT_EQ(out[r * width + 9], e.utc_offset_seconds / 3600.0f);
+      EXPECT_EQ(out[r * width + 10], e.is_dst ? 1.0f : 0.0f);
+    }
+  }
+}
+
+TEST(CalendarEncoder, CyclicUsesCalendarTruePeriods) {
+  for (const auto& [zone, rows] : RowsByZone()) {
+    CalendarBlock block;
+    block.time_zone = zone;
+    block.fields = AllFields();
+    block.encoding = CalendarEncoding::kCyclic;
+    std::vector<int64_t> times;
+    for (const Expected& e : rows) times.push_back(e.unix_ns);
+    int64_t width = 0;
+    const std::vector<float> out = EncodeCalendar(block, times, &width);
+    ASSERT_EQ(width, 18);
+    double worst = 0;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      for (size_t f = 0; f < AllFields().size(); ++f) {
+        const FieldTruth truth = Truth(AllFields()[f], rows[r]);
+        const double angle = kTwoPi * truth.x / truth.period;
+        worst = std::max(worst, std::fabs(out[r * width + 2 * f] - std::sin(angle)));
+        worst = std::max(worst, std::fabs(out[r * width + 2 * f + 1] - std::cos(angle)));
+      }
+    }
+    EXPECT_LT(worst, 1e-7) << zone;
+  }
+  // The period really follows the calendar: day 29 of February 2024 (P = 29)
+  // and day 29 of March 2024 (P = 31) encode differently.
+  CalendarBlock block;
+  block.fields = {CalendarField::kDayOfMonth};
+  int64_t width = 0;
+  const std::vector<float> out =
+      EncodeCalendar(block, {UtcNs(2024, 2, 29), UtcNs(2024, 3, 29)}, &width);
+  EXPECT_NEAR(out[0], std::sin(kTwoPi * 28 / 29), 1e-7);
+  EXPECT_NEAR(out[2], std::sin(kTwoPi * 28 / 31), 1e-7);
+}
+
+TEST(CalendarEncoder, LinearIsGluonTsFormula) {
+  // gluonts/time_feature/_base.py: e.g. DayOfMonth (day − 1)/30 − 0.5,
+  // WeekOfYear (isocalendar().week − 1)/52 − 0.5.
+  const auto by_zone = RowsByZone();
+  const auto& rows = by_zone.at("America/New_York");
+  CalendarBlock block;
+  block.time_zone = "America/New_York";
+  block.fields = AllFields();
+  block.encoding = CalendarEncoding::kLinear;
+  std::vector<int64_t> times;
+  for (const Expected& e : rows) times.push_back(e.unix_ns);
+  int64_t width = 0;
+  const std::vector<float> out = EncodeCalendar(block, times, &width);
+  ASSERT_EQ(width, 9);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (size_t f = 0; f < AllFields().size(); ++f) {
+      const FieldTruth truth = Truth(AllFields()[f], rows[r]);
+      EXPECT_NEAR(out[r * width + f],
+                  static_cast<double>(truth.x) / (truth.n - 1) - 0.5, 1e-7);
+    }
+  }
+  // Spot values: hour 23 → 0.5, Monday → −0.5, December → 0.5.
+  block.time_zone = "UTC";
+  block.fields = {CalendarField::kHourOfDay, CalendarField::kDayOfWeek,
+                  CalendarField::kMonthOfYear};
+  const std::vector<float> spot =
+      EncodeCalendar(block, {UtcNs(2026, 12, 28, 23)}, &width);
+  EXPECT_FLOAT_EQ(spot[0], 0.5f);
+  EXPECT_FLOAT_EQ(spot[1], -0.5f);
+  EXPECT_FLOAT_EQ(spot[2], 0.5f);
+}
+
+TEST(CalendarEncoder, FractionalFollowsTheLocalClock) {
+  CalendarBlock block;
+  block.time_zone = "America/New_York";
+  block.fields = {CalendarField::kHourOfDay, CalendarField::kDayOfWeek,
+                  CalendarField::kMinuteOfHour};
+  block.fractional = true;
+  // Tuesday 2026-07-07 09:30:15 EDT = 13:30:15Z.
+  int64_t width = 0;
+  const std::vector<float> out =
+      EncodeCalendar(block, {UtcNs(2026, 7, 7, 13, 30, 15)}, &width);
+  const double hour = 9 + 30 / 60.0 + 15 / 3600.0;
+  const double weekday = 1 + hour / 24;
+  const double minute = 30 + 15 / 60.0;
+  EXPECT_NEAR(out[0], std::sin(kTwoPi * hour / 24), 1e-7);
+  EXPECT_NEAR(out[1], std::cos(kTwoPi * hour / 24), 1e-7);
+  EXPECT_NEAR(out[2], std::sin(kTwoPi * weekday / 7), 1e-7);
+  EXPECT_NEAR(out[4], std::sin(kTwoPi * minute / 60), 1e-7);
+  // LINEAR fractional: x/(n−1) − 0.5 with x = 9.504…
+  block.encoding = CalendarEncoding::kLinear;
+  const std::vector<float> linear =
+      EncodeCalendar(block, {UtcNs(2026, 7, 7, 13, 30, 15)}, &width);
+  EXPECT_NEAR(linear[0], hour / 23 - 0.5, 1e-7);
+}
+
+TEST(CalendarEncoder, UtcOffsetAndDstColumns) {
+  CalendarBlock block;
+  block.time_zone = "Asia/Kathmandu";
+  block.include_utc_offset = true;
+  block.include_dst = true;
+  int64_t width = 0;
+  const std::vector<float> out = EncodeCalendar(block, {UtcNs(2026, 6, 1)}, &width);
+  ASSERT_EQ(width, 2);
+  EXPECT_FLOAT_EQ(out[0], 5.75f);
+  EXPECT_EQ(out[1], 0.0f);
+}
+
+TEST(CalendarEncoder, HolidaysUseTheLocalDate) {
+  // 2026-07-04 04:30Z is still July 3 in New York but July 4 in UTC.
+  CalendarBlock block;
+  block.holidays = HolidaysBlock{{"2026-07-04"}, HolidayKernel::kIndicator, 1.0};
+  int64_t width = 0;
+  block.time_zone = "UTC";
+  EXPECT_EQ(EncodeCalendar(block, {UtcNs(2026, 7, 4, 4, 30)}, &width)[0], 1.0f);
+  block.time_zone = "America/New_York";
+  EXPECT_EQ(EncodeCalendar(block, {UtcNs(2026, 7, 4, 4, 30)}, &width)[0], 0.0f);
+  block.holidays->kernel = HolidayKernel::kExponential;
+  block.holidays->alpha = 0.5;
+  EXPECT_FLOAT_EQ(EncodeCalendar(block, {UtcNs(2026, 7, 4, 4, 30)}, &width)[0],
+                  static_cast<float>(std::exp(-0.5)));
+}
+
+TEST(LoadIanaTimeZone, UnknownAndUnsafeNamesAreRejected) {
+  const std::string field = "spec.temporal.calendar.time_zone";
+  const absl::StatusOr<absl::TimeZone> mars = LoadIanaTimeZone("Mars/Base", field);
+  EXPECT_THAT(mars.status(), IsFieldError(absl::StatusCode::kInvalidArgument, field));
+  EXPECT_THAT(std::string(mars.status().message()),
+              HasSubstr("unknown IANA time zone \"Mars/Base\""));
+  for (const char* name : {"localtime", "/etc/localtime", "../../etc/passwd",
+                           "America/../../etc", "Europe/London\n", "UTC "}) {
+    EXPECT_THAT(LoadIanaTimeZone(name, field).status(),
+                IsFieldError(absl::StatusCode::kInvalidArgument, field))
+        << name;
+  }
+}
+
+TEST(LoadIanaTimeZone, EmptyMeansUtcAndTheLocalZoneIsNeverUsed) {
+  // Point the process' local zone elsewhere; the default must stay UTC.
+  ASSERT_EQ(setenv("TZ", "Asia/Tokyo", 1), 0);
+  CalendarBlock block;
+  block.time_zone = "";
+  block.fields = {CalendarField::kHourOfDay};
+  block.encoding = CalendarEncoding::kIndex;
+  int64_t width = 0;
+  EXPECT_EQ(EncodeCalendar(block, {UtcNs(2026, 1, 1, 3)}, &width)[0], 3.0f);
+  block.time_zone = "UTC";
+  EXPECT_EQ(EncodeCalendar(block, {UtcNs(2026, 1, 1, 3)}, &width)[0], 3.0f);
+  block.time_zone = "Asia/Tokyo";
+  EXPECT_EQ(EncodeCalendar(block, {UtcNs(2026, 1, 1, 3)}, &width)[0], 12.0f);
+  unsetenv("TZ");
+}
+
+TEST(ValidateCalendarBlock, ErrorPaths) {
+  const std::string p = "spec.temporal.calendar";
+  CalendarBlock ok;
+  ok.fields = {CalendarField::kHourOfDay};
+  PHASOR_ASSERT_OK(ValidateCalendarBlock(ok, p));
+
+  CalendarBlock zone = ok;
+  zone.time_zone = "Mars/Base";
+  EXPECT_THAT(ValidateCalendarBlock(zone, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument, p + ".time_zone"));
+
+  CalendarBlock twice = ok;
+  twice.fields = {CalendarField::kHourOfDay, CalendarField::kDayOfWeek,
+                  CalendarField::kHourOfDay};
+  EXPECT_THAT(ValidateCalendarBlock(twice, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument, p + ".fields[2]"));
+
+  CalendarBlock unknown = ok;
+  unknown.fields = {static_cast<CalendarField>(42)};
+  EXPECT_THAT(ValidateCalendarBlock(unknown, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument, p + ".fields[0]"));
+
+  CalendarBlock nothing;
+  EXPECT_THAT(ValidateCalendarBlock(nothing, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument, p + ".fields"));
+
+  CalendarBlock fractional_index = ok;
+  fractional_index.encoding = CalendarEncoding::kIndex;
+  fractional_index.fractional = true;
+  EXPECT_THAT(ValidateCalendarBlock(fractional_index, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument, p + ".fractional"));
+
+  CalendarBlock bad_holiday = ok;
+  bad_holiday.holidays = HolidaysBlock{{"2026-01-01", "2026-02-30"},
+                                       HolidayKernel::kIndicator, 1.0};
+  EXPECT_THAT(ValidateCalendarBlock(bad_holiday, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument,
+                           p + ".holidays.dates[1]"));
+}
+
+}  // namespace
+}  // namespace phasor

@@ -1,0 +1,616 @@
+// Tests for core/rope_scaling.h through the RopeSpec entry points of
+// core/rope.h: every scaling variant against values computed independently by
+// tests/data/gen_rope_expected.py (torch, float64), plus every validation path.
+#include "core/rope_scaling.h"
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "core/errors.h"
+#include "core/positions.h"
+#include "core/rope.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+namespace phasor {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// ---------------------------------------------------------------------------
+// tests/data/rope_expected.txt
+
+struct Trig {
+  int64_t position;
+  int64_t index;
+  double cos;
+  double sin;
+};
+
+struct ExpectedCase {
+  std::string name;
+  int64_t rotary_dim = 0;
+  double base = 0;
+  std::string type;
+  std::map<std::string, std::string> fields;
+  int64_t seq_len = 0;
+  double attention_factor = 0;
+  std::vector<double> inv_freq;
+  std::vector<Trig> trig;
+};
+
+double ParseDouble(const std::string& text) {
+  double value = 0;
+  EXPECT_TRUE(absl::SimpleAtod(text, &value)) << text;
+  return value;
+}
+
+int64_t ParseInt(const std::string& text) {
+  int64_t value = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(text, &value)) << text;
+  return value;
+}
+
+std::vector<ExpectedCase> LoadCases() {
+  std::vector<ExpectedCase> cases;
+  std::ifstream file(std::string(PHASOR_TEST_DATA_DIR) + "/rope_expected.txt");
+  std::string line;
+  ExpectedCase current;
+  while (std::getline(file, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream in(line);
+    std::string key;
+    in >> key;
+    if (key == "case") {
+      current = ExpectedCase();
+      in >> current.name;
+    } else if (key == "rotary_dim") {
+      in >> current.rotary_dim;
+    } else if (key == "base") {
+      std::string text;
+      in >> text;
+      current.base = ParseDouble(text);
+    } else if (key == "scaling") {
+      in >> current.type;
+      std::string pair;
+      while (in >> pair) {
+        const std::vector<std::string> kv = absl::StrSplit(pair, '=');
+        if (kv.size() == 2) current.fields[kv[0]] = kv[1];
+      }
+    } else if (key == "seq_len") {
+      in >> current.seq_len;
+    } else if (key == "attention_factor") {
+      std::string text;
+      in >> text;
+      current.attention_factor = ParseDouble(text);
+    } else if (key == "inv_freq") {
+      std::string text;
+      while (in >> text) current.inv_freq.push_back(ParseDouble(text));
+    } else if (key == "trig") {
+      Trig trig;
+      std::string c, s;
+      in >> trig.position >> trig.index >> c >> s;
+      trig.cos = ParseDouble(c);
+      trig.sin = ParseDouble(s);
+      current.trig.push_back(trig);
+    } else if (key == "end") {
+      cases.push_back(current);
+    }
+  }
+  return cases;
+}
+
+// Names the case in test output instead of dumping its bytes.
+void PrintTo(const ExpectedCase& c, std::ostream* os) { *os << c.name; }
+
+const std::vector<ExpectedCase>& Cases() {
+  static const std::vector<ExpectedCase>* cases =
+      new std::vector<ExpectedCase>(LoadCases());
+  return *cases;
+}
+
+std::optional<double> OptionalDouble(const ExpectedCase& c, const std::string& key) {
+  auto it = c.fields.find(key);
+  if (it == c.fields.end()) return std::nullopt;
+  return ParseDouble(it->second);
+}
+std::optional<int64_t> OptionalInt(const ExpectedCase& c, const std::string& key) {
+  auto it = c.fields.find(key);
+  if (it == c.fields.end()) return std::nullopt;
+  return ParseInt(it->second);
+}
+std::vector<double> DoubleList(const ExpectedCase& c, const std::string& key) {
+  std::vector<double> values;
+  auto it = c.fields.find(key);
+  if (it == c.fields.end()) return values;
+  for (absl::string_view part : absl::StrSplit(it->second, ',')) {
+    values.push_back(ParseDouble(std::string(part)));
+  }
+  return values;
+}
+
+RopeSpec SpecFor(const ExpectedCase& c) {
+  RopeSpec spec;
+  spec.rotary_dim = c.rotary_dim;
+  spec.base = c.base;
+  if (c.type == "default") {
+    spec.scaling = NoRopeScaling{};
+  } else if (c.type == "linear") {
+    spec.scaling = LinearRopeScaling{*OptionalDouble(c, "factor")};
+  } else if (c.type == "ntk") {
+    spec.scaling = NtkRopeScaling{*OptionalDouble(c, "factor")};
+  } else if (c.type == "dynamic") {
+    spec.scaling = DynamicNtkRopeScaling{*OptionalDouble(c, "factor"),
+                                         *OptionalInt(c, "max_position_embeddings")};
+  } else if (c.type == "yarn") {
+    YarnRopeScaling yarn;
+    yarn.factor = OptionalDouble(c, "factor");
+    yarn.original_max_position_embeddings =
+        OptionalInt(c, "original_max_position_embeddings");
+    yarn.max_position_embeddings = OptionalInt(c, "max_position_embeddings");
+    if (auto v = OptionalDouble(c, "beta_fast")) yarn.beta_fast = *v;
+    if (auto v = OptionalDouble(c, "beta_slow")) yarn.beta_slow = *v;
+    yarn.mscale = OptionalDouble(c, "mscale");
+    yarn.mscale_all_dim = OptionalDouble(c, "mscale_all_dim");
+    yarn.attention_factor = OptionalDouble(c, "attention_factor");
+    if (auto v = OptionalInt(c, "truncate")) yarn.truncate = *v != 0;
+    spec.scaling = yarn;
+  } else if (c.type == "longrope") {
+    LongRopeScaling longrope;
+    longrope.short_factor = DoubleList(c, "short_factor");
+    longrope.long_factor = DoubleList(c, "long_factor");
+    longrope.original_max_position_embeddings =
+        OptionalInt(c, "original_max_position_embeddings");
+    longrope.max_position_embeddings = OptionalInt(c, "max_position_embeddings");
+    longrope.factor = OptionalDouble(c, "factor");
+    longrope.attention_factor = OptionalDouble(c, "attention_factor");
+    spec.scaling = longrope;
+  } else if (c.type == "llama3") {
+    Llama3RopeScaling llama3;
+    llama3.factor = *OptionalDouble(c, "factor");
+    if (auto v = OptionalDouble(c, "low_freq_factor")) llama3.low_freq_factor = *v;
+    if (auto v = OptionalDouble(c, "high_freq_factor")) llama3.high_freq_factor = *v;
+    if (auto v = OptionalInt(c, "original_max_position_embeddings")) {
+      llama3.original_max_position_embeddings = *v;
+    }
+    spec.scaling = llama3;
+  } else {
+    ADD_FAILURE() << "unknown scaling type " << c.type;
+  }
+  return spec;
+}
+
+TEST(RopeExpectedFile, CoversEveryScalingType) {
+  const std::vector<ExpectedCase>& cases = Cases();
+  ASSERT_GE(cases.size(), 20u) << "tests/data/rope_expected.txt missing or short";
+  std::set<std::string> types;
+  for (const ExpectedCase& c : cases) {
+    types.insert(c.type);
+    EXPECT_EQ(static_cast<int64_t>(c.inv_freq.size()), c.rotary_dim / 2) << c.name;
+    EXPECT_FALSE(c.trig.empty()) << c.name;
+  }
+  EXPECT_EQ(types, (std::set<std::string>{"default", "linear", "ntk", "dynamic",
+                                           "yarn", "longrope", "llama3"}));
+}
+
+class RopeScalingExpected : public ::testing::TestWithParam<ExpectedCase> {};
+
+TEST_P(RopeScalingExpected, FrequenciesAttentionFactorAndTables) {
+  const ExpectedCase& c = GetParam();
+  const RopeSpec spec = SpecFor(c);
+  EXPECT_EQ(RopeScalingName(spec.scaling), c.type);
+  const absl::StatusOr<RopeFrequencies> frequencies =
+      ComputeRopeFrequencies(spec, /*head_dim=*/c.rotary_dim, c.seq_len);
+  ASSERT_TRUE(frequencies.ok()) << frequencies.status();
+  ASSERT_EQ(frequencies->inv_freq.size(), c.inv_freq.size());
+  for (size_t i = 0; i < c.inv_freq.size(); ++i) {
+    EXPECT_NEAR(frequencies->inv_freq[i], c.inv_freq[i], 1e-12 * c.inv_freq[i])
+        << c.name << " inv_freq[" << i << "]";
+  }
+  EXPECT_NEAR(frequencies->attention_factor, c.attention_factor, 1e-12)
+      << c.name;
+
+  // cos/sin with the attention factor folded, at the generator's positions.
+  std::vector<int64_t> positions;
+  for (const Trig& t : c.trig) positions.push_back(t.position);
+  const int64_t width = RopeTableWidth(spec, c.rotary_dim);
+  std::vector<float> cos(positions.size() * width), sin(positions.size() * width);
+  const Positions pos = Positions::Integers(positions);
+  ASSERT_TRUE(ValidateRopePositions(pos, *frequencies).ok());
+  ComputeRopeTables(*frequencies, /*fold_attention_factor=*/true, pos,
+                    ExecutionOptions(), absl::MakeSpan(cos), absl::MakeSpan(sin));
+  for (size_t n = 0; n < c.trig.size(); ++n) {
+    const Trig& t = c.trig[n];
+    // One float rounding of a value of magnitude <= attention factor.
+    const double tolerance = 1e-7 * std::max(1.0, c.attention_factor);
+    EXPECT_NEAR(cos[n * width + t.index], t.cos, tolerance)
+        << c.name << " cos at p=" << t.position << " i=" << t.index;
+    EXPECT_NEAR(sin[n * width + t.index], t.sin, tolerance)
+        << c.name << " sin at p=" << t.position << " i=" << t.index;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Generated, RopeScalingExpected, ::testing::ValuesIn(Cases()),
+    [](const ::testing::TestParamInfo<ExpectedCase>& info) {
+      return info.param.name;
+    });
+
+// ---------------------------------------------------------------------------
+// Semantics worth pinning on their own.
+
+RopeFrequencies MustCompute(const RopeSpec& spec, int64_t head_dim,
+                            int64_t seq_len) {
+  absl::StatusOr<RopeFrequencies> result =
+      ComputeRopeFrequencies(spec, head_dim, seq_len);
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? *result : RopeFrequencies();
+}
+
+TEST(RopeScaling, PlainFrequenciesFollowTheFormula) {
+  RopeSpec spec;
+  spec.base = 10000.0;
+  const RopeFrequencies f = MustCompute(spec, 8, 1);
+  ASSERT_EQ(f.inv_freq.size(), 4u);
+  // 10000^(-2i/8) = 10^(-i): 1, 0.1, 0.01, 0.001.
+  EXPECT_DOUBLE_EQ(f.inv_freq[0], 1.0);
+  EXPECT_NEAR(f.inv_freq[1], 0.1, 1e-16);
+  EXPECT_NEAR(f.inv_freq[2], 0.01, 1e-17);
+  EXPECT_NEAR(f.inv_freq[3], 0.001, 1e-18);
+  EXPECT_EQ(f.attention_factor, 1.0);
+}
+
+TEST(RopeScaling, DynamicBelowOriginalLengthIsPlainRope) {
+  RopeSpec plain;
+  RopeSpec dynamic;
+  dynamic.scaling = DynamicNtkRopeScaling{/*factor=*/4.0,
+                                          /*max_position_embeddings=*/2048};
+  for (int64_t seq_len : {1, 100, 2048}) {
+    EXPECT_EQ(MustCompute(dynamic, 64, seq_len).inv_freq,
+              MustCompute(plain, 64, 1).inv_freq)
+        << seq_len;
+  }
+  // Above L0 the lowest frequency must drop.
+  EXPECT_LT(MustCompute(dynamic, 64, 2049).inv_freq.back(),
+            MustCompute(plain, 64, 1).inv_freq.back());
+}
+
+TEST(RopeScaling, YarnFactorDefaultsToContextRatioOnlyWhenAbsent) {
+  YarnRopeScaling implicit;
+  implicit.original_max_position_embeddings = 4096;
+  implicit.max_position_embeddings = 16384;
+  YarnRopeScaling explicit_factor = implicit;
+  explicit_factor.factor = 4.0;
+  RopeSpec a, b;
+  a.scaling = implicit;
+  b.scaling = explicit_factor;
+  const RopeFrequencies fa = MustCompute(a, 64, 1);
+  const RopeFrequencies fb = MustCompute(b, 64, 1);
+  EXPECT_EQ(fa.inv_freq, fb.inv_freq);
+  EXPECT_EQ(fa.attention_factor, fb.attention_factor);
+  EXPECT_NEAR(fa.attention_factor, 0.1 * std::log(4.0) + 1.0, 1e-15);
+
+  // A present factor wins over the ratio (16384/4096 = 4).
+  YarnRopeScaling overridden = implicit;
+  overridden.factor = 2.0;
+  RopeSpec c;
+  c.scaling = overridden;
+  EXPECT_NEAR(MustCompute(c, 64, 1).attention_factor, 0.1 * std::log(2.0) + 1.0,
+              1e-15);
+}
+
+TEST(RopeScaling, YarnZeroMscaleCountsAsAbsentLikeHf) {
+  YarnRopeScaling yarn;
+  yarn.factor = 16.0;
+  yarn.original_max_position_embeddings = 4096;
+  yarn.mscale = 0.0;  // HF: `if mscale and mscale_all_dim` is false.
+  yarn.mscale_all_dim = 1.0;
+  RopeSpec spec;
+  spec.scaling = yarn;
+  EXPECT_NEAR(MustCompute(spec, 64, 1).attention_factor,
+              0.1 * std::log(16.0) + 1.0, 1e-15);
+}
+
+TEST(RopeScaling, YarnExtremesAreThetaAndThetaOverFactor) {
+  YarnRopeScaling yarn;
+  yarn.factor = 8.0;
+  yarn.original_max_position_embeddings = 4096;
+  RopeSpec yarn_spec, plain;
+  yarn_spec.scaling = yarn;
+  const RopeFrequencies scaled = MustCompute(yarn_spec, 128, 1);
+  const RopeFrequencies base = MustCompute(plain, 128, 1);
+  // Highest frequency: extrapolated (unchanged); lowest: interpolated (/8).
+  EXPECT_EQ(scaled.inv_freq.front(), base.inv_freq.front());
+  EXPECT_NEAR(scaled.inv_freq.back(), base.inv_freq.back() / 8.0,
+              1e-15 * base.inv_freq.back());
+}
+
+TEST(RopeScaling, LongRopeSwitchesFactorsStrictlyAboveOriginal) {
+  LongRopeScaling longrope;
+  longrope.short_factor = {1.0, 2.0};
+  longrope.long_factor = {4.0, 8.0};
+  longrope.original_max_position_embeddings = 100;
+  longrope.factor = 1.0;  // Attention factor 1.
+  RopeSpec spec;
+  spec.scaling = longrope;
+  const RopeFrequencies at = MustCompute(spec, 4, 100);
+  const RopeFrequencies above = MustCompute(spec, 4, 101);
+  // θ = (1, 10000^-0.5 = 0.01).
+  EXPECT_DOUBLE_EQ(at.inv_freq[0], 1.0);
+  EXPECT_DOUBLE_EQ(at.inv_freq[1], 0.01 / 2.0);
+  EXPECT_DOUBLE_EQ(above.inv_freq[0], 1.0 / 4.0);
+  EXPECT_DOUBLE_EQ(above.inv_freq[1], 0.01 / 8.0);
+  EXPECT_EQ(at.attention_factor, 1.0);
+}
+
+TEST(RopeScaling, Llama3BandsByWavelength) {
+  Llama3RopeScaling llama3;  // factor 8, low 1, high 4, original 8192.
+  RopeSpec spec, plain;
+  spec.base = plain.base = 500000.0;
+  spec.scaling = llama3;
+  const RopeFrequencies scaled = MustCompute(spec, 128, 1);
+  const RopeFrequencies base = MustCompute(plain, 128, 1);
+  int kept = 0, divided = 0, blended = 0;
+  for (size_t i = 0; i < base.inv_freq.size(); ++i) {
+    const double wavelength = 2 * M_PI / base.inv_freq[i];
+    if (wavelength < 8192.0 / 4.0) {
+      EXPECT_EQ(scaled.inv_freq[i], base.inv_freq[i]) << i;
+      ++kept;
+    } else if (wavelength > 8192.0) {
+      EXPECT_NEAR(scaled.inv_freq[i], base.inv_freq[i] / 8.0,
+                  1e-15 * base.inv_freq[i]) << i;
+      ++divided;
+    } else {
+      EXPECT_LT(scaled.inv_freq[i], base.inv_freq[i]) << i;
+      EXPECT_GT(scaled.inv_freq[i], base.inv_freq[i] / 8.0) << i;
+      ++blended;
+    }
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(divided, 0);
+  EXPECT_GT(blended, 0);
+}
+
+TEST(RopeScaling, Names) {
+  EXPECT_EQ(RopeScalingName(NoRopeScaling{}), "default");
+  EXPECT_EQ(RopeScalingName(LinearRopeScaling{}), "linear");
+  EXPECT_EQ(RopeScalingName(NtkRopeScaling{}), "ntk");
+  EXPECT_EQ(RopeScalingName(DynamicNtkRopeScaling{}), "dynamic");
+  EXPECT_EQ(RopeScalingName(YarnRopeScaling{}), "yarn");
+  EXPECT_EQ(RopeScalingName(LongRopeScaling{}), "longrope");
+  EXPECT_EQ(RopeScalingName(Llama3RopeScaling{}), "llama3");
+}
+
+// ---------------------------------------------------------------------------
+// Validation: every error path, with its code and field path.
+
+struct BadScaling {
+  std::string label;
+  RopeScaling scaling;
+  int64_t rotary_dim;
+  double base;
+  std::string field;
+};
+
+YarnRopeScaling GoodYarn() {
+  YarnRopeScaling yarn;
+  yarn.factor = 4.0;
+  yarn.original_max_position_embeddings = 4096;
+  return yarn;
+}
+
+LongRopeScaling GoodLongRope(int64_t rotary_dim) {
+  LongRopeScaling longrope;
+  longrope.short_factor.assign(rotary_dim / 2, 1.0);
+  longrope.long_factor.assign(rotary_dim / 2, 2.0);
+  longrope.original_max_position_embeddings = 4096;
+  longrope.max_position_embeddings = 131072;
+  return longrope;
+}
+
+template <class T, class F>
+T With(T value, F mutate) {
+  mutate(value);
+  return value;
+}
+
+std::vector<BadScaling> BadScalings() {
+  const double nan = std::nan("");
+  const double inf = INFINITY;
+  const std::string p = "spec.rope.scaling.";
+  std::vector<BadScaling> bad = {
+      {"linear_factor_below_one", LinearRopeScaling{0.5}, 64, 1e4, p + "linear.factor"},
+      {"linear_factor_nan", LinearRopeScaling{nan}, 64, 1e4, p + "linear.factor"},
+      {"ntk_factor_zero", NtkRopeScaling{0.0}, 64, 1e4, p + "ntk.factor"},
+      {"ntk_factor_inf", NtkRopeScaling{inf}, 64, 1e4, p + "ntk.factor"},
+      {"ntk_rd_two", NtkRopeScaling{2.0}, 2, 1e4, "spec.rope.rotary_dim"},
+      {"dynamic_factor", DynamicNtkRopeScaling{0.9, 2048}, 64, 1e4, p + "dynamic.factor"},
+      {"dynamic_max_pos", DynamicNtkRopeScaling{2.0, 0}, 64, 1e4,
+       p + "dynamic.max_position_embeddings"},
+      {"dynamic_rd_two", DynamicNtkRopeScaling{2.0, 2048}, 2, 1e4, "spec.rope.rotary_dim"},
+      {"yarn_factor", With(GoodYarn(), [](auto& y) { y.factor = 0.5; }), 64, 1e4,
+       p + "yarn.factor"},
+      {"yarn_factor_nan", With(GoodYarn(), [&](auto& y) { y.factor = nan; }), 64, 1e4,
+       p + "yarn.factor"},
+      {"yarn_original_negative",
+       With(GoodYarn(), [](auto& y) { y.original_max_position_embeddings = -1; }), 64,
+       1e4, p + "yarn.original_max_position_embeddings"},
+      {"yarn_max_zero", With(GoodYarn(), [](auto& y) { y.max_position_embeddings = 0; }),
+       64, 1e4, p + "yarn.max_position_embeddings"},
+      {"yarn_no_original_no_max",
+       With(GoodYarn(), [](auto& y) { y.original_max_position_embeddings.reset(); }), 64,
+       1e4, p + "yarn.original_max_position_embeddings"},
+      {"yarn_no_factor_no_max", With(GoodYarn(), [](auto& y) { y.factor.reset(); }), 64,
+       1e4, p + "yarn.factor"},
+      {"yarn_implicit_factor_below_one", With(GoodYarn(), [](auto& y) {
+         y.factor.reset();
+         y.max_position_embeddings = 2048;
+       }),
+       64, 1e4, p + "yarn.max_position_embeddings"},
+      {"yarn_beta_fast_equal", With(GoodYarn(), [](auto& y) { y.beta_fast = 1.0; }), 64,
+       1e4, p + "yarn.beta_fast"},
+      {"yarn_beta_fast_nan", With(GoodYarn(), [&](auto& y) { y.beta_fast = nan; }), 64,
+       1e4, p + "yarn.beta_fast"},
+      {"yarn_beta_slow_zero", With(GoodYarn(), [](auto& y) { y.beta_slow = 0.0; }), 64,
+       1e4, p + "yarn.beta_slow"},
+      {"yarn_mscale_negative", With(GoodYarn(), [](auto& y) { y.mscale = -1.0; }), 64,
+       1e4, p + "yarn.mscale"},
+      {"yarn_mscale_all_dim_inf",
+       With(GoodYarn(), [&](auto& y) { y.mscale_all_dim = inf; }), 64, 1e4,
+       p + "yarn.mscale_all_dim"},
+      {"yarn_attention_zero", With(GoodYarn(), [](auto& y) { y.attention_factor = 0.0; }),
+       64, 1e4, p + "yarn.attention_factor"},
+      {"yarn_base_one", GoodYarn(), 64, 1.0, "spec.rope.base"},
+      {"longrope_short_length",
+       With(GoodLongRope(128), [](auto& l) { l.short_factor = {1, 1, 1}; }), 128, 1e4,
+       p + "longrope.short_factor"},
+      {"longrope_long_length",
+       With(GoodLongRope(128), [](auto& l) { l.long_factor.pop_back(); }), 128, 1e4,
+       p + "longrope.long_factor"},
+      {"longrope_short_element",
+       With(GoodLongRope(8), [](auto& l) { l.short_factor[2] = -1.0; }), 8, 1e4,
+       p + "longrope.short_factor[2]"},
+      {"longrope_long_element_nan",
+       With(GoodLongRope(8), [&](auto& l) { l.long_factor[3] = nan; }), 8, 1e4,
+       p + "longrope.long_factor[3]"},
+      {"longrope_no_original_no_max", With(GoodLongRope(8), [](auto& l) {
+         l.original_max_position_embeddings.reset();
+         l.max_position_embeddings.reset();
+       }),
+       8, 1e4, p + "longrope.original_max_position_embeddings"},
+      {"longrope_original_one",
+       With(GoodLongRope(8), [](auto& l) { l.original_max_position_embeddings = 1; }), 8,
+       1e4, p + "longrope.original_max_position_embeddings"},
+      {"longrope_max_zero",
+       With(GoodLongRope(8), [](auto& l) { l.max_position_embeddings = 0; }), 8, 1e4,
+       p + "longrope.max_position_embeddings"},
+      {"longrope_max_stands_in_too_small", With(GoodLongRope(8), [](auto& l) {
+         l.original_max_position_embeddings.reset();
+         l.max_position_embeddings = 1;
+       }),
+       8, 1e4, p + "longrope.max_position_embeddings"},
+      {"longrope_factor", With(GoodLongRope(8), [](auto& l) { l.factor = 0.5; }), 8, 1e4,
+       p + "longrope.factor"},
+      {"longrope_attention_negative",
+       With(GoodLongRope(8), [](auto& l) { l.attention_factor = -1.0; }), 8, 1e4,
+       p + "longrope.attention_factor"},
+      {"longrope_nothing_for_attention",
+       With(GoodLongRope(8), [](auto& l) { l.max_position_embeddings.reset(); }), 8, 1e4,
+       p + "longrope.factor"},
+      {"llama3_factor", With(Llama3RopeScaling(), [](auto& l) { l.factor = 0.5; }), 128,
+       5e5, p + "llama3.factor"},
+      {"llama3_low_zero",
+       With(Llama3RopeScaling(), [](auto& l) { l.low_freq_factor = 0.0; }), 128, 5e5,
+       p + "llama3.low_freq_factor"},
+      {"llama3_high_not_above_low",
+       With(Llama3RopeScaling(), [](auto& l) { l.high_freq_factor = 1.0; }), 128, 5e5,
+       p + "llama3.high_freq_factor"},
+      {"llama3_original_zero",
+       With(Llama3RopeScaling(),
+            [](auto& l) { l.original_max_position_embeddings = 0; }),
+       128, 5e5, p + "llama3.original_max_position_embeddings"},
+  };
+  return bad;
+}
+
+TEST(RopeScalingValidation, EveryErrorPathNamesItsField) {
+  for (const BadScaling& bad : BadScalings()) {
+    RopeSpec spec;
+    spec.rotary_dim = bad.rotary_dim;
+    spec.base = bad.base;
+    spec.scaling = bad.scaling;
+    const absl::Status status = ValidateRopeSpec(spec, /*head_dim=*/128);
+    EXPECT_THAT(status, IsFieldError(absl::StatusCode::kInvalidArgument, bad.field))
+        << bad.label;
+    // The same spec through the frequency entry point fails the same way.
+    EXPECT_THAT(ComputeRopeFrequencies(spec, 128, 1).status(),
+                IsFieldError(absl::StatusCode::kInvalidArgument, bad.field))
+        << bad.label;
+  }
+}
+
+TEST(RopeScalingValidation, ValidCounterpartsPass) {
+  // Each bad case above is one edit away from these; they must pass, so the
+  // failures above are caused by the edit.
+  for (int64_t rd : {8, 64, 128}) {
+    for (const RopeScaling& scaling :
+         std::vector<RopeScaling>{LinearRopeScaling{1.0}, NtkRopeScaling{0.5},
+                                  DynamicNtkRopeScaling{1.0, 1}, GoodYarn(),
+                                  GoodLongRope(rd), Llama3RopeScaling()}) {
+      RopeSpec spec;
+      spec.rotary_dim = rd;
+      spec.scaling = scaling;
+      EXPECT_TRUE(ValidateRopeSpec(spec, 128).ok())
+          << RopeScalingName(scaling) << " rd=" << rd << ": "
+          << ValidateRopeSpec(spec, 128);
+    }
+  }
+  // Yarn with only max_position_embeddings: original and factor both follow.
+  YarnRopeScaling only_max;
+  only_max.max_position_embeddings = 4096;
+  RopeSpec spec;
+  spec.scaling = only_max;
+  EXPECT_TRUE(ValidateRopeSpec(spec, 64).ok());
+  // Longrope with only an attention factor needs neither factor nor max.
+  LongRopeScaling attention_only = GoodLongRope(64);
+  attention_only.max_position_embeddings.reset();
+  attention_only.attention_factor = 1.1;
+  spec.scaling = attention_only;
+  EXPECT_TRUE(ValidateRopeSpec(spec, 64).ok());
+}
+
+TEST(RopeScalingValidation, MessagesReadAsDocumented) {
+  RopeSpec spec;
+  spec.rotary_dim = 128;
+  spec.scaling = With(GoodLongRope(128), [](auto& l) { l.short_factor = {1, 1, 1}; });
+  EXPECT_EQ(ValidateRopeSpec(spec, 128).message(),
+            "spec.rope.scaling.longrope.short_factor: must have rotary_dim/2 = 64 "
+            "values, got 3");
+  spec.scaling = With(GoodYarn(), [](auto& y) { y.beta_fast = 0.5; });
+  EXPECT_THAT(std::string(ValidateRopeSpec(spec, 128).message()),
+              StartsWith("spec.rope.scaling.yarn.beta_fast: must be > beta_slow"));
+}
+
+TEST(RopeScalingValidation, CustomPrefixIsUsed) {
+  RopeSpec spec;
+  spec.scaling = With(GoodYarn(), [](auto& y) { y.beta_slow = -1.0; });
+  EXPECT_THAT(ValidateRopeSpec(spec, 64, "rope"),
+              IsFieldError(absl::StatusCode::kInvalidArgument,
+                           std::string("rope.scaling.yarn.beta_slow")));
+  spec.scaling = NtkRopeScaling{2.0};
+  spec.rotary_dim = 2;
+  EXPECT_THAT(ValidateRopeSpec(spec, 64, "profiles.x.rope"),
+              IsFieldError(absl::StatusCode::kInvalidArgument,
+                           std::string("profiles.x.rope.rotary_dim")));
+}
+
+TEST(RopeScalingValidation, NonFiniteScaledFrequencyIsRefused) {
+  // Each field is valid alone; together θ_0 / 1e-320 overflows to infinity.
+  LongRopeScaling longrope;
+  longrope.short_factor = {1e-320, 1.0};
+  longrope.long_factor = {1.0, 1.0};
+  longrope.original_max_position_embeddings = 4096;
+  longrope.attention_factor = 1.0;
+  RopeSpec spec;
+  spec.scaling = longrope;
+  const absl::Status status = ComputeRopeFrequencies(spec, 4, 1).status();
+  EXPECT_THAT(status, IsFieldError(absl::StatusCode::kInvalidArgument,
+                                   std::string("spec.rope")));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("inverse frequency 0"));
+}
+
+}  // namespace
+}  // namespace phasor
