@@ -198,6 +198,16 @@ std::string FormatCell(const v1::Tensor& tensor, int64_t index,
   return absl::StrFormat("%.*g", precision, LoadAsDouble(tensor, index));
 }
 
+// A table cell: like FormatCell, but −0 shows as 0 (a sign on zero only
+// distracts a reader; files keep it).
+std::string FormatTableCell(const v1::Tensor& tensor, int64_t index,
+                            int precision) {
+  if (!IsIntegral(tensor.dtype()) && LoadAsDouble(tensor, index) == 0.0) {
+    return "0";
+  }
+  return FormatCell(tensor, index, precision);
+}
+
 // Digits that make a printed value parse back to the same float.
 int RoundTripDigits(v1::DType dtype) {
   return dtype == v1::FLOAT64 ? 17 : 9;
@@ -223,7 +233,8 @@ std::vector<int64_t> VisibleIndices(int64_t count, int limit) {
 // Row label: the index of every dimension but the last.
 std::string RowLabel(const v1::Tensor& tensor, int64_t row) {
   const int rank = tensor.shape_size();
-  if (rank <= 2) return absl::StrCat(row);
+  if (rank <= 1) return "";  // A single row needs no label.
+  if (rank == 2) return absl::StrCat(row);
   std::vector<int64_t> index(rank - 1);
   for (int d = rank - 2; d >= 0; --d) {
     index[d] = row % tensor.shape(d);
@@ -649,7 +660,7 @@ std::string FormatTensorTable(const v1::Tensor& tensor,
         line.push_back("...");
       } else {
         line.push_back(
-            FormatCell(tensor, r * columns + c, options.precision));
+            FormatTableCell(tensor, r * columns + c, options.precision));
       }
     }
     cells.push_back(std::move(line));

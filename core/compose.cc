@@ -61,11 +61,11 @@ absl::Status SumError(absl::string_view prefix, absl::string_view field,
 absl::Status ValidateSumConstraints(const TemporalSpec& spec,
                                     absl::string_view prefix) {
   const int64_t d = spec.d_model;
-  if (d <= 0 || d % 2 != 0) {
+  if (d <= 0 || d % 2 != 0 || d > kMaxEncodingWidth) {
     return InvalidField(absl::StrCat(prefix, ".d_model"),
-                        absl::StrCat("must be even and > 0 under combine SUM, "
-                                     "got ",
-                                     d));
+                        absl::StrCat("must be even and in [2, ",
+                                     kMaxEncodingWidth,
+                                     "] under combine SUM, got ", d));
   }
   if (spec.time.has_value() && spec.time->dim != d) {
     return SumError(prefix, "time.dim",

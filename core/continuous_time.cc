@@ -32,9 +32,10 @@ absl::Status ValidatePeriodLadder(int64_t dim, double min_period_seconds,
                                   absl::string_view dim_field,
                                   absl::string_view min_field,
                                   absl::string_view max_field) {
-  if (dim < 2 || dim % 2 != 0) {
-    return InvalidField(dim_field,
-                        absl::StrCat("must be even and >= 2, got ", dim));
+  if (dim < 2 || dim % 2 != 0 || dim > kMaxEncodingWidth) {
+    return InvalidField(dim_field, absl::StrCat("must be even and in [2, ",
+                                                kMaxEncodingWidth, "], got ",
+                                                dim));
   }
   auto check_period = [](double p, absl::string_view field) -> absl::Status {
     if (!std::isfinite(p) || p < kMinLadderPeriodSeconds ||
@@ -75,6 +76,11 @@ absl::Status ValidateTime2VecBlock(const Time2VecBlock& block,
   if (block.omega.empty()) {
     return InvalidField(absl::StrCat(field_prefix, ".omega"),
                         "must hold k+1 >= 1 frequencies, got none");
+  }
+  if (static_cast<int64_t>(block.omega.size()) > kMaxEncodingWidth) {
+    return InvalidField(absl::StrCat(field_prefix, ".omega"),
+                        absl::StrCat("holds ", block.omega.size(),
+                                     " terms; at most ", kMaxEncodingWidth));
   }
   if (block.phi.size() != block.omega.size()) {
     return InvalidField(absl::StrCat(field_prefix, ".phi"),

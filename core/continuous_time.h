@@ -67,6 +67,9 @@ inline __int128 ElapsedNs(int64_t t_ns, int64_t origin_ns) {
 // bound keeps the exact step computation inside 128 bits.
 inline constexpr double kMinLadderPeriodSeconds = 1e-9;
 inline constexpr double kMaxLadderPeriodSeconds = 1e15;
+// Largest dim, Time2Vec width and d_model accepted: far above any model
+// width, low enough that a request cannot make a table allocation explode.
+inline constexpr int64_t kMaxEncodingWidth = 65536;
 
 struct TimeBlock {
   int64_t dim = 16;                 // Even; dim/2 (sin, cos) pairs.
@@ -85,7 +88,7 @@ struct Time2VecBlock {
   int64_t origin_ns = 0;
 };
 
-// dim even and >= 2; periods finite, in [kMinLadderPeriodSeconds,
+// dim even, in [2, kMaxEncodingWidth]; periods finite, in [kMinLadderPeriodSeconds,
 // kMaxLadderPeriodSeconds], min <= max. Errors name the given field paths.
 absl::Status ValidatePeriodLadder(int64_t dim, double min_period_seconds,
                                   double max_period_seconds,

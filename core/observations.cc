@@ -67,12 +67,13 @@ absl::Status CheckContent(const ObservationsView& obs, absl::string_view prefix)
                         absl::StrCat("content_dim must be > 0, got ",
                                      obs.content_dim));
   }
-  if (static_cast<int64_t>(obs.content.size()) != rows * obs.content_dim) {
+  // Compared by division: rows · content_dim could overflow.
+  const auto size = static_cast<int64_t>(obs.content.size());
+  if (rows == 0 || size % rows != 0 || size / rows != obs.content_dim) {
     return InvalidField(
         Field(prefix, "content"),
         absl::StrCat("has ", obs.content.size(), " values; expected rows ",
-                     rows, " x content_dim ", obs.content_dim, " = ",
-                     rows * obs.content_dim));
+                     rows, " x content_dim ", obs.content_dim));
   }
   for (size_t i = 0; i < obs.content.size(); ++i) {
     if (!std::isfinite(obs.content[i])) {
@@ -93,9 +94,10 @@ absl::Status ValidateWide(const ObservationsView& obs, absl::string_view prefix)
   PHASOR_RETURN_IF_ERROR(CheckOneDtype(obs.values, prefix, "values"));
   const int64_t t = static_cast<int64_t>(obs.timestamps.size());
   const int64_t c = obs.num_channels;
-  if (c < 0) {
+  if (c < 0 || c > kMaxChannels) {
     return InvalidField(Field(prefix, "num_channels"),
-                        absl::StrCat("must be >= 0, got ", c));
+                        absl::StrCat("must be in [0, ", kMaxChannels, "], got ",
+                                     c));
   }
   if (obs.values.size() != t * c) {
     return InvalidField(
@@ -135,10 +137,10 @@ absl::Status ValidateLong(const ObservationsView& obs, absl::string_view prefix)
   }
   PHASOR_RETURN_IF_ERROR(CheckOneDtype(obs.event_values, prefix, "event_values"));
   const int64_t n = static_cast<int64_t>(obs.event_times.size());
-  if (obs.num_channels < 1) {
+  if (obs.num_channels < 1 || obs.num_channels > kMaxChannels) {
     return InvalidField(Field(prefix, "num_channels"),
-                        absl::StrCat("must be >= 1 for events, got ",
-                                     obs.num_channels));
+                        absl::StrCat("must be in [1, ", kMaxChannels,
+                                     "] for events, got ", obs.num_channels));
   }
   if (static_cast<int64_t>(obs.event_channels.size()) != n) {
     return InvalidField(Field(prefix, "event_channels"),
@@ -270,10 +272,9 @@ absl::Status TimestampsFromSeconds(absl::Span<const double> seconds,
     // neither part can overflow) so the nanosecond rounding keeps the low
     // digits of a large timestamp.
     const double whole = std::trunc(s);
-    const int64_t ns = static_cast<int64_t>(whole) * 1000000000 +
-                       std::llround((s - whole) * 1e9);
-    if (ns == kNotATimeNs) return InvalidField(path, "NaT timestamp");
-    out_ns[i] = ns;
+    // |s| < 2^63 ns, so the sum stays above INT64_MIN (NaT).
+    out_ns[i] = static_cast<int64_t>(whole) * 1000000000 +
+                std::llround((s - whole) * 1e9);
   }
   return absl::OkStatus();
 }

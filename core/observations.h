@@ -40,6 +40,10 @@ namespace phasor {
 // numpy.datetime64("NaT") / pandas.NaT as int64.
 inline constexpr int64_t kNotATimeNs = std::numeric_limits<int64_t>::min();
 
+// Channels accepted per series: the state and the per-channel columns are
+// sized by C even when a chunk has no rows, so C is bounded on its own.
+inline constexpr int64_t kMaxChannels = int64_t{1} << 20;
+
 enum class ObservationLayout { kWide, kLong };
 
 // float64 or float32 values: at most one of the two spans is non-empty.

@@ -101,7 +101,7 @@ constexpr int64_t kAnchorRows = 256;
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__AVX2__)
 #define PHASOR_TARGET_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+  __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define PHASOR_TARGET_CLONES
 #endif

@@ -89,32 +89,6 @@ void WriteFloatTensor(int64_t rows, int64_t width, DType dtype, v1::Tensor* out,
   StoreFloats(scratch, shape, dtype, out);
 }
 
-absl::StatusOr<TimeBlock> TimeBlockFromProto(const v1::TimeBlock& block,
-                                             absl::string_view prefix) {
-  TimeBlock out;
-  if (block.dim() != 0) out.dim = block.dim();
-  if (block.min_period_seconds() != 0) out.min_period_seconds = block.min_period_seconds();
-  if (block.max_period_seconds() != 0) out.max_period_seconds = block.max_period_seconds();
-  switch (block.origin()) {
-    case v1::TimeBlock::ORIGIN_UNSPECIFIED:
-    case v1::TimeBlock::FIRST_OBSERVATION:
-      out.origin = OriginKind::kFirstObservation;
-      break;
-    case v1::TimeBlock::UNIX_EPOCH:
-      out.origin = OriginKind::kUnixEpoch;
-      break;
-    case v1::TimeBlock::EXPLICIT:
-      out.origin = OriginKind::kExplicit;
-      out.origin_ns = block.origin_ns();
-      break;
-    default:
-      return InvalidField(absl::StrCat(prefix, ".origin"),
-                          absl::StrCat("unknown origin ", block.origin()));
-  }
-  PHASOR_RETURN_IF_ERROR(ValidateTimeBlock(out, prefix));
-  return out;
-}
-
 // θ_i and the attention factor for heads of `head_dim` channels. The
 // sequence length scaling sees is the spec's, else derived from positions.
 absl::StatusOr<RopeFrequencies> RopeFrequenciesFor(const RopeSpec& rope,
@@ -404,9 +378,10 @@ absl::Status HandleDescribe(const HandlerContext& context,
         return InvalidField("spec.temporal.time",
                             "Describe needs a time block (the time ladder)");
       }
+      const std::string prefix = absl::StrCat(kTemporalPrefix, ".time");
       PHASOR_ASSIGN_OR_RETURN(const TimeBlock block,
-                              TimeBlockFromProto(spec->temporal().time(),
-                                                 "spec.temporal.time"));
+                              TimeBlockFromProto(spec->temporal().time(), prefix));
+      PHASOR_RETURN_IF_ERROR(ValidateTimeBlock(block, prefix));
       for (double period : LadderPeriodsSeconds(block.dim / 2, block.min_period_seconds,
                                                 block.max_period_seconds)) {
         frequencies.push_back(kTwoPi / period);

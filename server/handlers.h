@@ -11,6 +11,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "core/compose.h"
 #include "core/observations.h"
 #include "core/parallel.h"
 #include "phasor/v1/encoder.pb.h"
@@ -49,8 +50,10 @@ absl::Status HandleDescribe(const HandlerContext& context,
 // first message fixed, and the series state after the last chunk.
 struct ObservationStream {
   bool started = false;
-  // The first message's spec or profile (other fields cleared).
+  // The first message's spec or profile (other fields cleared), and that
+  // spec converted for core.
   v1::EncodeObservationsRequest config;
+  TemporalSpec spec;
   SeriesState state;
 };
 

@@ -1,6 +1,5 @@
 #include "server/server.h"
 
-#include <grpc/support/log.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
@@ -9,6 +8,7 @@
 #include <string.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -179,21 +179,23 @@ int RunServer(const ServerOptions& options) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   absl::StatusOr<std::unique_ptr<PhasorServer>> server = PhasorServer::Start(options);
+  // Lifecycle lines go straight to stderr: gRPC's own logger hides INFO
+  // unless GRPC_VERBOSITY asks for it, and these three lines matter.
   if (!server.ok()) {
-    gpr_log(GPR_ERROR, "phasor-server: %s", server.status().ToString().c_str());
+    std::fprintf(stderr, "phasor-server: %s\n", server.status().ToString().c_str());
     return 1;
   }
-  gpr_log(GPR_INFO, "phasor-server: gRPC on %s (port %d), metrics on %s",
+  std::fprintf(stderr, "phasor-server: gRPC on %s (port %d), metrics on %s\n",
           options.grpc_address.c_str(), (*server)->grpc_port(),
           options.metrics_address.empty() ? "(disabled)"
                                           : options.metrics_address.c_str());
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  gpr_log(GPR_INFO, "phasor-server: %s: NOT_SERVING, draining for up to %s",
+  std::fprintf(stderr, "phasor-server: %s: NOT_SERVING, draining for up to %s\n",
           strsignal(signal_number),
           absl::FormatDuration(options.shutdown_grace).c_str());
   (*server)->Shutdown(options.shutdown_grace);
-  gpr_log(GPR_INFO, "phasor-server: stopped");
+  std::fprintf(stderr, "phasor-server: stopped\n");
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/errors.h"
+#include "core/status_macros.h"
 
 namespace phasor::server {
 
@@ -153,6 +154,244 @@ absl::Status RopeStatusToWirePaths(const absl::Status& status) {
   if (absl::StartsWith(description, *path)) description.remove_prefix(path->size());
   if (absl::StartsWith(description, ": ")) description.remove_prefix(2);
   return FieldError(status.code(), wire, description);
+}
+
+}  // namespace phasor::server
+
+namespace phasor::server {
+namespace {
+
+absl::StatusOr<OriginKind> OriginFromProto(v1::TimeBlock::Origin origin,
+                                           absl::string_view field) {
+  switch (origin) {
+    case v1::TimeBlock::ORIGIN_UNSPECIFIED:
+    case v1::TimeBlock::FIRST_OBSERVATION:
+      return OriginKind::kFirstObservation;
+    case v1::TimeBlock::UNIX_EPOCH:
+      return OriginKind::kUnixEpoch;
+    case v1::TimeBlock::EXPLICIT:
+      return OriginKind::kExplicit;
+    default:
+      break;
+  }
+  return InvalidField(field, absl::StrCat("unknown origin ", origin));
+}
+
+absl::StatusOr<Time2VecBlock> Time2VecFromProto(const v1::Time2VecBlock& block,
+                                                const ProfileRegistry& profiles,
+                                                absl::string_view prefix) {
+  Time2VecBlock out;
+  const bool inline_parameters = block.omega_size() > 0 || block.phi_size() > 0;
+  if (!block.parameters().empty()) {
+    if (inline_parameters) {
+      return InvalidField(absl::StrCat(prefix, ".parameters"),
+                          "set either parameters or omega/phi, not both");
+    }
+    PHASOR_ASSIGN_OR_RETURN(
+        const Time2VecParameters* parameters,
+        profiles.FindTime2Vec(block.parameters(), absl::StrCat(prefix, ".parameters")));
+    out.omega = parameters->omega;
+    out.phi = parameters->phi;
+  } else {
+    out.omega.assign(block.omega().begin(), block.omega().end());
+    out.phi.assign(block.phi().begin(), block.phi().end());
+  }
+  if (block.has_unit_seconds()) out.unit_seconds = block.unit_seconds();
+  PHASOR_ASSIGN_OR_RETURN(out.origin,
+                          OriginFromProto(block.origin(), absl::StrCat(prefix, ".origin")));
+  out.origin_ns = block.origin_ns();
+  return out;
+}
+
+absl::StatusOr<GapsBlock> GapsFromProto(const v1::GapsBlock& block, bool sum_model,
+                                        absl::string_view prefix) {
+  GapsBlock out;
+  if (block.has_global_delta()) out.global_delta = block.global_delta();
+  if (block.has_per_channel_delta()) out.per_channel_delta = block.per_channel_delta();
+  switch (block.first_observation()) {
+    case v1::GapsBlock::FIRST_OBSERVATION_UNSPECIFIED:
+    case v1::GapsBlock::ZERO:
+      out.first_observation = FirstObservationPolicy::kZero;
+      break;
+    case v1::GapsBlock::SINCE_ORIGIN:
+      out.first_observation = FirstObservationPolicy::kSinceOrigin;
+      break;
+    case v1::GapsBlock::FLAG:
+      out.first_observation = FirstObservationPolicy::kFlag;
+      break;
+    default:
+      return InvalidField(absl::StrCat(prefix, ".first_observation"),
+                          absl::StrCat("unknown policy ", block.first_observation()));
+  }
+  switch (block.transform()) {
+    case v1::GapsBlock::TRANSFORM_UNSPECIFIED:
+    case v1::GapsBlock::RAW:
+      out.transform = GapTransform::kRaw;
+      break;
+    case v1::GapsBlock::LOG1P:
+      out.transform = GapTransform::kLog1p;
+      break;
+    case v1::GapsBlock::SINUSOIDAL:
+      out.transform = GapTransform::kSinusoidal;
+      break;
+    default:
+      return InvalidField(absl::StrCat(prefix, ".transform"),
+                          absl::StrCat("unknown transform ", block.transform()));
+  }
+  if (block.has_unit_seconds()) out.unit_seconds = block.unit_seconds();
+  out.include_mask = block.include_mask();
+  out.include_last_value = block.include_last_value();
+  if (block.sinusoidal_dim() != 0 || sum_model) out.sinusoidal_dim = block.sinusoidal_dim();
+  if (block.sinusoidal_min_period_seconds() != 0) {
+    out.sinusoidal_min_period_seconds = block.sinusoidal_min_period_seconds();
+  }
+  if (block.sinusoidal_max_period_seconds() != 0) {
+    out.sinusoidal_max_period_seconds = block.sinusoidal_max_period_seconds();
+  }
+  PHASOR_ASSIGN_OR_RETURN(out.origin,
+                          OriginFromProto(block.origin(), absl::StrCat(prefix, ".origin")));
+  out.origin_ns = block.origin_ns();
+  return out;
+}
+
+absl::StatusOr<CalendarField> CalendarFieldFromProto(v1::CalendarBlock::Field field,
+                                                     absl::string_view path) {
+  switch (field) {
+    case v1::CalendarBlock::SECOND_OF_MINUTE: return CalendarField::kSecondOfMinute;
+    case v1::CalendarBlock::MINUTE_OF_HOUR: return CalendarField::kMinuteOfHour;
+    case v1::CalendarBlock::HOUR_OF_DAY: return CalendarField::kHourOfDay;
+    case v1::CalendarBlock::DAY_OF_WEEK: return CalendarField::kDayOfWeek;
+    case v1::CalendarBlock::DAY_OF_MONTH: return CalendarField::kDayOfMonth;
+    case v1::CalendarBlock::DAY_OF_YEAR: return CalendarField::kDayOfYear;
+    case v1::CalendarBlock::WEEK_OF_YEAR: return CalendarField::kWeekOfYear;
+    case v1::CalendarBlock::MONTH_OF_YEAR: return CalendarField::kMonthOfYear;
+    case v1::CalendarBlock::QUARTER: return CalendarField::kQuarter;
+    default: break;
+  }
+  return InvalidField(path, field == v1::CalendarBlock::FIELD_UNSPECIFIED
+                                ? std::string("must be a calendar field, got FIELD_UNSPECIFIED")
+                                : absl::StrCat("unknown field ", field));
+}
+
+absl::StatusOr<CalendarBlock> CalendarFromProto(const v1::CalendarBlock& block,
+                                                const ProfileRegistry& profiles,
+                                                absl::string_view prefix) {
+  CalendarBlock out;
+  out.time_zone = block.time_zone().empty() ? "UTC" : block.time_zone();
+  for (int i = 0; i < block.fields_size(); ++i) {
+    PHASOR_ASSIGN_OR_RETURN(
+        const CalendarField field,
+        CalendarFieldFromProto(block.fields(i), absl::StrCat(prefix, ".fields[", i, "]")));
+    out.fields.push_back(field);
+  }
+  switch (block.encoding()) {
+    case v1::CalendarBlock::ENCODING_UNSPECIFIED:
+    case v1::CalendarBlock::CYCLIC:
+      out.encoding = CalendarEncoding::kCyclic;
+      break;
+    case v1::CalendarBlock::LINEAR:
+      out.encoding = CalendarEncoding::kLinear;
+      break;
+    case v1::CalendarBlock::INDEX:
+      out.encoding = CalendarEncoding::kIndex;
+      break;
+    default:
+      return InvalidField(absl::StrCat(prefix, ".encoding"),
+                          absl::StrCat("unknown encoding ", block.encoding()));
+  }
+  out.fractional = block.fractional();
+  out.include_utc_offset = block.include_utc_offset();
+  out.include_dst = block.include_dst();
+  if (block.has_holidays()) {
+    const v1::HolidayFeatures& in = block.holidays();
+    HolidaysBlock holidays;
+    holidays.dates.assign(in.dates().begin(), in.dates().end());
+    if (!in.calendar().empty()) {
+      PHASOR_ASSIGN_OR_RETURN(
+          const std::vector<std::string>* dates,
+          profiles.FindHolidayCalendar(in.calendar(),
+                                       absl::StrCat(prefix, ".holidays.calendar")));
+      holidays.dates.insert(holidays.dates.end(), dates->begin(), dates->end());
+    }
+    switch (in.kernel()) {
+      case v1::HolidayFeatures::KERNEL_UNSPECIFIED:
+      case v1::HolidayFeatures::INDICATOR:
+        holidays.kernel = HolidayKernel::kIndicator;
+        break;
+      case v1::HolidayFeatures::EXPONENTIAL:
+        holidays.kernel = HolidayKernel::kExponential;
+        break;
+      case v1::HolidayFeatures::SQUARED_EXPONENTIAL:
+        holidays.kernel = HolidayKernel::kSquaredExponential;
+        break;
+      default:
+        return InvalidField(absl::StrCat(prefix, ".holidays.kernel"),
+                            absl::StrCat("unknown kernel ", in.kernel()));
+    }
+    if (in.has_alpha()) holidays.alpha = in.alpha();
+    out.holidays = std::move(holidays);
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<TimeBlock> TimeBlockFromProto(const v1::TimeBlock& block,
+                                             absl::string_view field_prefix,
+                                             bool sum_model) {
+  TimeBlock out;
+  if (block.dim() != 0 || sum_model) out.dim = block.dim();
+  if (block.min_period_seconds() != 0) out.min_period_seconds = block.min_period_seconds();
+  if (block.max_period_seconds() != 0) out.max_period_seconds = block.max_period_seconds();
+  PHASOR_ASSIGN_OR_RETURN(
+      out.origin, OriginFromProto(block.origin(), absl::StrCat(field_prefix, ".origin")));
+  out.origin_ns = block.origin_ns();
+  return out;
+}
+
+absl::StatusOr<TemporalSpec> TemporalFromProto(const v1::TemporalSpec& spec,
+                                               const ProfileRegistry& profiles) {
+  TemporalSpec out;
+  switch (spec.combine()) {
+    case v1::TemporalSpec::COMBINE_UNSPECIFIED:
+    case v1::TemporalSpec::CONCAT:
+      out.combine = CombineMode::kConcat;
+      break;
+    case v1::TemporalSpec::SUM:
+      out.combine = CombineMode::kSum;
+      break;
+    default:
+      return InvalidField(absl::StrCat(kTemporalPrefix, ".combine"),
+                          absl::StrCat("unknown combine mode ", spec.combine()));
+  }
+  const bool sum = out.combine == CombineMode::kSum;
+  out.d_model = spec.d_model();
+  if (spec.has_content()) {
+    ContentBlock content;
+    if (spec.content().has_scale()) content.scale = spec.content().scale();
+    out.content = content;
+  }
+  if (spec.has_time()) {
+    PHASOR_ASSIGN_OR_RETURN(
+        out.time,
+        TimeBlockFromProto(spec.time(), absl::StrCat(kTemporalPrefix, ".time"), sum));
+  }
+  if (spec.has_time2vec()) {
+    PHASOR_ASSIGN_OR_RETURN(
+        out.time2vec, Time2VecFromProto(spec.time2vec(), profiles,
+                                        absl::StrCat(kTemporalPrefix, ".time2vec")));
+  }
+  if (spec.has_gaps()) {
+    PHASOR_ASSIGN_OR_RETURN(
+        out.gaps,
+        GapsFromProto(spec.gaps(), sum, absl::StrCat(kTemporalPrefix, ".gaps")));
+  }
+  if (spec.has_calendar()) {
+    PHASOR_ASSIGN_OR_RETURN(
+        out.calendar, CalendarFromProto(spec.calendar(), profiles,
+                                        absl::StrCat(kTemporalPrefix, ".calendar")));
+  }
+  return out;
 }
 
 }  // namespace phasor::server

@@ -1,5 +1,6 @@
 #include "core/calendar.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -538,17 +539,17 @@ TEST(CalendarEncoder, UtcOffsetAndDstColumns) {
 }
 
 TEST(CalendarEncoder, HolidaysUseTheLocalDate) {
-  // 2026-07-04 04:30Z is still July 3 in New York but July 4 in UTC.
+  // 2026-07-04 03:30Z is still July 3 (23:30 EDT) in New York.
   CalendarBlock block;
   block.holidays = HolidaysBlock{{"2026-07-04"}, HolidayKernel::kIndicator, 1.0};
   int64_t width = 0;
   block.time_zone = "UTC";
-  EXPECT_EQ(EncodeCalendar(block, {UtcNs(2026, 7, 4, 4, 30)}, &width)[0], 1.0f);
+  EXPECT_EQ(EncodeCalendar(block, {UtcNs(2026, 7, 4, 3, 30)}, &width)[0], 1.0f);
   block.time_zone = "America/New_York";
-  EXPECT_EQ(EncodeCalendar(block, {UtcNs(2026, 7, 4, 4, 30)}, &width)[0], 0.0f);
+  EXPECT_EQ(EncodeCalendar(block, {UtcNs(2026, 7, 4, 3, 30)}, &width)[0], 0.0f);
   block.holidays->kernel = HolidayKernel::kExponential;
   block.holidays->alpha = 0.5;
-  EXPECT_FLOAT_EQ(EncodeCalendar(block, {UtcNs(2026, 7, 4, 4, 30)}, &width)[0],
+  EXPECT_FLOAT_EQ(EncodeCalendar(block, {UtcNs(2026, 7, 4, 3, 30)}, &width)[0],
                   static_cast<float>(std::exp(-0.5)));
 }
 

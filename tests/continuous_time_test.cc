@@ -61,10 +61,11 @@ TEST(LadderPeriodsSeconds, GeometricFromMinToMax) {
 }
 
 TEST(ElapsedNs, SpansMoreThanInt64) {
-  // 1900 → 2200 is ~9.47e18 ns; as int64 the difference would overflow.
+  // 1900 → 2200 is 109573 days (73 leap days: 1904..2196 but not 2100),
+  // ~9.47e18 ns; as int64 the difference would overflow.
   const __int128 span = ElapsedNs(UtcNs(2200, 1, 1), UtcNs(1900, 1, 1));
   EXPECT_GT(span, static_cast<__int128>(INT64_MAX));
-  EXPECT_EQ(span, static_cast<__int128>(109572) * 86400 * 1000000000);
+  EXPECT_EQ(span, static_cast<__int128>(109573) * 86400 * 1000000000);
   EXPECT_EQ(ElapsedNs(INT64_MIN + 1, INT64_MAX),
             -(static_cast<__int128>(1) << 64) + 2);
 }
@@ -98,9 +99,17 @@ TEST(ExactPhase, ExactForWholeNanosecondPeriods) {
 }
 
 TEST(ExactPhase, TinyAndHugePeriods) {
-  // One nanosecond: every elapsed time is a whole number of turns.
-  const ExactPhase one_ns(1e-9);
-  EXPECT_LT(std::fabs(one_ns.SignedTurns(123456789012345)), 1e-9);
+  // 2^-30 s (0.93 ns) is an exact double: turns = elapsed·2^30 / 10^9, whose
+  // fraction is an integer remainder.
+  const ExactPhase tiny(0x1p-30);
+  for (__int128 elapsed : {static_cast<__int128>(123456789012345),
+                           static_cast<__int128>(-987654321987654321)}) {
+    __int128 r = (elapsed * (static_cast<__int128>(1) << 30)) % 1000000000;
+    if (r < 0) r += 1000000000;
+    double exact = static_cast<double>(r) / 1e9;
+    if (exact >= 0.5) exact -= 1.0;
+    EXPECT_NEAR(tiny.SignedTurns(elapsed), exact, 1e-15);
+  }
   // 1e15 s: after 1e14 s the phase is 0.1 turn.
   const ExactPhase huge(1e15);
   EXPECT_NEAR(huge.SignedTurns(static_cast<__int128>(1e14) * 1000000000), 0.1,
@@ -244,6 +253,11 @@ TEST(ValidateTimeBlock, ErrorPaths) {
               IsFieldError(absl::StatusCode::kInvalidArgument, p + ".dim"));
   EXPECT_THAT(ValidateTimeBlock(with([](TimeBlock& b) { b.dim = 0; }), p),
               IsFieldError(absl::StatusCode::kInvalidArgument, p + ".dim"));
+  EXPECT_THAT(ValidateTimeBlock(
+                  with([](TimeBlock& b) { b.dim = kMaxEncodingWidth + 2; }), p),
+              IsFieldError(absl::StatusCode::kInvalidArgument, p + ".dim"));
+  PHASOR_ASSERT_OK(
+      ValidateTimeBlock(with([](TimeBlock& b) { b.dim = kMaxEncodingWidth; }), p));
   EXPECT_THAT(
       ValidateTimeBlock(with([](TimeBlock& b) { b.min_period_seconds = 0; }), p),
       IsFieldError(absl::StatusCode::kInvalidArgument, p + ".min_period_seconds"));
@@ -272,6 +286,11 @@ TEST(ValidateTime2VecBlock, ErrorPaths) {
   PHASOR_ASSERT_OK(ValidateTime2VecBlock(ok, p));
   Time2VecBlock empty;
   EXPECT_THAT(ValidateTime2VecBlock(empty, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument, p + ".omega"));
+  Time2VecBlock wide;
+  wide.omega.assign(kMaxEncodingWidth + 1, 1.0);
+  wide.phi.assign(kMaxEncodingWidth + 1, 0.0);
+  EXPECT_THAT(ValidateTime2VecBlock(wide, p),
               IsFieldError(absl::StatusCode::kInvalidArgument, p + ".omega"));
   Time2VecBlock mismatch = ok;
   mismatch.phi = {0.0};

@@ -58,7 +58,7 @@ const double kMask[5][3] = {
 const double kLast[5][3] = {
     {1, 0, 0}, {1, 2, 0}, {3, 0, 0}, {3, 2, 5}, {6, 7, 5}};
 
-std::vector<std::vector<double>> Run(const GapsBlock& block,
+std::vector<std::vector<double>> RunGaps(const GapsBlock& block,
                                      const ObservationsView& obs,
                                      int64_t origin_ns) {
   const GapsEncoder encoder(block, obs.num_channels, origin_ns);
@@ -82,7 +82,7 @@ TEST(Gaps, ZeroPolicyRawSecondsWithMaskAndLastValue) {
   block.include_mask = true;
   block.include_last_value = true;
   ASSERT_EQ(GapsWidth(block, 3), 1 + 3 + 3 + 3);
-  const auto rows = Run(block, ex.View(), kT0);
+  const auto rows = RunGaps(block, ex.View(), kT0);
   for (int r = 0; r < 5; ++r) {
     SCOPED_TRACE(r);
     EXPECT_EQ(rows[r][0], kGlobal[r] < 0 ? 0 : kGlobal[r]);
@@ -101,7 +101,7 @@ TEST(Gaps, SinceOriginPolicy) {
   block.unit_seconds = 60;  // Minutes.
   // Origin 100 s before the first row.
   const int64_t origin = kT0 - 100 * kSec;
-  const auto rows = Run(block, ex.View(), origin);
+  const auto rows = RunGaps(block, ex.View(), origin);
   const double since_origin[5] = {100, 110, 110, 125, 160};
   for (int r = 0; r < 5; ++r) {
     SCOPED_TRACE(r);
@@ -119,7 +119,7 @@ TEST(Gaps, FlagPolicyAddsIndicators) {
   GapsBlock block;
   block.first_observation = FirstObservationPolicy::kFlag;
   ASSERT_EQ(GapsWidth(block, 3), (1 + 1) + (3 + 3));
-  const auto rows = Run(block, ex.View(), kT0);
+  const auto rows = RunGaps(block, ex.View(), kT0);
   for (int r = 0; r < 5; ++r) {
     SCOPED_TRACE(r);
     EXPECT_EQ(rows[r][0], kGlobal[r] < 0 ? 0 : kGlobal[r]);
@@ -138,7 +138,7 @@ TEST(Gaps, Log1pAndSinusoidalTransforms) {
   block.global_delta = false;
   block.transform = GapTransform::kLog1p;
   block.unit_seconds = 10;
-  auto rows = Run(block, ex.View(), kT0);
+  auto rows = RunGaps(block, ex.View(), kT0);
   EXPECT_DOUBLE_EQ(rows[4][0], std::log1p(50.0 / 10));
   EXPECT_DOUBLE_EQ(rows[4][2], std::log1p(35.0 / 10));
   EXPECT_EQ(rows[0][0], 0.0);
@@ -148,7 +148,7 @@ TEST(Gaps, Log1pAndSinusoidalTransforms) {
   block.sinusoidal_min_period_seconds = 20;
   block.sinusoidal_max_period_seconds = 200;
   ASSERT_EQ(GapsWidth(block, 3), 12);
-  rows = Run(block, ex.View(), kT0);
+  rows = RunGaps(block, ex.View(), kT0);
   // Row 4, channel 2: δ = 35 s; periods 20 s and 200 s.
   EXPECT_NEAR(rows[4][8], std::sin(2 * M_PI * 35 / 20), 1e-12);
   EXPECT_NEAR(rows[4][9], std::cos(2 * M_PI * 35 / 20), 1e-12);
@@ -166,7 +166,7 @@ TEST(Gaps, Log1pKeepsTheSignOfNegativeGaps) {
   block.first_observation = FirstObservationPolicy::kSinceOrigin;
   block.transform = GapTransform::kLog1p;
   block.per_channel_delta = false;
-  const auto rows = Run(block, ex.View(), kT0 + 9 * kSec);
+  const auto rows = RunGaps(block, ex.View(), kT0 + 9 * kSec);
   EXPECT_DOUBLE_EQ(rows[0][0], -std::log1p(9.0));
 }
 
@@ -191,7 +191,7 @@ TEST(Gaps, LongLayoutMatchesAndIgnoresOrderWithinATie) {
     GapsBlock block;
     block.global_delta = false;
     block.include_last_value = true;
-    const auto rows = Run(block, obs, kT0);
+    const auto rows = RunGaps(block, obs, kT0);
     // δ rows: events 1 and 2 share row 1's δ, events 4 and 5 share row 4's.
     const int as_wide[6] = {0, 1, 2, 3, 4, 4};
     for (int r = 0; r < 6; ++r) {
@@ -239,7 +239,7 @@ TEST(GapTracker, StateRoundTripInsideATie) {
   GapsBlock block;
   block.include_last_value = true;
   block.first_observation = FirstObservationPolicy::kFlag;
-  const auto whole = Run(block, obs, kT0);
+  const auto whole = RunGaps(block, obs, kT0);
   const GapsEncoder encoder(block, 3, kT0);
   GapTracker resumed(state);
   for (int r = 2; r < 5; ++r) {

@@ -51,8 +51,10 @@ struct Long {
 };
 
 TEST(ValidateObservations, AcceptsWideLongAndEmpty) {
-  PHASOR_ASSERT_OK(ValidateObservations(Wide().View()));
-  PHASOR_ASSERT_OK(ValidateObservations(Long().View()));
+  const Wide wide;
+  const Long events;
+  PHASOR_ASSERT_OK(ValidateObservations(wide.View()));
+  PHASOR_ASSERT_OK(ValidateObservations(events.View()));
   PHASOR_ASSERT_OK(ValidateObservations(ObservationsView{}));
   Wide with_content;
   with_content.content.assign(4 * 3, 0.5f);
@@ -97,11 +99,18 @@ TEST(ValidateObservations, WideShapes) {
   ObservationsView v = both.View();
   v.values.f32 = f32;
   EXPECT_THAT(ValidateObservations(v), IsFieldError(kInvalid, "observations.values"));
-  ObservationsView negative = Wide().View();
+  const Wide base;
+  ObservationsView negative = base.View();
   negative.num_channels = -1;
   EXPECT_THAT(ValidateObservations(negative),
               IsFieldError(kInvalid, "observations.num_channels"));
-  ObservationsView mixed = Wide().View();
+  ObservationsView too_many;  // No rows, so values.size() = 0 = T·C holds.
+  too_many.num_channels = kMaxChannels + 1;
+  EXPECT_THAT(ValidateObservations(too_many),
+              IsFieldError(kInvalid, "observations.num_channels"));
+  too_many.num_channels = kMaxChannels;
+  PHASOR_ASSERT_OK(ValidateObservations(too_many));
+  ObservationsView mixed = base.View();
   const std::vector<int64_t> events = {1};
   mixed.event_times = events;
   EXPECT_THAT(ValidateObservations(mixed),
@@ -141,11 +150,17 @@ TEST(ValidateObservations, LongShapesChannelsAndValues) {
   inf.values[1] = INFINITY;
   EXPECT_THAT(ValidateObservations(inf.View()),
               IsFieldError(kInvalid, "observations.event_values[1]"));
-  ObservationsView no_channels = Long().View();
+  const Long long_base;
+  ObservationsView both = long_base.View();
+  const std::vector<double> f64 = {1, 2, 3};
+  both.event_values.f64 = f64;
+  EXPECT_THAT(ValidateObservations(both),
+              IsFieldError(kInvalid, "observations.event_values"));
+  ObservationsView no_channels = long_base.View();
   no_channels.num_channels = 0;
   EXPECT_THAT(ValidateObservations(no_channels),
               IsFieldError(kInvalid, "observations.num_channels"));
-  ObservationsView mixed = Long().View();
+  ObservationsView mixed = long_base.View();
   const std::vector<int64_t> wide_times = {1};
   mixed.timestamps = wide_times;
   EXPECT_THAT(ValidateObservations(mixed),
@@ -162,7 +177,20 @@ TEST(ValidateObservations, Content) {
   nan.content[7] = std::nanf("");
   EXPECT_THAT(ValidateObservations(nan.View()),
               IsFieldError(kInvalid, "observations.content[7]"));
-  ObservationsView dim_without_data = Wide().View();
+  const Wide base;
+  ObservationsView zero_dim = base.View();
+  const std::vector<float> eight(8, 0.0f);
+  zero_dim.content = eight;
+  zero_dim.content_dim = 0;
+  EXPECT_THAT(ValidateObservations(zero_dim),
+              IsFieldError(kInvalid, "observations.content"));
+  ObservationsView huge_dim = base.View();
+  const std::vector<float> twelve(12, 0.0f);
+  huge_dim.content = twelve;
+  huge_dim.content_dim = int64_t{1} << 62;  // rows · content_dim overflows.
+  EXPECT_THAT(ValidateObservations(huge_dim),
+              IsFieldError(kInvalid, "observations.content"));
+  ObservationsView dim_without_data = base.View();
   dim_without_data.content_dim = 4;
   EXPECT_THAT(ValidateObservations(dim_without_data),
               IsFieldError(kInvalid, "observations.content"));
@@ -173,7 +201,9 @@ TEST(ObservedAt, WideMaskAndLong) {
   const ObservationsView v = w.View();
   double value = 0;
   EXPECT_TRUE(v.ObservedAt(1, 1, &value));
-  EXPECT_EQ(value, 2);
+  EXPECT_EQ(value, 3);
+  EXPECT_TRUE(v.ObservedAt(3, 0, &value));
+  EXPECT_EQ(value, 4);
   EXPECT_FALSE(v.ObservedAt(0, 1, &value));
   Wide m;
   m.mask = {0, 0, 1, 1, 0, 0, 1, 0};
@@ -189,7 +219,8 @@ TEST(ObservedAt, WideMaskAndLong) {
 }
 
 TEST(ValidateSeriesState, ErrorPaths) {
-  const ObservationsView v = Wide().View();
+  const Wide base;
+  const ObservationsView v = base.View();
   SeriesState ok;
   ok.has_rows = true;
   ok.first_timestamp_ns = 0;
@@ -242,7 +273,7 @@ TEST(TimestampsFromSeconds, RoundsAndRejectsNaNInfAndRange) {
   // float64 holds 1700000000.123456789 only to ~0.24 µs.
   EXPECT_NEAR(static_cast<double>(ns[2] - int64_t{1700000000123456789}), 0, 300);
   EXPECT_EQ(ns[3], 0);
-  for (double bad : {std::nan(""), INFINITY, -INFINITY, 1e10, -9.3e9}) {
+  for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL, 1e10, -9.3e9}) {
     std::vector<double> in = {0.0, bad};
     std::vector<int64_t> out(2);
     EXPECT_THAT(

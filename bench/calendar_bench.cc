@@ -1,0 +1,170 @@
+// Calendar features in a DST zone: the hot path of the temporal encoder.
+//
+// Inputs: N = 10^6 non-decreasing timestamps in America/New_York,
+//   dense:  t_i = 2026-01-01T00:00:00Z + i · 37.000000123 s (428 days, both
+//           2026 DST changes, ~2300 timestamps per local day)
+//   sparse: t_i = 1950-01-01T00:00:00Z + i · 3600.000000007 s (114 years,
+//           24 timestamps per local day, 228 DST changes)
+// Timed, one thread unless --phasor_threads says otherwise:
+//   calendar/cursor/...      LocalTimeCursor::At alone (civil conversion)
+//   calendar/absl_at/...     absl::TimeZone::At per timestamp plus the same
+//                            field extraction, no cache (the baseline)
+//   calendar/encode/...      EncodeObservations with a calendar block: hour,
+//                            weekday, day of month, day of year, ISO week,
+//                            month (CYCLIC, 12 columns) + UTC offset + DST
+//   calendar/encode_fractional/...  the same with fractional fields
+// items_per_second is timestamps per second.
+//
+// --phasor_dump=DIR writes the encode configuration's features for the first
+// 10^4 dense timestamps to DIR/calendar_dense_N10000.bin (float32, 14 per row).
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/civil_time.h"
+#include "absl/time/time.h"
+#include "bench/bench_common.h"
+#include "core/calendar.h"
+#include "core/compose.h"
+#include "core/observations.h"
+#include "core/parallel.h"
+
+namespace phasor::bench {
+namespace {
+
+constexpr int64_t kDenseStartNs = int64_t{1767225600} * 1000000000;  // 2026-01-01
+constexpr int64_t kDenseStepNs = int64_t{37000000123};
+constexpr int64_t kSparseStartNs = int64_t{-631152000} * 1000000000;  // 1950-01-01
+constexpr int64_t kSparseStepNs = int64_t{3600000000007};
+
+std::vector<int64_t> Timestamps(bool dense, int64_t n) {
+  std::vector<int64_t> t(n);
+  for (int64_t i = 0; i < n; ++i) {
+    t[i] = dense ? kDenseStartNs + i * kDenseStepNs : kSparseStartNs + i * kSparseStepNs;
+  }
+  return t;
+}
+
+absl::TimeZone NewYork() {
+  absl::TimeZone zone;
+  if (!absl::LoadTimeZone("America/New_York", &zone)) std::abort();
+  return zone;
+}
+
+TemporalSpec CalendarSpec(bool fractional) {
+  TemporalSpec spec;
+  CalendarBlock cal;
+  cal.time_zone = "America/New_York";
+  cal.fields = {CalendarField::kHourOfDay,  CalendarField::kDayOfWeek,
+                CalendarField::kDayOfMonth, CalendarField::kDayOfYear,
+                CalendarField::kWeekOfYear, CalendarField::kMonthOfYear};
+  cal.encoding = CalendarEncoding::kCyclic;
+  cal.fractional = fractional;
+  cal.include_utc_offset = true;
+  cal.include_dst = true;
+  spec.calendar = cal;
+  return spec;
+}
+
+void BM_Cursor(benchmark::State& state, bool dense) {
+  const std::vector<int64_t> times = Timestamps(dense, 1000000);
+  const absl::TimeZone zone = NewYork();
+  for (auto _ : state) {
+    LocalTimeCursor cursor(zone);
+    int64_t checksum = 0;
+    for (int64_t t : times) {
+      const LocalTime& local = cursor.At(t);
+      checksum += local.hour + local.day_of_year + local.utc_offset_seconds;
+    }
+    benchmark::DoNotOptimize(checksum);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(times.size()));
+}
+
+void BM_AbslAt(benchmark::State& state, bool dense) {
+  const std::vector<int64_t> times = Timestamps(dense, 1000000);
+  const absl::TimeZone zone = NewYork();
+  for (auto _ : state) {
+    int64_t checksum = 0;
+    for (int64_t t : times) {
+      const LocalTime local = LocalTimeAt(zone, t);
+      checksum += local.hour + local.day_of_year + local.utc_offset_seconds;
+    }
+    benchmark::DoNotOptimize(checksum);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(times.size()));
+}
+
+void BM_Encode(benchmark::State& state, bool dense, bool fractional, int threads) {
+  const std::vector<int64_t> times = Timestamps(dense, 1000000);
+  const TemporalSpec spec = CalendarSpec(fractional);
+  ObservationsView obs;
+  obs.timestamps = times;
+  const int64_t width = TemporalFeatureLayout(spec, 0, 0)->width;
+  std::vector<float> out(times.size() * width);
+  const ExecutionOptions options{.max_threads = threads};
+  for (auto _ : state) {
+    const absl::Status status =
+        EncodeObservations(spec, obs, nullptr, options, absl::MakeSpan(out), nullptr);
+    if (!status.ok()) state.SkipWithError(std::string(status.message()).c_str());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(times.size()));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.size()) * 4);
+}
+
+void Dump(const std::string& dir) {
+  const std::vector<int64_t> times = Timestamps(/*dense=*/true, 10000);
+  const TemporalSpec spec = CalendarSpec(/*fractional=*/false);
+  ObservationsView obs;
+  obs.timestamps = times;
+  std::vector<float> out(times.size() * TemporalFeatureLayout(spec, 0, 0)->width);
+  if (!EncodeObservations(spec, obs, nullptr, {}, absl::MakeSpan(out), nullptr).ok()) {
+    std::abort();
+  }
+  WriteRaw(dir, "calendar_dense_N10000.bin", out.data(), out.size() * sizeof(float));
+}
+
+void RegisterAll(const BenchFlags& flags) {
+  for (bool dense : {true, false}) {
+    const std::string tag = dense ? "dense" : "sparse";
+    benchmark::RegisterBenchmark(absl::StrCat("calendar/cursor/", tag, "/N=1000000").c_str(),
+                                 BM_Cursor, dense)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(absl::StrCat("calendar/absl_at/", tag, "/N=1000000").c_str(),
+                                 BM_AbslAt, dense)
+        ->Unit(benchmark::kMillisecond);
+    for (int threads : flags.threads) {
+      for (bool fractional : {false, true}) {
+        benchmark::RegisterBenchmark(
+            absl::StrCat("calendar/", fractional ? "encode_fractional/" : "encode/", tag,
+                         "/N=1000000/threads=", threads)
+                .c_str(),
+            BM_Encode, dense, fractional, threads)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace phasor::bench
+
+int main(int argc, char** argv) {
+  const phasor::bench::BenchFlags flags = phasor::bench::ParseBenchFlags(&argc, argv);
+  if (!flags.dump_dir.empty()) {
+    phasor::bench::Dump(flags.dump_dir);
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  phasor::bench::RegisterAll(flags);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

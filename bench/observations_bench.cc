@@ -1,0 +1,248 @@
+// Temporal encoder microbenchmarks: irregular observations, America/New_York.
+//
+// Timestamps (shared with bench/peers/calendar_peer.py): N events spread over
+// two years from 2023-01-01T00:00:00Z, so four DST changes fall inside,
+//   step = 730 days / N (in ns),  t_i = start + i·step + (hash(i) mod step),
+//   hash(i) = (i·2654435761) mod 2^32
+// (non-decreasing; sub-second and irregular). N ∈ {10^4, 10^5, 10^6}.
+//
+// Timed, each an EncodeObservations call into a reused buffer:
+//   calendar/N=.../threads=n      calendar block only, the nine fields CYCLIC
+//                                 (18 columns, [sin, cos] per field in proto
+//                                 order): what the pandas peer computes with
+//                                 tz_convert and the dt accessors.
+//   observations/N=.../threads=n  wide [N, 8] values (30% missing) with every
+//                                 block on: content (values + mask), time (16),
+//                                 time2vec (k = 8), gaps (Δt, δ per channel,
+//                                 LOG1P in hours, mask, last value), calendar
+//                                 (nine fields CYCLIC fractional, UTC offset,
+//                                 DST, US federal holidays EXPONENTIAL).
+//   observations_long/N=.../threads=n  the same blocks on N long-format
+//                                 events over 8 channels.
+// items_per_second counts rows (events).
+//
+// --phasor_dump=DIR writes the calendar configuration's features for N = 10^4
+// to DIR/calendar_N10000.bin (float32, 18 per row) for the check step.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "bench/bench_common.h"
+#include "core/calendar.h"
+#include "core/compose.h"
+#include "core/continuous_time.h"
+#include "core/gaps.h"
+#include "core/holidays.h"
+#include "core/observations.h"
+#include "core/parallel.h"
+
+namespace phasor::bench {
+namespace {
+
+constexpr int64_t kStartNs = int64_t{1672531200} * 1000000000;  // 2023-01-01Z
+constexpr int64_t kSpanNs = int64_t{730} * 86400 * 1000000000;
+constexpr int64_t kChannels = 8;
+
+uint64_t Hash(uint64_t i) { return (i * uint64_t{2654435761}) & uint64_t{0xffffffff}; }
+
+std::vector<int64_t> Timestamps(int64_t n) {
+  const int64_t step = kSpanNs / n;
+  std::vector<int64_t> t(n);
+  for (int64_t i = 0; i < n; ++i) {
+    t[i] = kStartNs + i * step + static_cast<int64_t>(Hash(i) % static_cast<uint64_t>(step));
+  }
+  return t;
+}
+
+const std::vector<CalendarField>& AllFields() {
+  static const std::vector<CalendarField>* fields = new std::vector<CalendarField>{
+      CalendarField::kSecondOfMinute, CalendarField::kMinuteOfHour,
+      CalendarField::kHourOfDay,      CalendarField::kDayOfWeek,
+      CalendarField::kDayOfMonth,     CalendarField::kDayOfYear,
+      CalendarField::kWeekOfYear,     CalendarField::kMonthOfYear,
+      CalendarField::kQuarter};
+  return *fields;
+}
+
+TemporalSpec CalendarOnlySpec() {
+  TemporalSpec spec;
+  CalendarBlock calendar;
+  calendar.time_zone = "America/New_York";
+  calendar.fields = AllFields();
+  calendar.encoding = CalendarEncoding::kCyclic;
+  spec.calendar = calendar;
+  return spec;
+}
+
+TemporalSpec EveryBlockSpec() {
+  TemporalSpec spec;
+  spec.content = ContentBlock{};
+  spec.time = TimeBlock{};  // 16 columns, 1 s .. 10 years.
+  Time2VecBlock time2vec;
+  time2vec.unit_seconds = 3600.0;
+  for (int i = 0; i <= 8; ++i) {
+    time2vec.omega.push_back(2.0 * M_PI / (24.0 * (i + 1)));
+    time2vec.phi.push_back(0.1 * i);
+  }
+  spec.time2vec = time2vec;
+  GapsBlock gaps;
+  gaps.transform = GapTransform::kLog1p;
+  gaps.unit_seconds = 3600.0;
+  gaps.include_mask = true;
+  gaps.include_last_value = true;
+  spec.gaps = gaps;
+  CalendarBlock calendar;
+  calendar.time_zone = "America/New_York";
+  calendar.fields = AllFields();
+  calendar.encoding = CalendarEncoding::kCyclic;
+  calendar.fractional = true;
+  calendar.include_utc_offset = true;
+  calendar.include_dst = true;
+  HolidaysBlock holidays;
+  holidays.dates = {"2023-01-02", "2023-01-16", "2023-02-20", "2023-05-29",
+                    "2023-06-19", "2023-07-04", "2023-09-04", "2023-10-09",
+                    "2023-11-10", "2023-11-23", "2023-12-25", "2024-01-01",
+                    "2024-01-15", "2024-02-19", "2024-05-27", "2024-06-19",
+                    "2024-07-04", "2024-09-02", "2024-10-14", "2024-11-11",
+                    "2024-11-28", "2024-12-25"};
+  holidays.kernel = HolidayKernel::kExponential;
+  holidays.alpha = 0.5;
+  calendar.holidays = holidays;
+  spec.calendar = calendar;
+  return spec;
+}
+
+// Wide values [n, 8]: input values, 30% NaN (unobserved).
+std::vector<double> WideValues(int64_t n) {
+  std::vector<double> values(n * kChannels);
+  for (int64_t k = 0; k < n * kChannels; ++k) {
+    values[k] = Hash(static_cast<uint64_t>(k) + 977) % 10 < 3
+                    ? std::numeric_limits<double>::quiet_NaN()
+                    : InputValue(static_cast<uint64_t>(k));
+  }
+  return values;
+}
+
+struct Series {
+  std::vector<int64_t> times;
+  std::vector<double> values;
+  std::vector<int32_t> channels;
+  ObservationsView view;
+};
+
+Series MakeSeries(int64_t n, bool wide, bool with_values) {
+  Series s;
+  s.times = Timestamps(n);
+  if (wide) {
+    s.view.layout = ObservationLayout::kWide;
+    s.view.timestamps = s.times;
+    if (with_values) {
+      s.values = WideValues(n);
+      s.view.num_channels = kChannels;
+      s.view.values.f64 = s.values;
+    }
+  } else {
+    s.values.resize(n);
+    s.channels.resize(n);
+    for (int64_t i = 0; i < n; ++i) {
+      s.channels[i] = static_cast<int32_t>(Hash(static_cast<uint64_t>(i) + 31) % kChannels);
+      s.values[i] = InputValue(static_cast<uint64_t>(i));
+    }
+    s.view.layout = ObservationLayout::kLong;
+    s.view.num_channels = kChannels;
+    s.view.event_times = s.times;
+    s.view.event_channels = s.channels;
+    s.view.event_values.f64 = s.values;
+  }
+  return s;
+}
+
+void Encode(const TemporalSpec& spec, const Series& series, int threads,
+            std::vector<float>& out) {
+  const absl::Status status =
+      EncodeObservations(spec, series.view, /*state_in=*/nullptr,
+                         ExecutionOptions{.max_threads = threads}, absl::MakeSpan(out),
+                         /*state_out=*/nullptr);
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s\n", status.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+std::vector<float> OutputFor(const TemporalSpec& spec, const Series& series) {
+  const absl::StatusOr<FeatureLayout> layout =
+      TemporalFeatureLayout(spec, series.view.num_channels, 0);
+  if (!layout.ok()) {
+    std::fprintf(stderr, "%s\n", layout.status().ToString().c_str());
+    std::exit(1);
+  }
+  return std::vector<float>(series.view.num_rows() * layout->width, 0.0f);
+}
+
+void BM_Encode(benchmark::State& state, TemporalSpec spec, int64_t n, bool wide,
+               bool with_values, int threads) {
+  const Series series = MakeSeries(n, wide, with_values);
+  std::vector<float> out = OutputFor(spec, series);
+  for (auto _ : state) {
+    Encode(spec, series, threads, out);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.size()) * 4);
+  state.counters["columns"] = static_cast<double>(out.size() / n);
+}
+
+void Dump(const std::string& dir) {
+  const TemporalSpec spec = CalendarOnlySpec();
+  const Series series = MakeSeries(10000, /*wide=*/true, /*with_values=*/false);
+  std::vector<float> out = OutputFor(spec, series);
+  Encode(spec, series, 1, out);
+  WriteRaw(dir, "calendar_N10000.bin", out.data(), out.size() * sizeof(float));
+}
+
+void RegisterAll(const BenchFlags& flags) {
+  const std::vector<int64_t> sizes = flags.small_only
+                                         ? std::vector<int64_t>{10000, 100000}
+                                         : std::vector<int64_t>{10000, 100000, 1000000};
+  for (int threads : flags.threads) {
+    for (int64_t n : sizes) {
+      const std::string tag = absl::StrCat("N=", n, "/threads=", threads);
+      benchmark::RegisterBenchmark(absl::StrCat("calendar/", tag).c_str(), BM_Encode,
+                                   CalendarOnlySpec(), n, true, false, threads)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(absl::StrCat("observations/", tag).c_str(), BM_Encode,
+                                   EveryBlockSpec(), n, true, true, threads)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(absl::StrCat("observations_long/", tag).c_str(),
+                                   BM_Encode, EveryBlockSpec(), n, false, true, threads)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace phasor::bench
+
+int main(int argc, char** argv) {
+  const phasor::bench::BenchFlags flags = phasor::bench::ParseBenchFlags(&argc, argv);
+  if (!flags.dump_dir.empty()) {
+    phasor::bench::Dump(flags.dump_dir);
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  phasor::bench::RegisterAll(flags);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

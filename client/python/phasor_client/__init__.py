@@ -1,0 +1,22 @@
+"""Python client for phasor-server (package phasor.v1, service Encoder).
+
+numpy arrays in, numpy arrays out:
+
+    from phasor_client import EncoderClient
+    with EncoderClient("localhost:50051") as client:
+        pe = client.encode_positions(count=128, dim=64)   # (128, 64) float32
+
+Needs Debian's python3-grpcio, python3-protobuf and python3-numpy (run with
+/usr/bin/python3), plus protoc and grpc_python_plugin to generate the stubs
+on first import (see _stubs.py).
+"""
+
+from .client import (AlibiResult, EncoderClient, Features, RopeResult,
+                     RopeTables, field_violations, pb, serving_status_name)
+from .tensors import dtype_enum, from_tensor, to_tensor
+
+__all__ = [
+    "AlibiResult", "EncoderClient", "Features", "RopeResult", "RopeTables",
+    "dtype_enum", "field_violations", "from_tensor", "pb",
+    "serving_status_name", "to_tensor",
+]

@@ -1,0 +1,401 @@
+// EncodeObservations and EncodeObservationsStream: request tensors -> a core
+// ObservationsView, the series state in and out, and the schema.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/compose.h"
+#include "core/errors.h"
+#include "core/observations.h"
+#include "core/status_macros.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "server/handlers.h"
+#include "server/spec_convert.h"
+
+namespace phasor::server {
+namespace {
+
+constexpr DType kTimeTypes[] = {DType::kInt64, DType::kFloat64};
+constexpr DType kValueTypes[] = {DType::kFloat32, DType::kFloat64};
+constexpr DType kMaskTypes[] = {DType::kBool, DType::kUInt8};
+constexpr DType kContentTypes[] = {DType::kFloat32, DType::kFloat16,
+                                   DType::kBFloat16};
+constexpr DType kChannelTypes[] = {DType::kInt32};
+constexpr DType kFeatureTypes[] = {DType::kFloat32, DType::kFloat16,
+                                   DType::kBFloat16};
+
+// Everything an ObservationsView points into.
+struct DecodedObservations {
+  ObservationsView view;
+  // Times given as float64 seconds, converted to ns.
+  std::vector<int64_t> converted_times;
+  TypedInput<int64_t> times;
+  TypedInput<double> values_f64;
+  TypedInput<float> values_f32;
+  TypedInput<int32_t> channels;
+  FloatInput content;
+};
+
+// A [N] time tensor as int64 ns, in `storage` when converted from seconds.
+absl::StatusOr<absl::Span<const int64_t>> DecodeTimes(
+    const v1::Tensor& tensor, const std::string& field, const RequestLimits& limits,
+    TypedInput<int64_t>* direct, std::vector<int64_t>* storage) {
+  PHASOR_ASSIGN_OR_RETURN(const TensorView view,
+                          CheckTensor(tensor, field, kTimeTypes, /*rank=*/1, limits));
+  if (view.dtype == DType::kInt64) {
+    *direct = TypedInput<int64_t>(view);
+    return direct->span();
+  }
+  const TypedInput<double> seconds(view);
+  storage->resize(view.num_elements);
+  PHASOR_RETURN_IF_ERROR(
+      TimestampsFromSeconds(seconds.span(), absl::MakeSpan(*storage), field));
+  return absl::MakeConstSpan(*storage);
+}
+
+// Values [rows] or [rows, C] as float32 or float64.
+absl::Status DecodeValues(const TensorView& view, DecodedObservations* out,
+                          ValuesView* values) {
+  if (view.dtype == DType::kFloat64) {
+    out->values_f64 = TypedInput<double>(view);
+    values->f64 = out->values_f64.span();
+  } else {
+    out->values_f32 = TypedInput<float>(view);
+    values->f32 = out->values_f32.span();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeObservations(const v1::Observations& in,
+                                const SeriesState* state,
+                                const RequestLimits& limits,
+                                DecodedObservations* out) {
+  ObservationsView& view = out->view;
+  const bool wide = in.has_timestamps() || in.has_values() || in.has_mask();
+  const bool long_layout =
+      in.has_event_times() || in.has_event_channels() || in.has_event_values();
+  if (wide && long_layout) {
+    return InvalidField("observations",
+                        "set the wide fields (timestamps, values, mask) or the "
+                        "long fields (event_times, event_channels, "
+                        "event_values), not both");
+  }
+  int64_t rows = 0;
+  if (!long_layout) {
+    view.layout = ObservationLayout::kWide;
+    if (!in.has_timestamps()) {
+      return InvalidField("observations.timestamps",
+                          "is required (or send event_times for the long layout)");
+    }
+    PHASOR_ASSIGN_OR_RETURN(
+        view.timestamps,
+        DecodeTimes(in.timestamps(), "observations.timestamps", limits, &out->times,
+                    &out->converted_times));
+    rows = static_cast<int64_t>(view.timestamps.size());
+    if (in.has_values()) {
+      PHASOR_ASSIGN_OR_RETURN(const TensorView values,
+                              CheckTensor(in.values(), "observations.values",
+                                          kValueTypes, /*rank=*/2, limits));
+      if (values.shape[0] != rows) {
+        return InvalidField("observations.values.shape",
+                            absl::StrCat("must be [T, C] with T = ", rows,
+                                         " timestamps, got ", ShapeString(values.shape)));
+      }
+      view.num_channels = values.shape[1];
+      PHASOR_RETURN_IF_ERROR(DecodeValues(values, out, &view.values));
+    }
+    if (in.has_mask()) {
+      if (!in.has_values()) {
+        return InvalidField("observations.mask", "needs observations.values");
+      }
+      PHASOR_ASSIGN_OR_RETURN(const TensorView mask,
+                              CheckTensor(in.mask(), "observations.mask", kMaskTypes,
+                                          /*rank=*/2, limits));
+      if (mask.shape[0] != rows || mask.shape[1] != view.num_channels) {
+        return InvalidField("observations.mask.shape",
+                            absl::StrCat("must equal the values' shape [", rows, ",",
+                                         view.num_channels, "], got ",
+                                         ShapeString(mask.shape)));
+      }
+      view.mask = absl::MakeConstSpan(
+          reinterpret_cast<const uint8_t*>(mask.bytes.data()), mask.bytes.size());
+    }
+  } else {
+    view.layout = ObservationLayout::kLong;
+    if (!in.has_event_times() || !in.has_event_channels() || !in.has_event_values()) {
+      return InvalidField(!in.has_event_times()      ? "observations.event_times"
+                          : !in.has_event_channels() ? "observations.event_channels"
+                                                     : "observations.event_values",
+                          "is required for the long layout");
+    }
+    PHASOR_ASSIGN_OR_RETURN(
+        view.event_times,
+        DecodeTimes(in.event_times(), "observations.event_times", limits, &out->times,
+                    &out->converted_times));
+    rows = static_cast<int64_t>(view.event_times.size());
+    PHASOR_ASSIGN_OR_RETURN(const TensorView channels,
+                            CheckTensor(in.event_channels(), "observations.event_channels",
+                                        kChannelTypes, /*rank=*/1, limits));
+    PHASOR_ASSIGN_OR_RETURN(const TensorView values,
+                            CheckTensor(in.event_values(), "observations.event_values",
+                                        kValueTypes, /*rank=*/1, limits));
+    if (channels.num_elements != rows || values.num_elements != rows) {
+      return InvalidField(channels.num_elements != rows ? "observations.event_channels"
+                                                        : "observations.event_values",
+                          absl::StrCat("must have one entry per event time (", rows,
+                                       "), got ",
+                                       channels.num_elements != rows
+                                           ? channels.num_elements
+                                           : values.num_elements));
+    }
+    out->channels = TypedInput<int32_t>(channels);
+    view.event_channels = out->channels.span();
+    PHASOR_RETURN_IF_ERROR(DecodeValues(values, out, &view.event_values));
+    // C: as declared, else as named, else as the state knows it, else as
+    // the events show.
+    if (in.num_channels() > 0) {
+      view.num_channels = in.num_channels();
+    } else if (in.channel_names_size() > 0) {
+      view.num_channels = in.channel_names_size();
+    } else if (state != nullptr && !state->channels.empty()) {
+      view.num_channels = static_cast<int64_t>(state->channels.size());
+    } else {
+      int64_t max_channel = -1;
+      for (int32_t channel : view.event_channels) {
+        max_channel = std::max<int64_t>(max_channel, channel);
+      }
+      view.num_channels = max_channel + 1;
+    }
+  }
+  if (in.num_channels() < 0) {
+    return InvalidField("observations.num_channels",
+                        absl::StrCat("must be >= 0, got ", in.num_channels()));
+  }
+  if (view.layout == ObservationLayout::kWide && in.num_channels() > 0 &&
+      in.num_channels() != view.num_channels) {
+    return InvalidField("observations.num_channels",
+                        absl::StrCat("is ", in.num_channels(), " but values have ",
+                                     view.num_channels, " columns"));
+  }
+  if (in.channel_names_size() > 0 && in.channel_names_size() != view.num_channels) {
+    return InvalidField("observations.channel_names",
+                        absl::StrCat("has ", in.channel_names_size(), " names for ",
+                                     view.num_channels, " channels"));
+  }
+  if (in.has_content()) {
+    PHASOR_ASSIGN_OR_RETURN(const TensorView content,
+                            CheckTensor(in.content(), "observations.content",
+                                        kContentTypes, /*rank=*/2, limits));
+    if (content.shape[0] != rows) {
+      return InvalidField("observations.content.shape",
+                          absl::StrCat("must be [rows, d] with rows = ", rows,
+                                       ", got ", ShapeString(content.shape)));
+    }
+    out->content = FloatInput(content);
+    view.content = out->content.span();
+    view.content_dim = content.shape[1];
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SeriesState> StateFromProto(const v1::SeriesState& in) {
+  SeriesState out;
+  out.has_rows = in.has_last_timestamp_ns();
+  if (out.has_rows != in.has_first_timestamp_ns()) {
+    return InvalidField(out.has_rows ? "state.first_timestamp_ns"
+                                     : "state.last_timestamp_ns",
+                        "first_timestamp_ns and last_timestamp_ns are set together");
+  }
+  out.first_timestamp_ns = in.first_timestamp_ns();
+  out.last_timestamp_ns = in.last_timestamp_ns();
+  out.channels.reserve(in.channels_size());
+  for (const v1::SeriesState::Channel& channel : in.channels()) {
+    ChannelState state;
+    state.seen = channel.has_last_seen_ns();
+    state.last_seen_ns = channel.last_seen_ns();
+    state.last_value = channel.last_value();
+    state.seen_before_last = channel.has_before_last_seen_ns();
+    state.before_last_seen_ns = channel.before_last_seen_ns();
+    state.before_last_value = channel.before_last_value();
+    out.channels.push_back(state);
+  }
+  return out;
+}
+
+void StateToProto(const SeriesState& in, v1::SeriesState* out) {
+  out->Clear();
+  if (in.has_rows) {
+    out->set_last_timestamp_ns(in.last_timestamp_ns);
+    out->set_first_timestamp_ns(in.first_timestamp_ns);
+  }
+  for (const ChannelState& state : in.channels) {
+    v1::SeriesState::Channel* channel = out->add_channels();
+    if (state.seen) {
+      channel->set_last_seen_ns(state.last_seen_ns);
+      channel->set_last_value(state.last_value);
+    }
+    if (state.seen_before_last) {
+      channel->set_before_last_seen_ns(state.before_last_seen_ns);
+      channel->set_before_last_value(state.before_last_value);
+    }
+  }
+}
+
+bool SameConfig(const v1::EncodeObservationsRequest& a,
+                const v1::EncodeObservationsRequest& b) {
+  if (a.config_case() != b.config_case()) return false;
+  if (a.config_case() == v1::EncodeObservationsRequest::kProfile) {
+    return a.profile() == b.profile();
+  }
+  return google::protobuf::util::MessageDifferencer::Equals(a.spec(), b.spec());
+}
+
+// The temporal spec a request configures (inline or profile), converted and
+// validated.
+absl::StatusOr<TemporalSpec> ResolveTemporal(const HandlerContext& context,
+                                             const v1::EncodeObservationsRequest& request) {
+  const v1::EncoderSpec* spec = nullptr;
+  switch (request.config_case()) {
+    case v1::EncodeObservationsRequest::kSpec:
+      spec = &request.spec();
+      break;
+    case v1::EncodeObservationsRequest::kProfile: {
+      PHASOR_ASSIGN_OR_RETURN(const v1::Profile* profile,
+                              context.profiles->FindProfile(request.profile(), "profile"));
+      spec = &profile->spec();
+      if (!spec->has_temporal()) {
+        return InvalidField("profile", absl::StrCat("profile '", request.profile(),
+                                                    "' is not a temporal encoder; "
+                                                    "EncodeObservations needs one"));
+      }
+      break;
+    }
+    default:
+      return InvalidField("spec", "set spec or profile");
+  }
+  if (!spec->has_temporal()) {
+    return InvalidField("spec.temporal", "EncodeObservations needs spec.temporal");
+  }
+  PHASOR_ASSIGN_OR_RETURN(TemporalSpec temporal,
+                          TemporalFromProto(spec->temporal(), *context.profiles));
+  PHASOR_RETURN_IF_ERROR(ValidateTemporalSpec(temporal, kTemporalPrefix));
+  return temporal;
+}
+
+// Blocks whose columns run over channels (compose.cc's schema names).
+bool PerChannelBlock(absl::string_view block) {
+  return block == "content.values" || block == "content.mask" ||
+         block == "gaps.delta" || block == "gaps.first_flag" ||
+         block == "gaps.mask" || block == "gaps.last_value";
+}
+
+}  // namespace
+
+absl::Status HandleEncodeObservations(const HandlerContext& context,
+                                      const v1::EncodeObservationsRequest& request,
+                                      ObservationStream* stream,
+                                      v1::EncodeObservationsResponse* response) {
+  // The spec, and the state this chunk continues from.
+  TemporalSpec resolved;
+  const TemporalSpec* spec = &resolved;
+  std::optional<SeriesState> request_state;
+  if (stream != nullptr && stream->started) {
+    if (request.config_case() != v1::EncodeObservationsRequest::CONFIG_NOT_SET &&
+        !SameConfig(request, stream->config)) {
+      return InvalidField(request.has_profile() ? "profile" : "spec",
+                          "a stream's spec is fixed by its first message; later "
+                          "messages may omit it or repeat it unchanged");
+    }
+    if (request.has_state()) {
+      return InvalidField("state",
+                          "only the first message of a stream may carry a state; "
+                          "the stream carries it from chunk to chunk");
+    }
+    spec = &stream->spec;
+  } else {
+    PHASOR_ASSIGN_OR_RETURN(resolved, ResolveTemporal(context, request));
+    if (request.has_state()) {
+      PHASOR_ASSIGN_OR_RETURN(request_state, StateFromProto(request.state()));
+    }
+  }
+  const SeriesState* state_in =
+      stream != nullptr && stream->started
+          ? &stream->state
+          : (request_state.has_value() ? &*request_state : nullptr);
+
+  PHASOR_ASSIGN_OR_RETURN(
+      const DType output_dtype,
+      OutputDType(request.output_dtype(), "output_dtype", kFeatureTypes));
+  DecodedObservations observations;
+  PHASOR_RETURN_IF_ERROR(
+      DecodeObservations(request.observations(), state_in, context.limits, &observations));
+  PHASOR_RETURN_IF_ERROR(ValidateObservations(observations.view));
+  PHASOR_ASSIGN_OR_RETURN(
+      const FeatureLayout layout,
+      TemporalFeatureLayout(*spec, observations.view.num_channels,
+                            observations.view.content.empty()
+                                ? 0
+                                : observations.view.content_dim));
+  const int64_t rows = observations.view.num_rows();
+  const int64_t shape[] = {rows, layout.width};
+  PHASOR_RETURN_IF_ERROR(
+      CheckOutputSize(shape, output_dtype, "observations", context.limits));
+
+  PHASOR_RETURN_IF_ERROR(context.check_alive());
+  SeriesState state_out;
+  if (output_dtype == DType::kFloat32) {
+    AllocateTensor(shape, output_dtype, response->mutable_features());
+    PHASOR_RETURN_IF_ERROR(EncodeObservations(*spec, observations.view, state_in,
+                                              context.execution,
+                                              FloatData(response->mutable_features()),
+                                              &state_out));
+  } else {
+    std::vector<float> features(rows * layout.width);
+    PHASOR_RETURN_IF_ERROR(EncodeObservations(*spec, observations.view, state_in,
+                                              context.execution,
+                                              absl::MakeSpan(features), &state_out));
+    StoreFloats(features, shape, output_dtype, response->mutable_features());
+  }
+
+  const std::string channel_list =
+      request.observations().channel_names_size() > 0
+          ? absl::StrCat("; channels in order: ",
+                         absl::StrJoin(request.observations().channel_names(), ", "))
+          : std::string();
+  for (const SchemaEntry& entry : layout.schema) {
+    v1::SchemaEntry* out = response->add_schema();
+    out->set_block(entry.block);
+    out->set_offset(entry.offset);
+    out->set_width(entry.width);
+    out->set_meaning(PerChannelBlock(entry.block)
+                         ? absl::StrCat(entry.meaning, channel_list)
+                         : entry.meaning);
+  }
+  StateToProto(state_out, response->mutable_state());
+  if (stream != nullptr) {
+    if (!stream->started) {
+      stream->started = true;
+      stream->spec = std::move(resolved);
+      if (request.has_profile()) {
+        stream->config.set_profile(request.profile());
+      } else {
+        *stream->config.mutable_spec() = request.spec();
+      }
+    }
+    stream->state = std::move(state_out);
+  }
+  if (context.metrics != nullptr) {
+    context.metrics->RecordEncodedValues(EncodedKind::kObservations, rows * layout.width);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTemporalProfile(const ProfileRegistry& profiles,
+                                     const v1::TemporalSpec& spec) {
+  PHASOR_ASSIGN_OR_RETURN(const TemporalSpec temporal, TemporalFromProto(spec, profiles));
+  return ValidateTemporalSpec(temporal, kTemporalPrefix);
+}
+
+}  // namespace phasor::server

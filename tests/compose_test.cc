@@ -1,0 +1,695 @@
+#include "core/compose.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/civil_time.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+namespace phasor {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kSec = 1000000000;
+constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
+
+int64_t UtcNs(int64_t y, int m, int d, int hh = 0) {
+  return absl::ToUnixNanos(absl::FromCivil(absl::CivilSecond(y, m, d, hh, 0, 0),
+                                           absl::UTCTimeZone()));
+}
+
+// A wide series across both 2026 New York DST changes: irregular gaps (with
+// ties), channels observed on different schedules, content embeddings.
+struct WideSeries {
+  int64_t channels = 3;
+  int64_t content_dim = 4;
+  std::vector<int64_t> times;
+  std::vector<double> values;
+  std::vector<float> content;
+
+  WideSeries(int rows, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    int64_t t = UtcNs(2026, 3, 1);
+    for (int r = 0; r < rows; ++r) {
+      // 1 in 8 rows repeats the previous time; others advance up to 6 hours.
+      if (r == 0 || rng() % 8 != 0) {
+        t += static_cast<int64_t>(rng() % (6 * 3600)) * kSec +
+             static_cast<int64_t>(rng() % kSec);
+      }
+      times.push_back(t);
+      for (int64_t c = 0; c < channels; ++c) {
+        // Channel c is observed with probability 1/(c+1).
+        const bool observed = rng() % static_cast<uint64_t>(c + 1) == 0;
+        values.push_back(observed ? static_cast<double>(rng() % 1000) / 10.0
+                                  : std::nan(""));
+      }
+      for (int64_t j = 0; j < content_dim; ++j) {
+        content.push_back(static_cast<float>(rng() % 200) / 100.0f - 1.0f);
+      }
+    }
+  }
+  int64_t rows() const { return static_cast<int64_t>(times.size()); }
+  // Rows [begin, end) as a view.
+  ObservationsView View(int64_t begin, int64_t end, bool with_content) const {
+    ObservationsView v;
+    v.num_channels = channels;
+    v.timestamps = absl::MakeConstSpan(times).subspan(begin, end - begin);
+    v.values.f64 = absl::MakeConstSpan(values).subspan(begin * channels,
+                                                       (end - begin) * channels);
+    if (with_content) {
+      v.content = absl::MakeConstSpan(content).subspan(
+          begin * content_dim, (end - begin) * content_dim);
+      v.content_dim = content_dim;
+    }
+    return v;
+  }
+};
+
+// The same kind of data as long-layout events.
+struct LongSeries {
+  int64_t channels = 4;
+  std::vector<int64_t> times;
+  std::vector<int32_t> event_channels;
+  std::vector<float> values;
+
+  LongSeries(int events, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    int64_t t = UtcNs(1969, 12, 30);  // Crosses the epoch.
+    for (int i = 0; i < events; ++i) {
+      if (i == 0 || rng() % 3 != 0) {
+        t += static_cast<int64_t>(rng() % 7200) * kSec + static_cast<int64_t>(rng() % 997);
+      }
+      times.push_back(t);
+      event_channels.push_back(static_cast<int32_t>(rng() % channels));
+      values.push_back(rng() % 10 == 0 ? std::nanf("")
+                                       : static_cast<float>(rng() % 100) / 7.0f);
+    }
+  }
+  int64_t rows() const { return static_cast<int64_t>(times.size()); }
+  ObservationsView View(int64_t begin, int64_t end, bool /*with_content*/) const {
+    ObservationsView v;
+    v.layout = ObservationLayout::kLong;
+    v.num_channels = channels;
+    v.event_times = absl::MakeConstSpan(times).subspan(begin, end - begin);
+    v.event_channels =
+        absl::MakeConstSpan(event_channels).subspan(begin, end - begin);
+    v.event_values.f32 = absl::MakeConstSpan(values).subspan(begin, end - begin);
+    return v;
+  }
+};
+
+// Every block, CONCAT.
+TemporalSpec FullSpec(FirstObservationPolicy policy = FirstObservationPolicy::kFlag,
+                      GapTransform transform = GapTransform::kLog1p) {
+  TemporalSpec spec;
+  spec.content = ContentBlock{0.5};
+  spec.time = TimeBlock{8, 1.0, 1e7, OriginKind::kFirstObservation, 0};
+  Time2VecBlock t2v;
+  t2v.omega = {1e-6, 2 * M_PI / 86400, 2 * M_PI / 3600};
+  t2v.phi = {0.1, 0.2, 0.3};
+  t2v.unit_seconds = 1.0;
+  spec.time2vec = t2v;
+  GapsBlock gaps;
+  gaps.first_observation = policy;
+  gaps.transform = transform;
+  gaps.unit_seconds = 60;
+  gaps.include_mask = true;
+  gaps.include_last_value = true;
+  gaps.sinusoidal_dim = 4;
+  gaps.sinusoidal_min_period_seconds = 60;
+  gaps.sinusoidal_max_period_seconds = 86400;
+  spec.gaps = gaps;
+  CalendarBlock cal;
+  cal.time_zone = "America/New_York";
+  cal.fields = {CalendarField::kHourOfDay,   CalendarField::kDayOfWeek,
+                CalendarField::kDayOfMonth,  CalendarField::kDayOfYear,
+                CalendarField::kWeekOfYear,  CalendarField::kMonthOfYear,
+                CalendarField::kQuarter,     CalendarField::kMinuteOfHour,
+                CalendarField::kSecondOfMinute};
+  cal.encoding = CalendarEncoding::kCyclic;
+  cal.fractional = true;
+  cal.include_utc_offset = true;
+  cal.include_dst = true;
+  cal.holidays = HolidaysBlock{{"2026-05-25", "2026-07-04", "2026-09-07"},
+                               HolidayKernel::kExponential, 0.3};
+  spec.calendar = cal;
+  return spec;
+}
+
+struct Result {
+  absl::Status status;
+  std::vector<float> features;
+  SeriesState state;
+};
+
+Result Encode(const TemporalSpec& spec, const ObservationsView& obs,
+              const SeriesState* state_in, ExecutionOptions options = {}) {
+  Result result;
+  absl::StatusOr<FeatureLayout> layout =
+      TemporalFeatureLayout(spec, obs.num_channels,
+                            obs.content.empty() ? 0 : obs.content_dim);
+  if (!layout.ok()) {
+    result.status = layout.status();
+    return result;
+  }
+  result.features.resize(obs.num_rows() * layout->width);
+  result.status = EncodeObservations(spec, obs, state_in, options,
+                                     absl::MakeSpan(result.features),
+                                     &result.state);
+  return result;
+}
+
+bool SameBytes(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void ExpectSameState(const SeriesState& a, const SeriesState& b) {
+  EXPECT_EQ(a.has_rows, b.has_rows);
+  EXPECT_EQ(a.first_timestamp_ns, b.first_timestamp_ns);
+  EXPECT_EQ(a.last_timestamp_ns, b.last_timestamp_ns);
+  ASSERT_EQ(a.channels.size(), b.channels.size());
+  for (size_t c = 0; c < a.channels.size(); ++c) {
+    const ChannelState& x = a.channels[c];
+    const ChannelState& y = b.channels[c];
+    EXPECT_EQ(x.seen, y.seen) << c;
+    EXPECT_EQ(x.last_seen_ns, y.last_seen_ns) << c;
+    EXPECT_EQ(x.last_value, y.last_value) << c;
+    EXPECT_EQ(x.seen_before_last, y.seen_before_last) << c;
+    if (x.seen_before_last) {
+      EXPECT_EQ(x.before_last_seen_ns, y.before_last_seen_ns) << c;
+      EXPECT_EQ(x.before_last_value, y.before_last_value) << c;
+    }
+  }
+}
+
+// Encodes rows [0, n) in random chunks, passing the state along, and checks
+// the bytes and the final state against one call.
+template <typename Series>
+void ExpectChunkedEqualsWhole(const TemporalSpec& spec, const Series& series,
+                              bool with_content, uint64_t seed) {
+  const int64_t n = series.rows();
+  const Result whole = Encode(spec, series.View(0, n, with_content), nullptr);
+  ASSERT_TRUE(whole.status.ok()) << whole.status;
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < 25; ++trial) {
+    std::set<int64_t> cuts = {0, n};
+    const int pieces = 1 + static_cast<int>(rng() % 12);
+    for (int i = 0; i < pieces; ++i) cuts.insert(static_cast<int64_t>(rng() % n));
+    if (trial == 0) {  // Every row its own chunk.
+      for (int64_t r = 0; r < n; ++r) cuts.insert(r);
+    }
+    std::vector<float> joined;
+    SeriesState state;
+    const SeriesState* in = nullptr;
+    for (auto it = cuts.begin(); std::next(it) != cuts.end(); ++it) {
+      const Result part = Encode(spec, series.View(*it, *std::next(it), with_content), in);
+      ASSERT_TRUE(part.status.ok()) << part.status;
+      joined.insert(joined.end(), part.features.begin(), part.features.end());
+      state = part.state;
+      in = &state;
+    }
+    EXPECT_TRUE(SameBytes(joined, whole.features))
+        << "trial " << trial << " with " << cuts.size() - 1 << " chunks";
+    ExpectSameState(state, whole.state);
+  }
+}
+
+TEST(TemporalFeatureLayout, ConcatSchema) {
+  const absl::StatusOr<FeatureLayout> layout =
+      TemporalFeatureLayout(FullSpec(), /*num_channels=*/3, /*content_dim=*/0);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  // content 3+3, time 8, time2vec 3, gaps (1+1) + (3+3) + 3 + 3,
+  // calendar 9·2 + offset + dst + holidays.
+  EXPECT_EQ(layout->width, 6 + 8 + 3 + 14 + 21);
+  std::vector<std::pair<std::string, int64_t>> got;
+  int64_t expected_offset = 0;
+  for (const SchemaEntry& e : layout->schema) {
+    EXPECT_EQ(e.offset, expected_offset) << e.block;
+    EXPECT_FALSE(e.meaning.empty()) << e.block;
+    expected_offset += e.width;
+    got.emplace_back(e.block, e.width);
+  }
+  EXPECT_EQ(expected_offset, layout->width);
+  const std::vector<std::pair<std::string, int64_t>> want = {
+      {"content.values", 3},        {"content.mask", 3},
+      {"time", 8},                  {"time2vec", 3},
+      {"gaps.global_delta", 1},     {"gaps.global_first_flag", 1},
+      {"gaps.delta", 3},            {"gaps.first_flag", 3},
+      {"gaps.mask", 3},             {"gaps.last_value", 3},
+      {"calendar.hour_of_day", 2},  {"calendar.day_of_week", 2},
+      {"calendar.day_of_month", 2}, {"calendar.day_of_year", 2},
+      {"calendar.week_of_year", 2}, {"calendar.month_of_year", 2},
+      {"calendar.quarter", 2},      {"calendar.minute_of_hour", 2},
+      {"calendar.second_of_minute", 2}, {"calendar.utc_offset", 1},
+      {"calendar.dst", 1},          {"calendar.holidays", 1}};
+  EXPECT_EQ(got, want);
+  // With embeddings the content block is the embeddings.
+  const absl::StatusOr<FeatureLayout> with_content =
+      TemporalFeatureLayout(FullSpec(), 3, 7);
+  ASSERT_TRUE(with_content.ok());
+  EXPECT_EQ(with_content->schema[0].block, "content");
+  EXPECT_EQ(with_content->schema[0].width, 7);
+  EXPECT_EQ(with_content->width, 7 + 8 + 3 + 14 + 21);
+}
+
+TEST(TemporalFeatureLayout, Errors) {
+  TemporalSpec content_only;
+  content_only.content = ContentBlock{};
+  EXPECT_THAT(TemporalFeatureLayout(content_only, 0, 0).status(),
+              IsFieldError(kInvalid, "observations.content"));
+  TemporalSpec sum;
+  sum.combine = CombineMode::kSum;
+  sum.d_model = 8;
+  sum.content = ContentBlock{};
+  EXPECT_THAT(TemporalFeatureLayout(sum, 0, 6).status(),
+              IsFieldError(kInvalid, "observations.content"));
+  EXPECT_THAT(TemporalFeatureLayout(sum, 3, 0).status(),  // 2·3 != 8
+              IsFieldError(kInvalid, "observations.content"));
+  EXPECT_TRUE(TemporalFeatureLayout(sum, 4, 0).ok());
+}
+
+TEST(ValidateTemporalSpec, EveryErrorPath) {
+  struct Case {
+    std::string field;
+    std::function<void(TemporalSpec&)> change;
+  };
+  auto sum = [](TemporalSpec& s) {
+    s.combine = CombineMode::kSum;
+    s.d_model = 16;
+    s.content.reset();
+    s.time2vec->omega.assign(16, 1.0);
+    s.time2vec->phi.assign(16, 0.0);
+    s.time->dim = 0;
+    s.gaps->per_channel_delta = false;
+    s.gaps->include_mask = false;
+    s.gaps->include_last_value = false;
+    s.gaps->first_observation = FirstObservationPolicy::kZero;
+    s.gaps->transform = GapTransform::kSinusoidal;
+    s.gaps->sinusoidal_dim = 0;
+    s.calendar->fractional = false;
+    s.calendar->include_utc_offset = false;
+    s.calendar->include_dst = false;
+    s.calendar->holidays.reset();
+  };
+  const std::string p = "spec.temporal";
+  const std::vector<Case> cases = {
+      {p, [](TemporalSpec& s) { s = TemporalSpec{}; }},
+      {p + ".combine", [](TemporalSpec& s) { s.combine = static_cast<CombineMode>(9); }},
+      {p + ".content.scale", [](TemporalSpec& s) { s.content->scale = NAN; }},
+      {p + ".time.dim", [](TemporalSpec& s) { s.time->dim = 5; }},
+      {p + ".time.min_period_seconds", [](TemporalSpec& s) { s.time->min_period_seconds = -1; }},
+      {p + ".time.max_period_seconds", [](TemporalSpec& s) { s.time->max_period_seconds = 0.5; }},
+      {p + ".time.origin_ns",
+       [](TemporalSpec& s) {
+         s.time->origin = OriginKind::kExplicit;
+         s.time->origin_ns = kNotATimeNs;
+       }},
+      {p + ".time2vec.omega", [](TemporalSpec& s) { s.time2vec->omega.clear(); }},
+      {p + ".time2vec.phi", [](TemporalSpec& s) { s.time2vec->phi.pop_back(); }},
+      {p + ".time2vec.omega[2]", [](TemporalSpec& s) { s.time2vec->omega[2] = NAN; }},
+      {p + ".time2vec.unit_seconds", [](TemporalSpec& s) { s.time2vec->unit_seconds = 0; }},
+      {p + ".time2vec.origin_ns",
+       [](TemporalSpec& s) {
+         s.time2vec->origin = OriginKind::kExplicit;
+         s.time2vec->origin_ns = kNotATimeNs;
+       }},
+      {p + ".gaps",
+       [](TemporalSpec& s) {
+         s.gaps->global_delta = s.gaps->per_channel_delta = false;
+         s.gaps->include_mask = s.gaps->include_last_value = false;
+       }},
+      {p + ".gaps.unit_seconds", [](TemporalSpec& s) { s.gaps->unit_seconds = INFINITY; }},
+      {p + ".gaps.sinusoidal_dim",
+       [](TemporalSpec& s) {
+         s.gaps->transform = GapTransform::kSinusoidal;
+         s.gaps->sinusoidal_dim = 0;
+       }},
+      {p + ".gaps.origin_ns",
+       [](TemporalSpec& s) {
+         s.gaps->origin = OriginKind::kExplicit;
+         s.gaps->origin_ns = kNotATimeNs;
+       }},
+      {p + ".calendar.time_zone", [](TemporalSpec& s) { s.calendar->time_zone = "Mars/Base"; }},
+      {p + ".calendar.fields[1]",
+       [](TemporalSpec& s) {
+         s.calendar->fields = {CalendarField::kQuarter, CalendarField::kQuarter};
+       }},
+      {p + ".calendar.fractional",
+       [](TemporalSpec& s) { s.calendar->encoding = CalendarEncoding::kIndex; }},
+      {p + ".calendar.holidays.dates[0]",
+       [](TemporalSpec& s) { s.calendar->holidays->dates[0] = "2026-02-29"; }},
+      {p + ".calendar.holidays.alpha",
+       [](TemporalSpec& s) { s.calendar->holidays->alpha = -1; }},
+      // combine SUM.
+      {p + ".d_model",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.d_model = 0;
+       }},
+      {p + ".d_model",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.d_model = 15;
+       }},
+      {p + ".d_model",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.d_model = kMaxEncodingWidth + 2;
+       }},
+      {p + ".time.dim",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.time->dim = 8;
+       }},
+      {p + ".time2vec.omega",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.time2vec->omega.pop_back();
+       }},
+      {p + ".gaps.global_delta",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.gaps->global_delta = false;
+         s.gaps->include_mask = true;
+       }},
+      {p + ".gaps.per_channel_delta",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.gaps->per_channel_delta = true;
+       }},
+      {p + ".gaps.include_mask",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.gaps->include_mask = true;
+       }},
+      {p + ".gaps.include_last_value",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.gaps->include_last_value = true;
+       }},
+      {p + ".gaps.first_observation",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.gaps->first_observation = FirstObservationPolicy::kFlag;
+       }},
+      {p + ".gaps.transform",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.gaps->transform = GapTransform::kRaw;
+       }},
+      {p + ".gaps.sinusoidal_dim",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.gaps->sinusoidal_dim = 8;
+       }},
+      {p + ".calendar.fields",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.calendar->fields.clear();
+       }},
+      {p + ".calendar.fractional",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.calendar->fractional = true;
+       }},
+      {p + ".calendar.include_utc_offset",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.calendar->include_utc_offset = true;
+       }},
+      {p + ".calendar.include_dst",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.calendar->include_dst = true;
+       }},
+      {p + ".calendar.holidays",
+       [&](TemporalSpec& s) {
+         sum(s);
+         s.calendar->holidays = HolidaysBlock{{"2026-01-01"}, HolidayKernel::kIndicator, 1};
+       }},
+  };
+  PHASOR_ASSERT_OK(ValidateTemporalSpec(FullSpec()));
+  TemporalSpec valid_sum = FullSpec();
+  sum(valid_sum);
+  PHASOR_ASSERT_OK(ValidateTemporalSpec(valid_sum));
+  for (const Case& c : cases) {
+    TemporalSpec spec = FullSpec();
+    c.change(spec);
+    EXPECT_THAT(ValidateTemporalSpec(spec), IsFieldError(kInvalid, c.field));
+  }
+  TemporalSpec mars = FullSpec();
+  mars.calendar->time_zone = "Mars/Base";
+  EXPECT_EQ(ValidateTemporalSpec(mars).message(),
+            "spec.temporal.calendar.time_zone: unknown IANA time zone \"Mars/Base\"");
+}
+
+TEST(EncodeObservations, ErrorPaths) {
+  const WideSeries series(50, 1);
+  const TemporalSpec spec = FullSpec();
+  const ObservationsView obs = series.View(0, 50, false);
+  // Output of the wrong size.
+  std::vector<float> small(10);
+  EXPECT_THAT(EncodeObservations(spec, obs, nullptr, {}, absl::MakeSpan(small), nullptr),
+              IsFieldError(kInvalid, "features"));
+  // Spec, observation and state errors come through with their paths.
+  TemporalSpec bad = spec;
+  bad.time->dim = 3;
+  EXPECT_THAT(Encode(bad, obs, nullptr).status,
+              IsFieldError(kInvalid, "spec.temporal.time.dim"));
+  std::vector<int64_t> times = series.times;
+  std::swap(times[10], times[20]);
+  ObservationsView decreasing = obs;
+  decreasing.timestamps = times;
+  const Result r = Encode(spec, decreasing, nullptr);
+  EXPECT_THAT(r.status, IsFieldError(kInvalid, "observations.timestamps[11]"));
+  const Result first = Encode(spec, series.View(0, 30, false), nullptr);
+  PHASOR_ASSERT_OK(first.status);
+  // Resending an earlier chunk after the state is a decreasing timestamp.
+  EXPECT_THAT(Encode(spec, series.View(0, 30, false), &first.state).status,
+              IsFieldError(kInvalid, "observations.timestamps[0]"));
+  SeriesState wrong_channels = first.state;
+  wrong_channels.channels.pop_back();
+  EXPECT_THAT(Encode(spec, series.View(30, 50, false), &wrong_channels).status,
+              IsFieldError(kInvalid, "state.channels"));
+}
+
+TEST(EncodeObservations, ContentValuesAndMask) {
+  TemporalSpec spec;
+  spec.content = ContentBlock{3.0};  // Scale applies to embeddings only.
+  const std::vector<int64_t> times = {1, 2};
+  const std::vector<double> values = {1.5, std::nan(""), -2.0, 4.0};
+  ObservationsView wide;
+  wide.num_channels = 2;
+  wide.timestamps = times;
+  wide.values.f64 = values;
+  Result r = Encode(spec, wide, nullptr);
+  PHASOR_ASSERT_OK(r.status);
+  EXPECT_EQ(r.features, (std::vector<float>{1.5f, 0, 1, 0, -2, 4, 1, 1}));
+  // A mask overrides NaN-ness.
+  const std::vector<uint8_t> mask = {0, 0, 1, 1};
+  wide.mask = mask;
+  r = Encode(spec, wide, nullptr);
+  PHASOR_ASSERT_OK(r.status);
+  EXPECT_EQ(r.features, (std::vector<float>{0, 0, 0, 0, -2, 4, 1, 1}));
+  // Long layout: one-hot per event.
+  const std::vector<int32_t> channels = {1, 0};
+  const std::vector<double> event_values = {7.0, std::nan("")};
+  ObservationsView events;
+  events.layout = ObservationLayout::kLong;
+  events.num_channels = 2;
+  events.event_times = times;
+  events.event_channels = channels;
+  events.event_values.f64 = event_values;
+  r = Encode(spec, events, nullptr);
+  PHASOR_ASSERT_OK(r.status);
+  EXPECT_EQ(r.features, (std::vector<float>{0, 7, 0, 1, 0, 0, 0, 0}));
+  // Embeddings are scaled.
+  const std::vector<float> content = {1, 2, 3, 4, 5, 6};
+  wide.content = content;
+  wide.content_dim = 3;
+  r = Encode(spec, wide, nullptr);
+  PHASOR_ASSERT_OK(r.status);
+  EXPECT_EQ(r.features, (std::vector<float>{3, 6, 9, 12, 15, 18}));
+}
+
+TEST(EncodeObservations, FirstObservationOriginTravelsInTheState) {
+  TemporalSpec spec;
+  spec.time = TimeBlock{2, 40.0, 40.0, OriginKind::kFirstObservation, 0};
+  const std::vector<int64_t> first = {UtcNs(2026, 1, 1)};
+  const std::vector<int64_t> second = {UtcNs(2026, 1, 1) + 10 * kSec};
+  ObservationsView a;
+  a.timestamps = first;
+  const Result ra = Encode(spec, a, nullptr);
+  PHASOR_ASSERT_OK(ra.status);
+  EXPECT_EQ(ra.features, (std::vector<float>{0, 1}));
+  EXPECT_EQ(ra.state.first_timestamp_ns, first[0]);
+  ObservationsView b;
+  b.timestamps = second;
+  const Result rb = Encode(spec, b, &ra.state);
+  PHASOR_ASSERT_OK(rb.status);
+  // 10 s into a 40 s period: a quarter turn, not the origin.
+  EXPECT_NEAR(rb.features[0], 1.0f, 1e-7);
+  EXPECT_NEAR(rb.features[1], 0.0f, 1e-7);
+  EXPECT_EQ(rb.state.first_timestamp_ns, first[0]);
+  EXPECT_EQ(rb.state.last_timestamp_ns, second[0]);
+}
+
+TEST(EncodeObservations, ChunkedEqualsWholeWide) {
+  const WideSeries series(700, 17);
+  ExpectChunkedEqualsWhole(FullSpec(), series, /*with_content=*/false, 1);
+  ExpectChunkedEqualsWhole(FullSpec(), series, /*with_content=*/true, 2);
+  ExpectChunkedEqualsWhole(
+      FullSpec(FirstObservationPolicy::kSinceOrigin, GapTransform::kSinusoidal),
+      series, false, 3);
+  ExpectChunkedEqualsWhole(
+      FullSpec(FirstObservationPolicy::kZero, GapTransform::kRaw), series, true, 4);
+}
+
+TEST(EncodeObservations, ChunkedEqualsWholeLong) {
+  const LongSeries series(900, 23);
+  TemporalSpec spec = FullSpec();
+  spec.calendar->time_zone = "Australia/Lord_Howe";
+  ExpectChunkedEqualsWhole(spec, series, false, 5);
+  ExpectChunkedEqualsWhole(
+      FullSpec(FirstObservationPolicy::kSinceOrigin, GapTransform::kRaw), series,
+      false, 6);
+}
+
+TEST(EncodeObservations, ThreadCountDoesNotChangeBytes) {
+  const WideSeries wide(5000, 29);
+  const LongSeries events(5000, 31);
+  for (const TemporalSpec& spec :
+       {FullSpec(), FullSpec(FirstObservationPolicy::kSinceOrigin,
+                             GapTransform::kSinusoidal)}) {
+    const Result serial = Encode(spec, wide.View(0, wide.rows(), true), nullptr);
+    const Result serial_long = Encode(spec, events.View(0, events.rows(), false), nullptr);
+    PHASOR_ASSERT_OK(serial.status);
+    PHASOR_ASSERT_OK(serial_long.status);
+    for (int threads : {2, 3, 4, 7}) {
+      const ExecutionOptions options{threads, /*grain_elements=*/1};
+      const Result parallel =
+          Encode(spec, wide.View(0, wide.rows(), true), nullptr, options);
+      PHASOR_ASSERT_OK(parallel.status);
+      EXPECT_TRUE(SameBytes(parallel.features, serial.features)) << threads;
+      ExpectSameState(parallel.state, serial.state);
+      const Result parallel_long =
+          Encode(spec, events.View(0, events.rows(), false), nullptr, options);
+      PHASOR_ASSERT_OK(parallel_long.status);
+      EXPECT_TRUE(SameBytes(parallel_long.features, serial_long.features)) << threads;
+    }
+  }
+}
+
+TEST(EncodeObservations, SumAddsBlocksAtDModelWithInformerCalendarTables) {
+  const int64_t d = 16;
+  const WideSeries base(300, 37);
+  // Content of width d_model.
+  std::vector<float> content(base.rows() * d);
+  for (size_t i = 0; i < content.size(); ++i) content[i] = std::sin(0.37 * i);
+  ObservationsView obs;
+  obs.timestamps = base.times;
+  obs.content = content;
+  obs.content_dim = d;
+
+  TemporalSpec sum;
+  sum.combine = CombineMode::kSum;
+  sum.d_model = d;
+  sum.content = ContentBlock{2.0};
+  sum.time = TimeBlock{0, 60.0, 1e6, OriginKind::kUnixEpoch, 0};
+  Time2VecBlock t2v;
+  for (int64_t i = 0; i < d; ++i) {
+    t2v.omega.push_back(1e-9 * (i + 1));
+    t2v.phi.push_back(0.1 * i);
+  }
+  sum.time2vec = t2v;
+  GapsBlock gaps;
+  gaps.per_channel_delta = false;
+  gaps.transform = GapTransform::kSinusoidal;
+  gaps.sinusoidal_dim = 0;
+  gaps.sinusoidal_min_period_seconds = 10;
+  gaps.sinusoidal_max_period_seconds = 1e5;
+  sum.gaps = gaps;
+  CalendarBlock cal;
+  cal.time_zone = "America/New_York";
+  cal.fields = {CalendarField::kMonthOfYear, CalendarField::kDayOfMonth,
+                CalendarField::kDayOfWeek, CalendarField::kHourOfDay,
+                CalendarField::kMinuteOfHour};
+  sum.calendar = cal;
+  const Result summed = Encode(sum, obs, nullptr);
+  PHASOR_ASSERT_OK(summed.status);
+  ASSERT_EQ(summed.features.size(), static_cast<size_t>(base.rows() * d));
+
+  // The same blocks one at a time under CONCAT (time at dim d, gaps with a
+  // d-wide sinusoid), and the calendar's civil values through INDEX.
+  auto alone = [&](std::function<void(TemporalSpec&)> set) {
+    TemporalSpec one;
+    set(one);
+    const Result r = Encode(one, obs, nullptr);
+    EXPECT_TRUE(r.status.ok()) << r.status;
+    return r.features;
+  };
+  const auto time = alone([&](TemporalSpec& s) {
+    s.time = sum.time;
+    s.time->dim = d;
+  });
+  const auto time2vec = alone([&](TemporalSpec& s) { s.time2vec = sum.time2vec; });
+  const auto gap = alone([&](TemporalSpec& s) {
+    s.gaps = sum.gaps;
+    s.gaps->sinusoidal_dim = d;
+  });
+  const auto index = alone([&](TemporalSpec& s) {
+    s.calendar = cal;
+    s.calendar->encoding = CalendarEncoding::kIndex;
+  });
+  double worst = 0;
+  for (int64_t r = 0; r < base.rows(); ++r) {
+    for (int64_t j = 0; j < d; ++j) {
+      double expected = 2.0 * content[r * d + j] + time[r * d + j] +
+                        time2vec[r * d + j] + gap[r * d + j];
+      // Informer FixedEmbedding: w[pos, 2i] = sin(pos·div), w[pos, 2i+1] =
+      // cos(pos·div), div = exp(2i · −ln(10000)/d_model).
+      const int64_t i = j / 2;
+      const double div = std::exp(2.0 * i * -(std::log(10000.0) / d));
+      for (size_t f = 0; f < cal.fields.size(); ++f) {
+        const double pos = index[r * cal.fields.size() + f];
+        expected += j % 2 == 0 ? std::sin(pos * div) : std::cos(pos * div);
+      }
+      worst = std::max(worst, std::fabs(summed.features[r * d + j] - expected));
+    }
+  }
+  EXPECT_LT(worst, 1e-5);
+  // Schema: every block spans all columns.
+  const absl::StatusOr<FeatureLayout> layout = TemporalFeatureLayout(sum, 0, d);
+  ASSERT_TRUE(layout.ok());
+  EXPECT_EQ(layout->width, d);
+  for (const SchemaEntry& e : layout->schema) {
+    EXPECT_EQ(e.offset, 0) << e.block;
+    EXPECT_EQ(e.width, d) << e.block;
+  }
+}
+
+TEST(EncodeObservations, EmptyChunkKeepsTheState) {
+  const WideSeries series(40, 41);
+  const Result first = Encode(FullSpec(), series.View(0, 20, false), nullptr);
+  PHASOR_ASSERT_OK(first.status);
+  const Result empty = Encode(FullSpec(), series.View(20, 20, false), &first.state);
+  PHASOR_ASSERT_OK(empty.status);
+  EXPECT_TRUE(empty.features.empty());
+  ExpectSameState(empty.state, first.state);
+}
+
+}  // namespace
+}  // namespace phasor

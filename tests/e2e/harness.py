@@ -1,0 +1,233 @@
+"""Shared pieces of the end-to-end tests: a real phasor-server on loopback.
+
+Each test starts the phasor-server binary itself on free 127.0.0.1 ports,
+waits until grpc.health.v1 says SERVING (polling for at most
+STARTUP_TIMEOUT_S), and stops it by its pid. Every wait is bounded, every
+RPC has a deadline, and a server still alive at the end is killed, so no test
+can hang or leave a process behind.
+
+Environment (set by tests/e2e/CMakeLists.txt):
+  E2E_SERVER_BIN   path of phasor-server
+  E2E_CLIENT_BIN   path of phasor-client
+  E2E_SOURCE_DIR   repository root (for client/python and deploy/)
+  PHASOR_PY_STUBS_DIR  where the Python client caches its generated stubs
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+SOURCE_DIR = os.environ.get(
+    "E2E_SOURCE_DIR",
+    os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..")))
+SERVER_BIN = os.environ.get("E2E_SERVER_BIN", "phasor-server")
+CLIENT_BIN = os.environ.get("E2E_CLIENT_BIN", "phasor-client")
+
+sys.path.insert(0, os.path.join(SOURCE_DIR, "client", "python"))
+import phasor_client  # noqa: E402  (generates the stubs on first import)
+
+# A loaded 2-core machine may take a while to start a process.
+STARTUP_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0
+CLIENT_TIMEOUT_S = 60.0
+LOOPBACK = "127.0.0.1"
+
+
+def free_port():
+    """A port that was free a moment ago (bind to 0, read it, release it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        return probe.getsockname()[1]
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+class Server:
+    """A phasor-server process on loopback ports.
+
+    with Server(["--enable_echo"]) as server:
+        client = server.client()
+    """
+
+    def __init__(self, flags=(), env=None, client_options=None,
+                 metrics=True):
+        self.flags = list(flags)
+        self.extra_env = dict(env or {})
+        # EncoderClient keyword arguments for the health poll (TLS, ...).
+        self.client_options = dict(client_options or {})
+        self.with_metrics = metrics
+        self.process = None
+        self.port = None
+        self.metrics_port = None
+        self._log = None
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def start(self):
+        last_error = None
+        # Another process may grab a port between free_port() and bind: retry
+        # with fresh ports when the server exits during startup.
+        for _ in range(3):
+            try:
+                self._spawn()
+                self._wait_serving()
+                return self
+            except ServerError as error:
+                exited = self.process.poll() is not None
+                self.kill()
+                if not exited:  # Alive but never SERVING: retrying won't help.
+                    raise
+                last_error = error
+        raise last_error
+
+    def _spawn(self):
+        self.port = free_port()
+        self.metrics_port = free_port() if self.with_metrics else None
+        flags = [f"--grpc_address={LOOPBACK}:{self.port}",
+                 f"--metrics_address={LOOPBACK}:{self.metrics_port}"
+                 if self.with_metrics else "--metrics_address="]
+        # Only this test's settings: no PHASOR_* leaks in from outside.
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("PHASOR_")}
+        env.update(self.extra_env)
+        self._log = tempfile.TemporaryFile(mode="w+")
+        self.process = subprocess.Popen(
+            [SERVER_BIN, *flags, *self.flags], stdout=self._log,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+
+    def _wait_serving(self):
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        client = self.client(deadline_seconds=2.0)
+        try:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise ServerError(
+                        f"phasor-server exited with {self.process.returncode} "
+                        f"during startup:\n{self.log()}")
+                try:
+                    if client.health() == "SERVING":
+                        return
+                except Exception:  # Not listening yet.
+                    pass
+                time.sleep(0.1)
+        finally:
+            client.close()
+        raise ServerError(f"phasor-server not SERVING after "
+                          f"{STARTUP_TIMEOUT_S} s:\n{self.log()}")
+
+    def signal(self, signal_number=signal.SIGTERM):
+        os.kill(self.process.pid, signal_number)
+
+    def stop(self, signal_number=signal.SIGTERM, timeout=STOP_TIMEOUT_S):
+        """Signals the server and returns its exit code."""
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.signal(signal_number)
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise ServerError(f"phasor-server still running {timeout} s after "
+                              f"signal {signal_number}:\n{self.log()}")
+
+    def kill(self):
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc_info):
+        try:
+            self.stop()
+        finally:
+            self.kill()
+            if self._log is not None:
+                self._log.close()
+
+    # -- talking to it -----------------------------------------------------
+
+    @property
+    def target(self):
+        return f"{LOOPBACK}:{self.port}"
+
+    def client(self, **options):
+        merged = dict(self.client_options)
+        merged.update(options)
+        return phasor_client.EncoderClient(self.target, **merged)
+
+    def metrics(self):
+        url = f"http://{LOOPBACK}:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.read().decode()
+
+    def log(self):
+        if self._log is None:
+            return ""
+        self._log.flush()
+        self._log.seek(0)
+        return self._log.read()
+
+
+def run_client(*args, timeout=CLIENT_TIMEOUT_S):
+    """Runs phasor-client; returns the CompletedProcess (never raises on a
+    non-zero exit, so tests can assert on failures)."""
+    return subprocess.run([CLIENT_BIN, *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                          check=False)
+
+
+def parse_metrics(text):
+    """Prometheus text format -> {(name, frozenset(labels.items())): value}."""
+    samples = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name_and_labels, _, value = line.rpartition(" ")
+        labels = {}
+        name = name_and_labels
+        if "{" in name_and_labels:
+            name, _, label_text = name_and_labels.partition("{")
+            label_text = label_text.rstrip("}")
+            for part in _split_labels(label_text):
+                key, _, quoted = part.partition("=")
+                labels[key.strip()] = quoted.strip().strip('"')
+        samples[(name, frozenset(labels.items()))] = float(value)
+    return samples
+
+
+def _split_labels(text):
+    """Splits a="x",b="y,z" on commas outside quotes."""
+    parts, current, quoted = [], "", False
+    for char in text:
+        if char == '"':
+            quoted = not quoted
+        if char == "," and not quoted:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    if current:
+        parts.append(current)
+    return parts
+
+
+def metric_value(samples, name, **labels):
+    """Sum of the samples of `name` whose labels include `labels`."""
+    total, found = 0.0, False
+    for (sample_name, sample_labels), value in samples.items():
+        if sample_name != name:
+            continue
+        label_dict = dict(sample_labels)
+        if all(label_dict.get(k) == v for k, v in labels.items()):
+            total += value
+            found = True
+    return total if found else None

@@ -1,0 +1,271 @@
+"""phasor-client against a real phasor-server: every RPC, numbers checked
+against the formulas in reference.py, .npy and CSV in and out."""
+
+import os
+import tempfile
+import unittest
+
+import numpy as np
+
+import harness
+import reference
+
+# DESIGN §4: float32 outputs within 2e-6 of an exact reference.
+FLOAT32_TOLERANCE = 2e-6
+
+
+class ClientCliTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = cls.tmp.name
+        table = np.arange(12, dtype=np.float32).reshape(6, 2) / 4
+        np.save(cls.path("tiny_table.npy"), table)
+        cls.learned_table = table
+        with open(cls.path("profiles.textproto"), "w") as f:
+            f.write(f"""
+profile {{
+  name: "tiny-learned"
+  description: "a 6 x 2 learned table"
+  spec {{ positional {{ learned {{ table: "tiny" }} }} }}
+  learned_tables {{ name: "tiny" file {{ path: "{cls.path('tiny_table.npy')}" }} }}
+}}
+profile {{
+  name: "sin16"
+  description: "16-wide sinusoids"
+  spec {{ positional {{ sinusoidal {{ dim: 16 }} }} }}
+}}
+""")
+        cls.server = harness.Server(
+            ["--profiles", cls.path("profiles.textproto")]).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.__exit__(None, None, None)
+        cls.tmp.cleanup()
+
+    @classmethod
+    def path(cls, name):
+        return os.path.join(cls.dir, name)
+
+    def call(self, *args):
+        result = harness.run_client("--target", self.server.target, *args)
+        self.assertEqual(result.returncode, 0,
+                         f"phasor-client {' '.join(map(str, args))}\n"
+                         f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}")
+        return result
+
+    def test_encode_positions_npy_matches_formula(self):
+        out = self.path("pe.npy")
+        self.call("encode-positions", "--count", 50, "--dim", 16, "--out", out)
+        pe = np.load(out)
+        self.assertEqual(pe.dtype, np.float32)
+        self.assertEqual(pe.shape, (50, 16))
+        expected = reference.sinusoid(np.arange(50), 16)
+        np.testing.assert_allclose(pe, expected, rtol=0, atol=FLOAT32_TOLERANCE)
+        # Spot check from the published d = 16 figures: pe[5][:2].
+        np.testing.assert_allclose(pe[5, :2], [-0.9589, 0.2837], atol=1e-4)
+
+    def test_encode_positions_far_positions_from_npy(self):
+        # Exact integer positions where float32 angle math would be off by
+        # 0.89 in sin (DESIGN §3).
+        positions = np.array([0, 2**24 + 1, 2**31 - 1, -12345], dtype=np.int64)
+        np.save(self.path("positions.npy"), positions)
+        out = self.path("far.npy")
+        self.call("encode-positions", "--positions", self.path("positions.npy"),
+                  "--dim", 8, "--out", out)
+        np.testing.assert_allclose(np.load(out),
+                                   reference.sinusoid(positions, 8),
+                                   rtol=0, atol=FLOAT32_TOLERANCE)
+
+    def test_encode_positions_csv_and_layout(self):
+        out = self.path("pe.csv")
+        self.call("encode-positions", "--start", 3, "--count", 5, "--step", 2,
+                  "--dim", 6, "--base", 100, "--layout", "split_sin_cos",
+                  "--out", out)
+        pe = np.loadtxt(out, delimiter=",")
+        expected = reference.sinusoid(np.arange(3, 13, 2), 6, base=100,
+                                      layout="split_sin_cos")
+        np.testing.assert_allclose(pe, expected, rtol=0, atol=FLOAT32_TOLERANCE)
+
+    def test_encode_positions_with_content(self):
+        content = np.linspace(-1, 1, 4 * 8, dtype=np.float32).reshape(4, 8)
+        np.save(self.path("content.npy"), content)
+        out = self.path("with_content.npy")
+        self.call("encode-positions", "--content", self.path("content.npy"),
+                  "--content_scale", 2.0, "--dim", 8, "--out", out)
+        expected = 2.0 * content + reference.sinusoid(np.arange(4), 8)
+        np.testing.assert_allclose(np.load(out), expected, rtol=0, atol=1e-5)
+
+    def test_encode_positions_table_output(self):
+        result = self.call("encode-positions", "--count", 3, "--dim", 4)
+        self.assertIn("float32 [3,4]", result.stdout)
+        # Row 1, column 0 is sin(1) = 0.841471.
+        self.assertIn("0.841471", result.stdout)
+
+    def test_learned_profile_and_list_profiles(self):
+        result = self.call("list-profiles")
+        self.assertIn("tiny-learned", result.stdout)
+        self.assertIn("sin16", result.stdout)
+        self.assertIn("6 x 2", result.stdout)
+        out = self.path("learned.npy")
+        self.call("encode-positions", "--profile", "tiny-learned",
+                  "--positions", self._write_csv("rows.csv", "5\n0\n2\n"),
+                  "--out", out)
+        np.testing.assert_array_equal(np.load(out),
+                                      self.learned_table[[5, 0, 2]])
+        # A position beyond the table is OUT_OF_RANGE, exit status 1.
+        result = harness.run_client(
+            "--target", self.server.target, "encode-positions", "--profile",
+            "tiny-learned", "--start", 4, "--count", 3)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("OUT_OF_RANGE", result.stderr)
+
+    def _write_csv(self, name, text):
+        with open(self.path(name), "w") as f:
+            f.write(text)
+        return self.path(name)
+
+    def test_apply_rope_query_and_key(self):
+        rng = np.random.default_rng(1)
+        query = rng.standard_normal((5, 2, 8)).astype(np.float32)
+        key = rng.standard_normal((5, 1, 8)).astype(np.float32)
+        np.save(self.path("q.npy"), query)
+        np.save(self.path("k.npy"), key)
+        q_out, k_out = self.path("q_rot.npy"), self.path("k_rot.npy")
+        result = self.call("apply-rope", "--query", self.path("q.npy"),
+                           "--key", self.path("k.npy"), "--rotary_dim", 6,
+                           "--start", 10, "--out", q_out, "--key_out", k_out)
+        self.assertIn("attention_factor: 1", result.stdout)
+        positions = np.arange(10, 15)
+        np.testing.assert_allclose(np.load(q_out),
+                                   reference.rope_half(query, positions, 6),
+                                   rtol=0, atol=1e-5)
+        np.testing.assert_allclose(np.load(k_out),
+                                   reference.rope_half(key, positions, 6),
+                                   rtol=0, atol=1e-5)
+
+    def test_rope_tables(self):
+        cos_out, sin_out = self.path("cos.npy"), self.path("sin.npy")
+        result = self.call("rope-tables", "--count", 7, "--rotary_dim", 8,
+                           "--base", 500000, "--cos_out", cos_out,
+                           "--sin_out", sin_out)
+        angles = np.arange(7)[:, None] * reference.rope_inv_freq(8, 500000)
+        np.testing.assert_allclose(np.load(cos_out), np.cos(angles), rtol=0,
+                                   atol=FLOAT32_TOLERANCE)
+        np.testing.assert_allclose(np.load(sin_out), np.sin(angles), rtol=0,
+                                   atol=FLOAT32_TOLERANCE)
+        self.assertIn("inv_freq: 1 ", result.stdout)
+
+    def test_alibi(self):
+        out, slopes_out = self.path("bias.npy"), self.path("slopes.npy")
+        self.call("alibi", "--num_heads", 6, "--q_len", 3, "--k_len", 5,
+                  "--causal", "--out", out, "--slopes_out", slopes_out)
+        np.testing.assert_allclose(np.load(slopes_out),
+                                   reference.alibi_slopes(6), rtol=1e-7)
+        np.testing.assert_allclose(np.load(out),
+                                   reference.alibi_bias(6, 3, 5, causal=True),
+                                   rtol=1e-6)
+
+    def _observations(self):
+        start = 1_700_000_000 * 10**9
+        offsets_s = np.array([0, 30, 120, 420, 425])
+        timestamps = start + offsets_s * 10**9
+        values = np.array([[1.0, np.nan], [2.0, 5.0], [np.nan, 6.0],
+                           [4.0, np.nan], [np.nan, np.nan]])
+        ts_csv = self._write_csv(
+            "timestamps.csv", "".join(f"{t}\n" for t in timestamps))
+        values_csv = self._write_csv("values.csv", "a,b\n" + "".join(
+            ",".join("" if np.isnan(v) else repr(v) for v in row) + "\n"
+            for row in values))
+        return timestamps, offsets_s, values, ts_csv, values_csv
+
+    SPEC = ("temporal { content {} "
+            "time { dim: 6 min_period_seconds: 60 max_period_seconds: 6000 } "
+            "gaps { global_delta: true per_channel_delta: true } }")
+
+    def _expected_features(self, timestamps, offsets_s, values):
+        observed = ~np.isnan(values)
+        content = np.concatenate([np.where(observed, values, 0.0),
+                                  observed.astype(float)], axis=1)
+        time = reference.time_ladder(offsets_s, 6, 60.0, 6000.0)
+        global_delta = np.diff(offsets_s, prepend=offsets_s[0])[:, None]
+        deltas = reference.channel_deltas(timestamps, observed)
+        return np.concatenate([content, time, global_delta, deltas], axis=1)
+
+    def test_encode_observations(self):
+        timestamps, offsets_s, values, ts_csv, values_csv = self._observations()
+        out = self.path("features.npy")
+        result = self.call("encode-observations", "--timestamps", ts_csv,
+                           "--values", values_csv, "--spec", self.SPEC,
+                           "--output_dtype", "float64", "--out", out)
+        features = np.load(out)
+        self.assertEqual(features.dtype, np.float64)
+        np.testing.assert_allclose(
+            features, self._expected_features(timestamps, offsets_s, values),
+            rtol=0, atol=1e-9)
+        for block in ("content", "time", "gaps"):
+            self.assertIn(block, result.stdout)
+
+    def test_encode_observations_stream_equals_whole(self):
+        _, _, _, ts_csv, values_csv = self._observations()
+        whole, streamed = self.path("whole.npy"), self.path("streamed.npy")
+        self.call("encode-observations", "--timestamps", ts_csv, "--values",
+                  values_csv, "--spec", self.SPEC, "--out", whole)
+        result = self.call("encode-observations", "--timestamps", ts_csv,
+                           "--values", values_csv, "--spec", self.SPEC,
+                           "--stream", "--chunk_rows", 2, "--out", streamed)
+        self.assertIn("streamed 3 chunks", result.stderr)
+        # The server carries gap state across chunks: identical bytes.
+        np.testing.assert_array_equal(np.load(streamed), np.load(whole))
+
+    def test_describe_prints_ladder(self):
+        result = self.call("describe", "--dim", 32, "--num_offsets", 131,
+                           "--show_similarity")
+        # The ladder table ends where the summary lines begin.
+        lines = result.stdout.split("unambiguous range")[0].splitlines()
+        ladder = {}
+        for line in lines:
+            parts = line.split()
+            if len(parts) == 3 and parts[0].isdigit():
+                ladder[int(parts[0])] = (float(parts[1]), float(parts[2]))
+        self.assertEqual(sorted(ladder), list(range(16)))
+        omega = 10000.0 ** (-2.0 * np.arange(16) / 32)
+        wavelengths, longest, distance, offset, _ = reference.describe(omega,
+                                                                       131)
+        for j in range(16):
+            self.assertAlmostEqual(ladder[j][0], omega[j], delta=1e-9 * omega[j])
+            self.assertAlmostEqual(ladder[j][1], wavelengths[j],
+                                   delta=1e-8 * wavelengths[j])
+        # Published figures: pair 15 wavelength 35332.94752055899 tokens,
+        # nearest code 1.1716234976260362 at k = 1 over k = 1..130.
+        self.assertAlmostEqual(ladder[15][1], 35332.94752055899, places=4)
+        self.assertIn(f"unambiguous range: {longest:.10g} positions",
+                      result.stdout)
+        self.assertIn(f"nearest code distance: {distance:.10g} at offset "
+                      f"{offset}", result.stdout)
+        self.assertAlmostEqual(distance, 1.1716234976260362, places=12)
+
+    def test_health(self):
+        result = self.call("health")
+        self.assertEqual(result.stdout.strip(), "server: SERVING")
+        result = self.call("health", "--service", "phasor.v1.Encoder")
+        self.assertEqual(result.stdout.strip(), "phasor.v1.Encoder: SERVING")
+
+    def test_invalid_argument_names_field(self):
+        result = harness.run_client("--target", self.server.target,
+                                    "encode-positions", "--count", 4,
+                                    "--dim", 7)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("INVALID_ARGUMENT", result.stderr)
+        self.assertIn("dim", result.stderr)
+
+    def test_unknown_command_is_usage_error(self):
+        result = harness.run_client("frobnicate")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("encode-positions", result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

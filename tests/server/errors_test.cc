@@ -1,0 +1,240 @@
+// The error model: each bad input gets the most specific code, a message
+// starting with the field path, and a google.rpc.BadRequest naming it; the
+// server keeps serving afterwards.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test_util.h"
+
+namespace phasor::server::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+class ErrorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_.WriteFile("table.npy", NpyFloat32(std::vector<float>(4 * 2, 0.5f), 4, 2));
+    ServerOptions options = TestOptions();
+    options.profiles_path = dir_.WriteFile("profiles.txtpb", R"pb(
+      profile {
+        name: "four-rows"
+        spec { positional { learned { table: "four" } } }
+        learned_tables { name: "four" file { path: "table.npy" } }
+      }
+    )pb");
+    options.max_elements_per_request = 100000;
+    options.max_message_bytes = 1 << 20;
+    server_ = StartTestServer(options);
+    ASSERT_NE(server_.server, nullptr);
+  }
+
+  // Asserts `status` has `code`, a message starting with `field`, and one
+  // BadRequest violation naming `field`.
+  static void ExpectFieldError(const grpc::Status& status, grpc::StatusCode code,
+                               const std::string& field) {
+    EXPECT_EQ(status.error_code(), code) << status.error_message();
+    EXPECT_THAT(status.error_message(), StartsWith(field + ": "));
+    const google::rpc::BadRequest bad = BadRequestOf(status);
+    ASSERT_EQ(bad.field_violations_size(), 1) << status.error_message();
+    EXPECT_EQ(bad.field_violations(0).field(), field);
+    EXPECT_FALSE(bad.field_violations(0).description().empty());
+  }
+
+  // A small call that must succeed: the server is still serving.
+  void ExpectStillServing() {
+    v1::EncodePositionsRequest request;
+    request.mutable_positions()->mutable_range()->set_count(4);
+    request.mutable_spec()->mutable_positional()->mutable_sinusoidal()->set_dim(8);
+    v1::EncodePositionsResponse response;
+    const grpc::Status status =
+        server_.stub->EncodePositions(Context().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.encodings().data().size(), 4u * 8 * 4);
+  }
+
+  TempDir dir_;
+  TestServer server_;
+};
+
+v1::ApplyRopeRequest RopeRequest(int tokens, int heads, int dim) {
+  v1::ApplyRopeRequest request;
+  *request.mutable_query() =
+      FloatTensor(std::vector<float>(tokens * heads * dim, 0.25f), {tokens, heads, dim});
+  request.mutable_positions()->mutable_range()->set_count(tokens);
+  request.mutable_spec()->mutable_rope();
+  return request;
+}
+
+TEST_F(ErrorsTest, TensorByteCountMismatchNamesTheField) {
+  v1::ApplyRopeRequest request = RopeRequest(2, 4, 128);
+  request.mutable_query()->mutable_data()->resize(4000);
+  v1::ApplyRopeResponse response;
+  const grpc::Status status = server_.stub->ApplyRope(Context().get(), request, &response);
+  ExpectFieldError(status, grpc::StatusCode::INVALID_ARGUMENT, "query.data");
+  EXPECT_EQ(status.error_message(),
+            "query.data: expected 4096 bytes for shape [2,4,128] float32, got 4000");
+  ExpectStillServing();
+}
+
+TEST_F(ErrorsTest, WrongDtypeAndRank) {
+  v1::ApplyRopeRequest request = RopeRequest(2, 1, 4);
+  request.mutable_query()->set_dtype(v1::INT64);
+  v1::ApplyRopeResponse response;
+  ExpectFieldError(server_.stub->ApplyRope(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT, "query.dtype");
+  request = RopeRequest(2, 1, 4);
+  request.mutable_query()->clear_shape();
+  request.mutable_query()->add_shape(8);
+  ExpectFieldError(server_.stub->ApplyRope(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT, "query.shape");
+}
+
+TEST_F(ErrorsTest, YarnBetaFastMustExceedBetaSlow) {
+  v1::ApplyRopeRequest request = RopeRequest(2, 1, 8);
+  v1::RopeScaling::Yarn* yarn =
+      request.mutable_spec()->mutable_rope()->mutable_scaling()->mutable_yarn();
+  yarn->set_factor(4);
+  yarn->set_original_max_position_embeddings(2048);
+  yarn->set_beta_fast(1);
+  yarn->set_beta_slow(2);
+  v1::ApplyRopeResponse response;
+  ExpectFieldError(server_.stub->ApplyRope(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT,
+                   "spec.rope.scaling.yarn.beta_fast");
+}
+
+TEST_F(ErrorsTest, DynamicScalingNeedsMaxPositionEmbeddingsOnTheWirePath) {
+  v1::RopeTablesRequest request;
+  request.mutable_positions()->mutable_range()->set_count(4);
+  request.mutable_spec()->mutable_rope()->set_rotary_dim(8);
+  request.mutable_spec()->mutable_rope()->mutable_scaling()->mutable_dynamic()->set_factor(2);
+  v1::RopeTablesResponse response;
+  ExpectFieldError(server_.stub->RopeTables(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT,
+                   "spec.rope.max_position_embeddings");
+}
+
+TEST_F(ErrorsTest, OddSinusoidalDim) {
+  v1::EncodePositionsRequest request;
+  request.mutable_positions()->mutable_range()->set_count(3);
+  request.mutable_spec()->mutable_positional()->mutable_sinusoidal()->set_dim(7);
+  v1::EncodePositionsResponse response;
+  ExpectFieldError(server_.stub->EncodePositions(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT, "spec.positional.sinusoidal.dim");
+}
+
+TEST_F(ErrorsTest, WrongSpecKindForTheRpc) {
+  v1::EncodePositionsRequest request;
+  request.mutable_positions()->mutable_range()->set_count(3);
+  request.mutable_spec()->mutable_rope()->set_rotary_dim(8);
+  v1::EncodePositionsResponse response;
+  ExpectFieldError(server_.stub->EncodePositions(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT, "spec.positional");
+  request.clear_spec();
+  ExpectFieldError(server_.stub->EncodePositions(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT, "spec");
+}
+
+TEST_F(ErrorsTest, PositionBeyondLearnedTableIsOutOfRange) {
+  v1::EncodePositionsRequest request;
+  const std::vector<int64_t> positions = {0, 3, 4};
+  *request.mutable_positions()->mutable_values() = Int64Tensor(positions, {3});
+  request.set_profile("four-rows");
+  v1::EncodePositionsResponse response;
+  const grpc::Status status =
+      server_.stub->EncodePositions(Context().get(), request, &response);
+  ExpectFieldError(status, grpc::StatusCode::OUT_OF_RANGE, "positions[2]");
+  EXPECT_THAT(status.error_message(), HasSubstr("4 rows"));
+  ExpectStillServing();
+}
+
+TEST_F(ErrorsTest, UnknownProfileAndTableAreNotFound) {
+  v1::EncodePositionsRequest request;
+  request.mutable_positions()->mutable_range()->set_count(3);
+  request.set_profile("no-such-profile");
+  v1::EncodePositionsResponse response;
+  ExpectFieldError(server_.stub->EncodePositions(Context().get(), request, &response),
+                   grpc::StatusCode::NOT_FOUND, "profile");
+  request.mutable_spec()->mutable_positional()->mutable_learned()->set_table("nope");
+  ExpectFieldError(server_.stub->EncodePositions(Context().get(), request, &response),
+                   grpc::StatusCode::NOT_FOUND, "spec.positional.learned.table");
+}
+
+TEST_F(ErrorsTest, ElementCapIsResourceExhausted) {
+  v1::EncodePositionsRequest request;
+  request.mutable_positions()->mutable_range()->set_count(int64_t{1} << 40);
+  request.mutable_spec()->mutable_positional()->mutable_sinusoidal()->set_dim(8);
+  v1::EncodePositionsResponse response;
+  ExpectFieldError(server_.stub->EncodePositions(Context().get(), request, &response),
+                   grpc::StatusCode::RESOURCE_EXHAUSTED, "positions.range.count");
+  // Within the position count but over the cap once multiplied by dim.
+  request.mutable_positions()->mutable_range()->set_count(20000);
+  ExpectFieldError(server_.stub->EncodePositions(Context().get(), request, &response),
+                   grpc::StatusCode::RESOURCE_EXHAUSTED, "positions");
+  // ALiBi's bias grows as heads·q·k.
+  v1::AlibiBiasRequest alibi;
+  alibi.set_num_heads(64);
+  alibi.set_q_len(1000);
+  alibi.set_k_len(1000);
+  v1::AlibiBiasResponse alibi_response;
+  ExpectFieldError(server_.stub->AlibiBias(Context().get(), alibi, &alibi_response),
+                   grpc::StatusCode::RESOURCE_EXHAUSTED, "k_len");
+  ExpectStillServing();
+}
+
+TEST_F(ErrorsTest, MessageOverTheLimitIsResourceExhausted) {
+  // 2 MiB of query against the server's 1 MiB limit.
+  v1::ApplyRopeRequest request = RopeRequest(128, 32, 128);
+  v1::ApplyRopeResponse response;
+  const grpc::Status status = server_.stub->ApplyRope(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << status.error_message();
+  ExpectStillServing();
+}
+
+TEST_F(ErrorsTest, TemporalInputErrors) {
+  v1::EncodeObservationsRequest request;
+  const std::vector<int64_t> times = {30, 20, 40};
+  *request.mutable_observations()->mutable_timestamps() = Int64Tensor(times, {3});
+  request.mutable_spec()->mutable_temporal()->mutable_gaps();
+  v1::EncodeObservationsResponse response;
+  ExpectFieldError(server_.stub->EncodeObservations(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT, "observations.timestamps[1]");
+
+  const std::vector<double> seconds = {1.0, std::nan(""), 3.0};
+  *request.mutable_observations()->mutable_timestamps() = Float64Tensor(seconds, {3});
+  ExpectFieldError(server_.stub->EncodeObservations(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT, "observations.timestamps[1]");
+
+  const std::vector<int64_t> ordered = {10, 20, 30};
+  *request.mutable_observations()->mutable_timestamps() = Int64Tensor(ordered, {3});
+  v1::CalendarBlock* calendar =
+      request.mutable_spec()->mutable_temporal()->mutable_calendar();
+  calendar->set_time_zone("Mars/Olympus_Mons");
+  calendar->add_fields(v1::CalendarBlock::HOUR_OF_DAY);
+  const grpc::Status zone =
+      server_.stub->EncodeObservations(Context().get(), request, &response);
+  ExpectFieldError(zone, grpc::StatusCode::INVALID_ARGUMENT,
+                   "spec.temporal.calendar.time_zone");
+  EXPECT_THAT(zone.error_message(), HasSubstr("Mars/Olympus_Mons"));
+}
+
+TEST_F(ErrorsTest, PastDeadlineIsDeadlineExceeded) {
+  v1::EncodePositionsRequest request;
+  request.mutable_positions()->mutable_range()->set_count(4);
+  request.mutable_spec()->mutable_positional()->mutable_sinusoidal()->set_dim(8);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() - std::chrono::seconds(1));
+  v1::EncodePositionsResponse response;
+  const grpc::Status status = server_.stub->EncodePositions(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  ExpectStillServing();
+}
+
+}  // namespace
+}  // namespace phasor::server::testing

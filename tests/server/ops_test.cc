@@ -1,0 +1,466 @@
+// Operations: health, reflection, /metrics, bearer-token auth, graceful
+// shutdown, and the phasor-server binary's environment flags and SIGTERM.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/generic/generic_stub.h>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.pb.h"
+#include "google/protobuf/unknown_field_set.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test_util.h"
+
+extern char** environ;
+
+namespace phasor::server::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// --- Calls to services without generated stubs (health, reflection) -------
+// Debian ships no generated grpc.health.v1 / reflection types, so requests
+// are encoded by hand (they are one string field each) and responses read
+// with protobuf's UnknownFieldSet.
+
+void* Tag(intptr_t i) { return reinterpret_cast<void*>(i); }
+
+bool Await(grpc::CompletionQueue* cq, void* expected) {
+  void* tag = nullptr;
+  bool ok = false;
+  EXPECT_TRUE(cq->Next(&tag, &ok));
+  EXPECT_EQ(tag, expected);
+  return ok;
+}
+
+void Drain(grpc::CompletionQueue* cq) {
+  cq->Shutdown();
+  void* tag;
+  bool ok;
+  while (cq->Next(&tag, &ok)) {
+  }
+}
+
+grpc::ByteBuffer ToBuffer(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string FromBuffer(const grpc::ByteBuffer& buffer) {
+  grpc::Slice slice;
+  EXPECT_TRUE(buffer.DumpToSingleSlice(&slice).ok());
+  return std::string(reinterpret_cast<const char*>(slice.begin()), slice.size());
+}
+
+// A length-delimited field `number` holding `value` (< 128 bytes).
+std::string StringField(int number, const std::string& value) {
+  std::string out;
+  out.push_back(static_cast<char>(number << 3 | 2));
+  out.push_back(static_cast<char>(value.size()));
+  return out + value;
+}
+
+grpc::Status GenericUnary(const std::shared_ptr<grpc::Channel>& channel,
+                          const std::string& method, const std::string& request,
+                          std::string* response,
+                          const std::string& authorization = "") {
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  auto context = Context();
+  if (!authorization.empty()) context->AddMetadata("authorization", authorization);
+  auto call = stub.PrepareUnaryCall(context.get(), method, ToBuffer(request), &cq);
+  call->StartCall();
+  grpc::ByteBuffer buffer;
+  grpc::Status status;
+  call->Finish(&buffer, &status, Tag(1));
+  Await(&cq, Tag(1));
+  if (status.ok()) *response = FromBuffer(buffer);
+  Drain(&cq);
+  return status;
+}
+
+// grpc.health.v1.HealthCheckResponse.status of `service`; -1 on error.
+int HealthStatus(const std::shared_ptr<grpc::Channel>& channel,
+                 const std::string& service, grpc::StatusCode* code = nullptr) {
+  std::string response;
+  const grpc::Status status = GenericUnary(channel, "/grpc.health.v1.Health/Check",
+                                           StringField(1, service), &response);
+  if (code != nullptr) *code = status.error_code();
+  if (!status.ok()) return -1;
+  google::protobuf::UnknownFieldSet fields;
+  EXPECT_TRUE(fields.ParseFromString(response));
+  // SERVING = 1 is a non-default enum value, so it is on the wire.
+  for (int i = 0; i < fields.field_count(); ++i) {
+    if (fields.field(i).number() == 1) return static_cast<int>(fields.field(i).varint());
+  }
+  return 0;
+}
+constexpr int kServing = 1;
+constexpr int kNotServing = 2;
+
+TEST(HealthTest, OverallAndEncoderServing) {
+  TestServer server = StartTestServer(TestOptions());
+  EXPECT_EQ(HealthStatus(server.channel, ""), kServing);
+  EXPECT_EQ(HealthStatus(server.channel, "phasor.v1.Encoder"), kServing);
+  grpc::StatusCode code;
+  EXPECT_EQ(HealthStatus(server.channel, "no.such.Service", &code), -1);
+  EXPECT_EQ(code, grpc::StatusCode::NOT_FOUND);
+}
+
+// Sends each request on one ServerReflectionInfo stream and returns the
+// responses' fields.
+std::vector<std::unique_ptr<google::protobuf::UnknownFieldSet>> Reflect(
+    const std::shared_ptr<grpc::Channel>& channel, const std::vector<std::string>& requests) {
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  auto context = Context();
+  auto call = stub.PrepareCall(
+      context.get(), "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  call->StartCall(Tag(1));
+  EXPECT_TRUE(Await(&cq, Tag(1)));
+  std::vector<std::unique_ptr<google::protobuf::UnknownFieldSet>> out;
+  for (const std::string& request : requests) {
+    call->Write(ToBuffer(request), Tag(2));
+    EXPECT_TRUE(Await(&cq, Tag(2)));
+    grpc::ByteBuffer buffer;
+    call->Read(&buffer, Tag(3));
+    if (!Await(&cq, Tag(3))) break;
+    out.push_back(std::make_unique<google::protobuf::UnknownFieldSet>());
+    EXPECT_TRUE(out.back()->ParseFromString(FromBuffer(buffer)));
+  }
+  call->WritesDone(Tag(4));
+  Await(&cq, Tag(4));
+  grpc::Status status;
+  call->Finish(&status, Tag(5));
+  Await(&cq, Tag(5));
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  Drain(&cq);
+  return out;
+}
+
+// The length-delimited payloads of field `number`.
+std::vector<std::string> Payloads(const google::protobuf::UnknownFieldSet& fields,
+                                  int number) {
+  std::vector<std::string> out;
+  for (int i = 0; i < fields.field_count(); ++i) {
+    if (fields.field(i).number() == number &&
+        fields.field(i).type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
+      out.push_back(fields.field(i).length_delimited());
+    }
+  }
+  return out;
+}
+
+TEST(ReflectionTest, ListsServicesAndServesTheEncoderDescriptor) {
+  TestServer server = StartTestServer(TestOptions());
+  // ServerReflectionRequest: list_services = 7, file_containing_symbol = 4.
+  const std::vector<std::unique_ptr<google::protobuf::UnknownFieldSet>> responses =
+      Reflect(server.channel,
+              {StringField(7, ""), StringField(4, "phasor.v1.Encoder")});
+  ASSERT_EQ(responses.size(), 2u);
+
+  // list_services_response = 6 { repeated ServiceResponse service = 1 { name = 1 } }.
+  std::vector<std::string> names;
+  for (const std::string& list : Payloads(*responses[0], 6)) {
+    google::protobuf::UnknownFieldSet list_fields;
+    ASSERT_TRUE(list_fields.ParseFromString(list));
+    for (const std::string& service : Payloads(list_fields, 1)) {
+      google::protobuf::UnknownFieldSet service_fields;
+      ASSERT_TRUE(service_fields.ParseFromString(service));
+      for (const std::string& name : Payloads(service_fields, 1)) names.push_back(name);
+    }
+  }
+  EXPECT_THAT(names, ::testing::IsSupersetOf({"phasor.v1.Encoder", "grpc.health.v1.Health"}));
+
+  // file_descriptor_response = 4 { repeated bytes file_descriptor_proto = 1 }.
+  const std::vector<std::string> descriptor_responses = Payloads(*responses[1], 4);
+  ASSERT_EQ(descriptor_responses.size(), 1u);
+  google::protobuf::UnknownFieldSet descriptor_fields;
+  ASSERT_TRUE(descriptor_fields.ParseFromString(descriptor_responses[0]));
+  std::vector<std::string> files;
+  for (const std::string& bytes : Payloads(descriptor_fields, 1)) {
+    google::protobuf::FileDescriptorProto file;
+    ASSERT_TRUE(file.ParseFromString(bytes));
+    files.push_back(file.name());
+    if (file.name() == "phasor/v1/encoder.proto") {
+      ASSERT_EQ(file.service_size(), 1);
+      EXPECT_EQ(file.service(0).name(), "Encoder");
+      EXPECT_EQ(file.service(0).method_size(), 9);
+    }
+  }
+  EXPECT_THAT(files, ::testing::Contains("phasor/v1/encoder.proto"));
+}
+
+// --- Metrics ---------------------------------------------------------------
+
+TEST(MetricsTest, ScrapeCountsCallsCodesBytesAndValues) {
+  ServerOptions options = TestOptions();
+  options.metrics_address = "127.0.0.1:0";
+  TestServer server = StartTestServer(options);
+  ASSERT_GT(server.server->metrics_port(), 0);
+
+  v1::EncodePositionsRequest request;
+  request.mutable_positions()->mutable_range()->set_count(10);
+  request.mutable_spec()->mutable_positional()->mutable_sinusoidal()->set_dim(8);
+  int64_t request_bytes = 0, response_bytes = 0;
+  for (int i = 0; i < 3; ++i) {
+    v1::EncodePositionsResponse response;
+    ASSERT_TRUE(server.stub->EncodePositions(Context().get(), request, &response).ok());
+    request_bytes += static_cast<int64_t>(request.ByteSizeLong());
+    response_bytes += static_cast<int64_t>(response.ByteSizeLong());
+  }
+  v1::EncodePositionsRequest bad = request;
+  bad.mutable_spec()->mutable_positional()->mutable_sinusoidal()->set_dim(7);
+  v1::EncodePositionsResponse ignored;
+  ASSERT_EQ(server.stub->EncodePositions(Context().get(), bad, &ignored).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_EQ(HealthStatus(server.channel, ""), kServing);
+
+  const std::string text = HttpGet(server.server->metrics_port(), "/metrics");
+  ASSERT_FALSE(text.empty());
+  const std::string labels =
+      R"(grpc_method="EncodePositions",grpc_service="phasor.v1.Encoder",grpc_type="unary")";
+  EXPECT_EQ(MetricValue(text, absl::StrCat("grpc_server_started_total{", labels, "}")), 4);
+  EXPECT_EQ(MetricValue(text, absl::StrCat(R"(grpc_server_handled_total{grpc_code="OK",)",
+                                           labels, "}")),
+            3);
+  EXPECT_EQ(MetricValue(text, absl::StrCat(
+                                  R"(grpc_server_handled_total{grpc_code="InvalidArgument",)",
+                                  labels, "}")),
+            1);
+  EXPECT_EQ(MetricValue(text, absl::StrCat("grpc_server_handling_seconds_count{", labels, "}")),
+            4);
+  EXPECT_EQ(MetricValue(text, absl::StrCat("grpc_server_msg_received_total{", labels, "}")), 4);
+  EXPECT_EQ(MetricValue(text, absl::StrCat("grpc_server_msg_sent_total{", labels, "}")), 3);
+  EXPECT_EQ(MetricValue(text, R"(phasor_encoded_values_total{kind="sinusoidal"})"), 3 * 10 * 8);
+  EXPECT_EQ(MetricValue(text, R"(phasor_request_bytes_total{grpc_method="EncodePositions"})"),
+            request_bytes);
+  EXPECT_EQ(MetricValue(text, R"(phasor_response_bytes_total{grpc_method="EncodePositions"})"),
+            response_bytes);
+  EXPECT_EQ(MetricValue(text, "phasor_in_flight_requests"), 0);
+  EXPECT_EQ(MetricValue(text,
+                        R"(grpc_server_handled_total{grpc_code="OK",grpc_method="Check",)"
+                        R"(grpc_service="grpc.health.v1.Health",grpc_type="unary"})"),
+            1);
+  EXPECT_THAT(text, HasSubstr("phasor_build_info{"));
+  EXPECT_THAT(text, HasSubstr("grpc_server_handling_seconds_bucket{"));
+}
+
+// --- Auth --------------------------------------------------------------------
+
+TEST(AuthTest, BearerTokenRequiredForEncoderButNotHealth) {
+  TempDir dir;
+  ServerOptions options = TestOptions();
+  options.auth_token_path = dir.WriteFile("token", "s3cret-token\n");
+  TestServer server = StartTestServer(options);
+
+  v1::ListProfilesResponse response;
+  const grpc::Status missing =
+      server.stub->ListProfiles(Context().get(), v1::ListProfilesRequest(), &response);
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+  auto wrong = Context();
+  wrong->AddMetadata("authorization", "Bearer s3cret-tokeX");
+  EXPECT_EQ(server.stub->ListProfiles(wrong.get(), v1::ListProfilesRequest(), &response)
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+
+  auto right = Context();
+  right->AddMetadata("authorization", "Bearer s3cret-token");
+  const grpc::Status ok =
+      server.stub->ListProfiles(right.get(), v1::ListProfilesRequest(), &response);
+  EXPECT_TRUE(ok.ok()) << ok.error_message();
+
+  // Streams are checked too.
+  auto stream_context = Context();
+  auto stream = server.stub->EncodeObservationsStream(stream_context.get());
+  stream->WritesDone();
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+  // Probes need no token.
+  EXPECT_EQ(HealthStatus(server.channel, ""), kServing);
+}
+
+// --- Graceful shutdown -------------------------------------------------------
+
+TEST(ShutdownTest, NotServingThenInFlightCallsComplete) {
+  ServerOptions options = TestOptions();
+  options.shutdown_grace = absl::Seconds(20);
+  TestServer server = StartTestServer(options);
+
+  // A health watch, to see the status change.
+  grpc::GenericStub generic(server.channel);
+  grpc::CompletionQueue cq;
+  auto watch_context = Context();
+  auto watch = generic.PrepareCall(watch_context.get(), "/grpc.health.v1.Health/Watch", &cq);
+  watch->StartCall(Tag(1));
+  ASSERT_TRUE(Await(&cq, Tag(1)));
+  watch->Write(ToBuffer(StringField(1, "")), Tag(2));
+  ASSERT_TRUE(Await(&cq, Tag(2)));
+  auto watch_status = [&]() {
+    grpc::ByteBuffer buffer;
+    watch->Read(&buffer, Tag(3));
+    if (!Await(&cq, Tag(3))) return -1;
+    google::protobuf::UnknownFieldSet fields;
+    EXPECT_TRUE(fields.ParseFromString(FromBuffer(buffer)));
+    return fields.field_count() > 0 ? static_cast<int>(fields.field(0).varint()) : 0;
+  };
+  ASSERT_EQ(watch_status(), kServing);
+
+  // A stream in flight when the shutdown starts.
+  auto stream_context = Context();
+  auto stream = server.stub->EncodeObservationsStream(stream_context.get());
+  v1::EncodeObservationsRequest request;
+  const std::vector<int64_t> times = {1, 2, 3};
+  *request.mutable_observations()->mutable_timestamps() = Int64Tensor(times, {3});
+  request.mutable_spec()->mutable_temporal()->mutable_gaps();
+  ASSERT_TRUE(stream->Write(request));
+  v1::EncodeObservationsResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+
+  const auto start = std::chrono::steady_clock::now();
+  std::thread shutdown([&] { server.server->Shutdown(options.shutdown_grace); });
+  EXPECT_EQ(watch_status(), kNotServing);
+
+  // The accepted stream still gets its next chunk served.
+  v1::EncodeObservationsRequest next;
+  const std::vector<int64_t> later = {4, 5};
+  *next.mutable_observations()->mutable_timestamps() = Int64Tensor(later, {2});
+  ASSERT_TRUE(stream->Write(next));
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.features().shape(0), 2);
+  stream->WritesDone();
+  const grpc::Status stream_status = stream->Finish();
+  EXPECT_TRUE(stream_status.ok()) << stream_status.error_message();
+
+  watch_context->TryCancel();
+  grpc::Status watch_finish;
+  watch->Finish(&watch_finish, Tag(4));
+  Await(&cq, Tag(4));
+  Drain(&cq);
+
+  shutdown.join();
+  // Shutdown returned because the calls finished, not because grace ran out.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
+  // New calls are refused.
+  v1::ListProfilesResponse profiles;
+  EXPECT_FALSE(
+      server.stub->ListProfiles(Context().get(), v1::ListProfilesRequest(), &profiles).ok());
+}
+
+// --- The binary ----------------------------------------------------------------
+
+struct Child {
+  pid_t pid = -1;
+  FILE* stderr_stream = nullptr;
+};
+
+// Starts phasor-server with `args` and the extra environment `env`,
+// capturing its stderr.
+Child Spawn(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  std::vector<std::string> env_storage(env);
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "PHASOR_", 7) != 0) env_storage.emplace_back(*e);
+  }
+  std::vector<char*> envp;
+  for (std::string& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_storage = {PHASOR_SERVER_BINARY};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int pipe_fds[2];
+  EXPECT_EQ(pipe(pipe_fds), 0);
+  Child child;
+  child.pid = fork();
+  if (child.pid == 0) {
+    dup2(pipe_fds[1], STDERR_FILENO);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  child.stderr_stream = fdopen(pipe_fds[0], "r");
+  return child;
+}
+
+// Reads stderr lines until one contains `needle` (returned) or EOF ("").
+std::string ReadUntil(Child& child, const std::string& needle, std::string* all) {
+  char line[1024];
+  while (std::fgets(line, sizeof(line), child.stderr_stream) != nullptr) {
+    all->append(line);
+    if (std::strstr(line, needle.c_str()) != nullptr) return line;
+  }
+  return "";
+}
+
+int WaitExit(Child& child) {
+  int status = 0;
+  waitpid(child.pid, &status, 0);
+  std::fclose(child.stderr_stream);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(BinaryTest, EnvironmentFlagsAndSigtermExitZero) {
+  // The command line wins over the environment: the bogus PHASOR_GRPC_ADDRESS
+  // is overridden, while the metrics address and grace come from the
+  // environment.
+  Child child = Spawn({"--grpc_address=127.0.0.1:0"},
+                      {"PHASOR_GRPC_ADDRESS=256.0.0.1:-1",
+                       "PHASOR_METRICS_ADDRESS=127.0.0.1:0",
+                       "PHASOR_SHUTDOWN_GRACE_SECONDS=3", "PHASOR_ENABLE_ECHO=true"});
+  std::string log;
+  const std::string line = ReadUntil(child, "(port ", &log);
+  ASSERT_FALSE(line.empty()) << log;
+  const int port = std::atoi(line.c_str() + line.find("(port ") + 6);
+  ASSERT_GT(port, 0) << line;
+  EXPECT_THAT(line, HasSubstr("metrics on 127.0.0.1:0"));
+
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                     grpc::InsecureChannelCredentials());
+  EXPECT_EQ(HealthStatus(channel, "phasor.v1.Encoder"), kServing);
+  auto stub = v1::Encoder::NewStub(channel);
+  v1::EchoRequest echo;
+  echo.set_payload("ping");
+  v1::EchoResponse echoed;
+  EXPECT_TRUE(stub->Echo(Context().get(), echo, &echoed).ok());  // PHASOR_ENABLE_ECHO
+  EXPECT_EQ(echoed.payload(), "ping");
+
+  ASSERT_EQ(kill(child.pid, SIGTERM), 0);
+  ReadUntil(child, "stopped", &log);
+  EXPECT_THAT(log, HasSubstr("NOT_SERVING, draining for up to 3s"));
+  EXPECT_EQ(WaitExit(child), 0) << log;
+}
+
+TEST(BinaryTest, BadEnvironmentValueExitsWithUsageError) {
+  Child child = Spawn({}, {"PHASOR_THREADS=many"});
+  std::string log;
+  ReadUntil(child, "\n", &log);
+  EXPECT_EQ(WaitExit(child), 2);
+  EXPECT_THAT(log, HasSubstr("PHASOR_THREADS=many"));
+}
+
+TEST(BinaryTest, MissingProfilesFileFailsToStart) {
+  Child child = Spawn({"--grpc_address=127.0.0.1:0", "--metrics_address=",
+                       "--profiles=/nonexistent/profiles.txtpb"},
+                      {});
+  std::string log;
+  ReadUntil(child, "\n", &log);
+  EXPECT_EQ(WaitExit(child), 1);
+  EXPECT_THAT(log, HasSubstr("/nonexistent/profiles.txtpb"));
+}
+
+}  // namespace
+}  // namespace phasor::server::testing

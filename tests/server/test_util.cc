@@ -1,0 +1,169 @@
+#include "test_util.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "google/rpc/status.pb.h"
+#include "gtest/gtest.h"
+
+namespace phasor::server::testing {
+
+ServerOptions TestOptions() {
+  ServerOptions options;
+  options.grpc_address = "127.0.0.1:0";
+  options.metrics_address = "";
+  options.threads = 2;
+  options.shutdown_grace = absl::Seconds(5);
+  return options;
+}
+
+TestServer StartTestServer(const ServerOptions& options) {
+  TestServer out;
+  absl::StatusOr<std::unique_ptr<PhasorServer>> server = PhasorServer::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return out;
+  out.server = *std::move(server);
+  out.address = absl::StrCat("127.0.0.1:", out.server->grpc_port());
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(64 << 20);
+  arguments.SetMaxSendMessageSize(64 << 20);
+  out.channel = grpc::CreateCustomChannel(
+      out.address, grpc::InsecureChannelCredentials(), arguments);
+  out.stub = v1::Encoder::NewStub(out.channel);
+  return out;
+}
+
+std::unique_ptr<grpc::ClientContext> Context() {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  return context;
+}
+
+namespace {
+
+template <typename T>
+v1::Tensor MakeTensor(absl::Span<const T> values, std::vector<int64_t> shape,
+                      v1::DType dtype) {
+  v1::Tensor tensor;
+  for (int64_t extent : shape) tensor.add_shape(extent);
+  tensor.set_dtype(dtype);
+  tensor.set_data(std::string(reinterpret_cast<const char*>(values.data()),
+                              values.size() * sizeof(T)));
+  return tensor;
+}
+
+}  // namespace
+
+v1::Tensor FloatTensor(absl::Span<const float> values, std::vector<int64_t> shape) {
+  return MakeTensor(values, std::move(shape), v1::FLOAT32);
+}
+v1::Tensor Int64Tensor(absl::Span<const int64_t> values, std::vector<int64_t> shape) {
+  return MakeTensor(values, std::move(shape), v1::INT64);
+}
+v1::Tensor Float64Tensor(absl::Span<const double> values, std::vector<int64_t> shape) {
+  return MakeTensor(values, std::move(shape), v1::FLOAT64);
+}
+
+std::vector<float> Floats(const v1::Tensor& tensor) {
+  EXPECT_EQ(tensor.dtype(), v1::FLOAT32);
+  std::vector<float> out(tensor.data().size() / sizeof(float));
+  std::memcpy(out.data(), tensor.data().data(), out.size() * sizeof(float));
+  return out;
+}
+
+google::rpc::BadRequest BadRequestOf(const grpc::Status& status) {
+  google::rpc::BadRequest bad_request;
+  google::rpc::Status rpc_status;
+  if (!rpc_status.ParseFromString(status.error_details())) return bad_request;
+  for (const google::protobuf::Any& detail : rpc_status.details()) {
+    if (detail.UnpackTo(&bad_request)) break;
+  }
+  return bad_request;
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  if (send(fd, request.data(), request.size(), 0) !=
+      static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return "";
+  }
+  std::string response;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = recv(fd, buffer, sizeof(buffer), 0)) > 0) response.append(buffer, n);
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+double MetricValue(const std::string& text, const std::string& series) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (line.size() > series.size() && line.substr(0, series.size()) == series &&
+        line[series.size()] == ' ') {
+      return std::stod(std::string(line.substr(series.size() + 1)));
+    }
+  }
+  return -1;
+}
+
+TempDir::TempDir() {
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / "phasor_server_test_XXXXXX").string();
+  char* made = mkdtemp(pattern.data());
+  EXPECT_NE(made, nullptr);
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+std::string TempDir::WriteFile(const std::string& name,
+                               const std::string& contents) const {
+  const std::string full = absl::StrCat(path_, "/", name);
+  std::ofstream out(full, std::ios::binary);
+  out << contents;
+  return full;
+}
+
+std::string NpyFloat32(const std::vector<float>& values, int64_t rows, int64_t cols) {
+  // numpy.lib.format version 1.0: magic, version, uint16 header length, a
+  // dict literal padded with spaces to a multiple of 64 bytes, then data.
+  std::string header = absl::StrCat("{'descr': '<f4', 'fortran_order': False, 'shape': (",
+                                    rows, ", ", cols, "), }");
+  const size_t unpadded = 10 + header.size() + 1;
+  header.append((64 - unpadded % 64) % 64, ' ');
+  header.push_back('\n');
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out.push_back(static_cast<char>(header.size() & 0xff));
+  out.push_back(static_cast<char>(header.size() >> 8));
+  out += header;
+  out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  return out;
+}
+
+}  // namespace phasor::server::testing

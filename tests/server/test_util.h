@@ -1,0 +1,78 @@
+// Shared helpers for the server tests: an in-process PhasorServer on a free
+// loopback port with a real channel, tensor packing, error-detail decoding,
+// and a minimal HTTP GET for /metrics.
+#ifndef PHASOR_TESTS_SERVER_TEST_UTIL_H_
+#define PHASOR_TESTS_SERVER_TEST_UTIL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/types/span.h"
+#include "google/rpc/error_details.pb.h"
+#include "phasor/v1/encoder.grpc.pb.h"
+#include "server/options.h"
+#include "server/server.h"
+
+namespace phasor::server::testing {
+
+// Options for a test server: loopback, any free port, metrics off.
+ServerOptions TestOptions();
+
+// A started server plus a channel and stub connected to it.
+struct TestServer {
+  std::unique_ptr<PhasorServer> server;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Encoder::Stub> stub;
+  std::string address;  // 127.0.0.1:port
+};
+
+// Starts `options` (asserting success) and connects an insecure channel whose
+// message limits are 64 MiB, so server-side limits are the ones tested.
+TestServer StartTestServer(const ServerOptions& options);
+
+// A context with a 30 s deadline.
+std::unique_ptr<grpc::ClientContext> Context();
+
+v1::Tensor FloatTensor(absl::Span<const float> values,
+                       std::vector<int64_t> shape);
+v1::Tensor Int64Tensor(absl::Span<const int64_t> values,
+                       std::vector<int64_t> shape);
+v1::Tensor Float64Tensor(absl::Span<const double> values,
+                         std::vector<int64_t> shape);
+// The data of a FLOAT32 tensor.
+std::vector<float> Floats(const v1::Tensor& tensor);
+
+// The google.rpc.BadRequest carried by `status`; empty when absent.
+google::rpc::BadRequest BadRequestOf(const grpc::Status& status);
+
+// GET http://127.0.0.1:port/path; returns the body ("" on failure).
+std::string HttpGet(int port, const std::string& path);
+
+// The value of the Prometheus sample whose line starts with `series`
+// (metric name and labels exactly as exposed); -1 when absent.
+double MetricValue(const std::string& text, const std::string& series);
+
+// A temporary directory removed at destruction.
+class TempDir final {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  // Writes `contents` to path()/name and returns the full path.
+  std::string WriteFile(const std::string& name, const std::string& contents) const;
+
+ private:
+  std::string path_;
+};
+
+// A little-endian float32 .npy file holding `values` with shape [rows, cols].
+std::string NpyFloat32(const std::vector<float>& values, int64_t rows,
+                       int64_t cols);
+
+}  // namespace phasor::server::testing
+
+#endif  // PHASOR_TESTS_SERVER_TEST_UTIL_H_
