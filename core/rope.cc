@@ -10,6 +10,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 #include "core/errors.h"
 #include "core/status_macros.h"
@@ -17,17 +21,160 @@
 namespace phasor {
 namespace {
 
+// On x86-64 the per-chunk kernels below are compiled twice, for x86-64-v3
+// (AVX2 + FMA + F16C) and for the baseline, and an ifunc picks one at load
+// time, so a portable build still runs 8-wide float and 4-wide double
+// arithmetic where the CPU has it. One process always runs one clone, so 1
+// and N threads agree bytewise. Builds that already target AVX2
+// (PHASOR_NATIVE) and other compilers/architectures get one version.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__AVX2__)
+#define PHASOR_TARGET_CLONES \
+  __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define PHASOR_TARGET_CLONES
+#endif
+// Helpers of the cloned kernels must be inlined into them to be compiled for
+// the clone's ISA; an out-of-line call would run the baseline code.
+#if defined(__GNUC__)
+#define PHASOR_KERNEL_INLINE inline __attribute__((always_inline))
+#else
+#define PHASOR_KERNEL_INLINE inline
+#endif
+
 // ---------------------------------------------------------------------------
-// Layer 1: the scalar formula. One position's cos/sin row, in double from the
-// exact position, rounded once to float. `scale` is the attention factor or 1.
-void FillTrigRow(const double* inv_freq, int64_t half, double position,
-                 double scale, float* cos_row, float* sin_row) {
+// Layer 1: the scalar formula. One position's cos(p·θ_i), sin(p·θ_i) in
+// double from the exact position.
+void ExactTrig(const double* __restrict inv_freq, int64_t half, double position,
+               double* __restrict cos_row, double* __restrict sin_row) {
   for (int64_t i = 0; i < half; ++i) {
     const double angle = position * inv_freq[i];
-    cos_row[i] = static_cast<float>(std::cos(angle) * scale);
-    sin_row[i] = static_cast<float>(std::sin(angle) * scale);
+    cos_row[i] = std::cos(angle);
+    sin_row[i] = std::sin(angle);
   }
 }
+
+// Angle addition to the next position of an arithmetic run p + δ:
+//   cos((p+δ)θ) = cos(pθ)·cos(δθ) − sin(pθ)·sin(δθ)
+//   sin((p+δ)θ) = sin(pθ)·cos(δθ) + cos(pθ)·sin(δθ)
+PHASOR_KERNEL_INLINE void StepTrig(const double* __restrict step_cos,
+                                   const double* __restrict step_sin, int64_t half,
+                                   double* __restrict cos_row,
+                                   double* __restrict sin_row) {
+  for (int64_t i = 0; i < half; ++i) {
+    const double c = cos_row[i];
+    const double s = sin_row[i];
+    cos_row[i] = c * step_cos[i] - s * step_sin[i];
+    sin_row[i] = s * step_cos[i] + c * step_sin[i];
+  }
+}
+
+// Times the attention factor (or 1), then rounded once to float.
+PHASOR_KERNEL_INLINE void RoundTrig(const double* __restrict cos_row,
+                                    const double* __restrict sin_row, int64_t half,
+                                    double scale, float* __restrict cos_out,
+                                    float* __restrict sin_out) {
+  for (int64_t i = 0; i < half; ++i) {
+    cos_out[i] = static_cast<float>(cos_row[i] * scale);
+    sin_out[i] = static_cast<float>(sin_row[i] * scale);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Layer 2: the per-request cos/sin rows. A sin and a cos in double cost about
+// 25 ns each, 64 pairs per token at head_dim 128: more than rotating the
+// token's 32 heads. When integer positions run in arithmetic progression
+// (p_t = p_{t−1} + δ, a prefill or a range), row t follows from row t−1 by the
+// angle-addition step above: four multiplies and two adds per pair, carried
+// in double. Every kAnchorRows-th row, and every row that breaks the run, is
+// re-anchored exactly. Each step adds about three double roundings (2^-53
+// relative) and δ·θ_i carries one rounding of |δ|·θ_i·2^-53, so with
+// |δ| <= 2^20 the drift after 255 steps stays below 2^-30 (1e-9), far inside
+// float32's half ulp and the 2e-6 contract. Anchors sit at fixed token
+// indices, so a row's value does not depend on where a ParallelFor chunk
+// begins (a chunk starting mid-run replays from the anchor): 1 and N threads
+// give identical bytes.
+constexpr int64_t kAnchorRows = 256;
+constexpr int64_t kMaxLadderStep = int64_t{1} << 20;
+
+// Built once per call.
+struct TrigPlan {
+  const double* inv_freq = nullptr;
+  int64_t half = 0;
+  double scale = 1.0;  // Attention factor when folded, else 1.
+  Positions positions = Positions::Integers({});
+  int64_t step = 0;    // δ, or 0: every row exact (real or irregular positions).
+  std::vector<double> step_cos;  // cos(δ·θ_i), sin(δ·θ_i).
+  std::vector<double> step_sin;
+};
+
+TrigPlan MakeTrigPlan(const RopeFrequencies& frequencies, double scale,
+                      const Positions& positions) {
+  TrigPlan plan;
+  plan.inv_freq = frequencies.inv_freq.data();
+  plan.half = static_cast<int64_t>(frequencies.inv_freq.size());
+  plan.scale = scale;
+  plan.positions = positions;
+  if (!positions.is_real() && positions.size() >= 2) {
+    const absl::Span<const int64_t> p = positions.integers();
+    int64_t step = 0;
+    if (!__builtin_sub_overflow(p[1], p[0], &step) && step != 0 &&
+        step >= -kMaxLadderStep && step <= kMaxLadderStep) {
+      plan.step = step;
+      plan.step_cos.resize(plan.half);
+      plan.step_sin.resize(plan.half);
+      ExactTrig(plan.inv_freq, plan.half, static_cast<double>(step),
+                plan.step_cos.data(), plan.step_sin.data());
+    }
+  }
+  return plan;
+}
+
+// Whether row t is reached from row t−1 by one step.
+inline bool StepsFromPrevious(const TrigPlan& plan, int64_t t) {
+  if (plan.step == 0 || t % kAnchorRows == 0) return false;
+  const absl::Span<const int64_t> p = plan.positions.integers();
+  int64_t expected = 0;
+  return !__builtin_add_overflow(p[t - 1], plan.step, &expected) && expected == p[t];
+}
+
+// Walks the rows of one chunk in increasing order. Belongs to one thread.
+class TrigWalker final {
+ public:
+  explicit TrigWalker(const TrigPlan& plan)
+      : plan_(plan), cos_(plan.half), sin_(plan.half) {}
+
+  // Writes row t's cos and sin (plan.half floats each).
+  PHASOR_KERNEL_INLINE void Row(int64_t t, float* cos_out, float* sin_out) {
+    const int64_t half = plan_.half;
+    if (!StepsFromPrevious(plan_, t)) {
+      ExactTrig(plan_.inv_freq, half, plan_.positions.at(t), cos_.data(), sin_.data());
+    } else {
+      if (row_ != t - 1) {
+        // First row of a chunk in the middle of a run: replay from its anchor.
+        int64_t anchor = t - 1;
+        while (StepsFromPrevious(plan_, anchor)) --anchor;
+        ExactTrig(plan_.inv_freq, half, plan_.positions.at(anchor), cos_.data(),
+                  sin_.data());
+        for (int64_t r = anchor + 1; r < t; ++r) Step();
+      }
+      Step();
+    }
+    row_ = t;
+    RoundTrig(cos_.data(), sin_.data(), half, plan_.scale, cos_out, sin_out);
+  }
+
+ private:
+  PHASOR_KERNEL_INLINE void Step() {
+    StepTrig(plan_.step_cos.data(), plan_.step_sin.data(), plan_.half, cos_.data(),
+             sin_.data());
+  }
+
+  const TrigPlan& plan_;
+  std::vector<double> cos_;  // Row row_ in double, before the factor.
+  std::vector<double> sin_;
+  int64_t row_ = -2;
+};
 
 // ---------------------------------------------------------------------------
 // Layer 3: the inner rotate loops, float32 only. `__restrict` lets g++ -O3
@@ -38,9 +185,10 @@ void FillTrigRow(const double* inv_freq, int64_t half, double position,
 constexpr int64_t kLanes = 8;
 
 // HALF: pairs (i, i + half).
-inline void RotateHalf(const float* __restrict x, const float* __restrict c,
-                       const float* __restrict s, int64_t half,
-                       float* __restrict out) {
+PHASOR_KERNEL_INLINE void RotateHalf(const float* __restrict x,
+                                     const float* __restrict c,
+                                     const float* __restrict s, int64_t half,
+                                     float* __restrict out) {
   const float* __restrict x_hi = x + half;
   float* __restrict out_hi = out + half;
   int64_t i = 0;
@@ -61,10 +209,10 @@ inline void RotateHalf(const float* __restrict x, const float* __restrict c,
 }
 
 // INTERLEAVED: pairs (2i, 2i + 1).
-inline void RotateInterleaved(const float* __restrict x,
-                              const float* __restrict c,
-                              const float* __restrict s, int64_t half,
-                              float* __restrict out) {
+PHASOR_KERNEL_INLINE void RotateInterleaved(const float* __restrict x,
+                                            const float* __restrict c,
+                                            const float* __restrict s,
+                                            int64_t half, float* __restrict out) {
   int64_t i = 0;
   for (; i + kLanes <= half; i += kLanes) {
     for (int64_t j = i; j < i + kLanes; ++j) {
@@ -82,9 +230,10 @@ inline void RotateInterleaved(const float* __restrict x,
   }
 }
 
-inline void Rotate(RopeLayout layout, const float* __restrict x,
-                   const float* __restrict c, const float* __restrict s,
-                   int64_t half, float* __restrict out) {
+PHASOR_KERNEL_INLINE void Rotate(RopeLayout layout, const float* __restrict x,
+                                 const float* __restrict c,
+                                 const float* __restrict s, int64_t half,
+                                 float* __restrict out) {
   if (layout == RopeLayout::kHalf) {
     RotateHalf(x, c, s, half, out);
   } else {
@@ -93,7 +242,7 @@ inline void Rotate(RopeLayout layout, const float* __restrict x,
 }
 
 // Storage formats. Arithmetic is always float32; 16-bit formats are widened
-// on load and narrowed (round to nearest even) once on store.
+// on load and narrowed (round to nearest even) once on store, a row at a time.
 struct Float32Storage {
   using Elem = float;
   static constexpr bool kNeedsWidening = false;
@@ -101,108 +250,237 @@ struct Float32Storage {
 struct Float16Storage {
   using Elem = uint16_t;
   static constexpr bool kNeedsWidening = true;
-  static float Widen(uint16_t bits) { return HalfToFloat(bits); }
-  static uint16_t Narrow(float value) { return FloatToHalf(value); }
+  PHASOR_KERNEL_INLINE static void Widen(const uint16_t* __restrict in, int64_t n,
+                                         float* __restrict out) {
+    for (int64_t j = 0; j < n; ++j) out[j] = HalfToFloat(in[j]);
+  }
+  PHASOR_KERNEL_INLINE static void Narrow(const float* __restrict in, int64_t n,
+                                          uint16_t* __restrict out) {
+    for (int64_t j = 0; j < n; ++j) out[j] = FloatToHalf(in[j]);
+  }
 };
 struct BFloat16Storage {
   using Elem = uint16_t;
   static constexpr bool kNeedsWidening = true;
-  static float Widen(uint16_t bits) { return BFloat16ToFloat(bits); }
-  static uint16_t Narrow(float value) { return FloatToBFloat16(value); }
+  // BFloat16ToFloat / FloatToBFloat16 (core/dtype.h) spelled branch-free so
+  // the row loops vectorise; same bits for every input, NaN included.
+  PHASOR_KERNEL_INLINE static void Widen(const uint16_t* __restrict in, int64_t n,
+                                         float* __restrict out) {
+    for (int64_t j = 0; j < n; ++j) {
+      const uint32_t wide = static_cast<uint32_t>(in[j]) << 16;
+      std::memcpy(&out[j], &wide, sizeof(float));
+    }
+  }
+  PHASOR_KERNEL_INLINE static void Narrow(const float* __restrict in, int64_t n,
+                                          uint16_t* __restrict out) {
+    for (int64_t j = 0; j < n; ++j) {
+      uint32_t bits;
+      std::memcpy(&bits, &in[j], sizeof(bits));
+      const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+      const uint32_t quiet_nan = (bits >> 16) | 0x0040u;
+      out[j] = static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan
+                                                                       : rounded);
+    }
+  }
 };
 
+// ---------------------------------------------------------------------------
+// Output rows. Large outputs are written with non-temporal (streaming) stores:
+// a regular store first reads the destination line into the cache (a
+// read-for-ownership), so rotating out of cache would move three bytes per
+// output byte where a copy moves two; streaming stores skip that read, as
+// glibc's memcpy does above its non-temporal threshold. Below kStreamMinBytes
+// of output the result likely stays in cache for the caller, so regular
+// stores are kept.
+constexpr size_t kStreamMinBytes = size_t{16} << 20;
+
+// Copies n bytes to dst, streaming when asked and supported.
+PHASOR_KERNEL_INLINE void WriteRow(uint8_t* dst, const void* src, size_t n,
+                                   bool stream) {
+#if defined(__SSE2__)
+  if (stream) {
+    const uint8_t* from = static_cast<const uint8_t*>(src);
+    const size_t head = std::min(n, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16);
+    std::memcpy(dst, from, head);
+    size_t i = head;
+    for (; i + 16 <= n; i += 16) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i)));
+    }
+    std::memcpy(dst + i, from + i, n - i);
+    return;
+  }
+#endif
+  std::memcpy(dst, src, n);
+}
+
+// Streaming stores are weakly ordered: fence before the chunk is reported
+// done, so other threads (and the caller) see every byte.
+inline void FinishStreaming(bool stream) {
+#if defined(__SSE2__)
+  if (stream) _mm_sfence();
+#else
+  (void)stream;
+#endif
+}
+
 // Per-chunk scratch, allocated once per ParallelFor chunk, never per element.
-struct RowScratch {
-  explicit RowScratch(int64_t rotary_dim)
+struct ChunkScratch {
+  ChunkScratch(int64_t rotary_dim, int64_t row_elements)
       : cos(static_cast<size_t>(rotary_dim / 2)),
         sin(static_cast<size_t>(rotary_dim / 2)),
         row_in(static_cast<size_t>(rotary_dim)),
         row_out(static_cast<size_t>(rotary_dim)),
-        narrow(static_cast<size_t>(rotary_dim)) {}
+        narrow(static_cast<size_t>(rotary_dim)),
+        token_in(static_cast<size_t>(row_elements)),
+        staged(static_cast<size_t>(row_elements)),
+        staged16(static_cast<size_t>(row_elements)) {}
   std::vector<float> cos;
   std::vector<float> sin;
-  std::vector<float> row_in;
+  std::vector<float> row_in;      // One head's rotary channels, widened.
   std::vector<float> row_out;
-  std::vector<uint16_t> narrow;
+  std::vector<uint16_t> narrow;   // One head's rotary channels, 16-bit.
+  std::vector<float> token_in;    // A float32 token row copied from misaligned input.
+  std::vector<float> staged;      // A token's output row before it is written.
+  std::vector<uint16_t> staged16;
 };
 
 bool AlignedFor(const void* pointer, size_t alignment) {
   return reinterpret_cast<uintptr_t>(pointer) % alignment == 0;
 }
 
-// Rotates every head of token `token` of `operand` with the token's cos/sin.
-// Rows are addressed as bytes and moved with memcpy where alignment is not
-// known, so no misaligned typed access can happen.
+// Rotates every head of token `token` of `operand` with the token's cos/sin
+// in `scratch`. Rows are addressed as bytes and moved with memcpy where
+// alignment is not known, so no misaligned typed access can happen. The
+// arithmetic is the same on every path, so in-place, out-of-place,
+// misaligned and streamed outputs are bytewise equal.
 template <class Storage>
-void RotateToken(const RopeOperand& operand, int64_t token, RopeLayout layout,
-                 int64_t rotary_dim, RowScratch& scratch) {
+PHASOR_KERNEL_INLINE void RotateToken(const RopeOperand& operand, int64_t token,
+                                      RopeLayout layout, int64_t rotary_dim,
+                                      bool stream, ChunkScratch& scratch) {
   using Elem = typename Storage::Elem;
   constexpr size_t kElemBytes = sizeof(Elem);
   const int64_t half = rotary_dim / 2;
   const int64_t head_dim = operand.head_dim;
-  const size_t row_bytes = static_cast<size_t>(head_dim) * kElemBytes;
+  const int64_t heads = operand.num_heads;
+  const size_t head_bytes = static_cast<size_t>(head_dim) * kElemBytes;
   const size_t rotary_bytes = static_cast<size_t>(rotary_dim) * kElemBytes;
+  const size_t token_bytes = static_cast<size_t>(heads) * head_bytes;
+  const uint8_t* src = operand.in.data() + static_cast<size_t>(token) * token_bytes;
+  uint8_t* dst = operand.out.data() + static_cast<size_t>(token) * token_bytes;
+  const bool in_place = src == dst;
   const float* c = scratch.cos.data();
   const float* s = scratch.sin.data();
-  for (int64_t head = 0; head < operand.num_heads; ++head) {
-    const size_t offset =
-        static_cast<size_t>(token * operand.num_heads + head) * row_bytes;
-    const uint8_t* src = operand.in.data() + offset;
-    uint8_t* dst = operand.out.data() + offset;
-    const bool in_place = src == dst;
-    if constexpr (!Storage::kNeedsWidening) {
-      if (!in_place && AlignedFor(src, kElemBytes) && AlignedFor(dst, kElemBytes)) {
-        Rotate(layout, reinterpret_cast<const float*>(src), c, s, half,
-               reinterpret_cast<float*>(dst));
-      } else {
-        // Same arithmetic through scratch rows: in-place output is bytewise
-        // equal to out-of-place output.
-        std::memcpy(scratch.row_in.data(), src, rotary_bytes);
-        Rotate(layout, scratch.row_in.data(), c, s, half,
-               scratch.row_out.data());
-        std::memcpy(dst, scratch.row_out.data(), rotary_bytes);
+
+  if constexpr (!Storage::kNeedsWidening) {
+    const bool aligned_src = AlignedFor(src, kElemBytes);
+    if (!stream && !in_place && aligned_src && AlignedFor(dst, kElemBytes)) {
+      // Straight from input to output, head by head.
+      for (int64_t head = 0; head < heads; ++head) {
+        const size_t offset = static_cast<size_t>(head) * head_bytes;
+        Rotate(layout, reinterpret_cast<const float*>(src + offset), c, s, half,
+               reinterpret_cast<float*>(dst + offset));
+        if (head_dim > rotary_dim) {
+          std::memcpy(dst + offset + rotary_bytes, src + offset + rotary_bytes,
+                      head_bytes - rotary_bytes);
+        }
       }
-    } else {
-      uint16_t* narrow = scratch.narrow.data();
-      std::memcpy(narrow, src, rotary_bytes);
-      float* row_in = scratch.row_in.data();
-      for (int64_t j = 0; j < rotary_dim; ++j) row_in[j] = Storage::Widen(narrow[j]);
-      Rotate(layout, row_in, c, s, half, scratch.row_out.data());
-      const float* row_out = scratch.row_out.data();
-      for (int64_t j = 0; j < rotary_dim; ++j) narrow[j] = Storage::Narrow(row_out[j]);
-      std::memcpy(dst, narrow, rotary_bytes);
+      return;
     }
-    if (!in_place && head_dim > rotary_dim) {
-      std::memcpy(dst + rotary_bytes, src + rotary_bytes, row_bytes - rotary_bytes);
+    // Staged: the whole token row is computed into scratch, then written.
+    const float* x = reinterpret_cast<const float*>(src);
+    if (!aligned_src) {
+      std::memcpy(scratch.token_in.data(), src, token_bytes);
+      x = scratch.token_in.data();
     }
+    float* staged = scratch.staged.data();
+    for (int64_t head = 0; head < heads; ++head) {
+      const int64_t offset = head * head_dim;
+      Rotate(layout, x + offset, c, s, half, staged + offset);
+      if (head_dim > rotary_dim) {
+        std::memcpy(staged + offset + rotary_dim,
+                    src + static_cast<size_t>(offset + rotary_dim) * kElemBytes,
+                    head_bytes - rotary_bytes);
+      }
+    }
+    WriteRow(dst, staged, token_bytes, stream);
+  } else {
+    uint16_t* staged = scratch.staged16.data();
+    for (int64_t head = 0; head < heads; ++head) {
+      const int64_t offset = head * head_dim;
+      const uint8_t* head_src = src + static_cast<size_t>(offset) * kElemBytes;
+      std::memcpy(scratch.narrow.data(), head_src, rotary_bytes);
+      Storage::Widen(scratch.narrow.data(), rotary_dim, scratch.row_in.data());
+      Rotate(layout, scratch.row_in.data(), c, s, half, scratch.row_out.data());
+      Storage::Narrow(scratch.row_out.data(), rotary_dim, staged + offset);
+      if (head_dim > rotary_dim) {
+        std::memcpy(staged + offset + rotary_dim, head_src + rotary_bytes,
+                    head_bytes - rotary_bytes);
+      }
+    }
+    WriteRow(dst, staged, token_bytes, stream);
   }
 }
 
-// Layers 2 and 4: per token, one cos/sin row shared by all query and key
-// heads; ParallelFor over tokens, one writer per token.
+// What every chunk of one ApplyRope call shares.
+struct ApplyJob {
+  const TrigPlan* trig;
+  const RopeOperand* query;
+  const RopeOperand* key;  // May be null.
+  RopeLayout layout;
+  int64_t rotary_dim;
+  bool stream;
+};
+
+// Layer 4 body: tokens [begin, end), one cos/sin row per token shared by all
+// query and key heads.
+template <class Storage>
+PHASOR_TARGET_CLONES void RotateChunk(const ApplyJob& job, int64_t begin,
+                                      int64_t end) {
+  const int64_t row_elements =
+      std::max(job.query->num_heads, job.key != nullptr ? job.key->num_heads : 0) *
+      job.query->head_dim;
+  ChunkScratch scratch(job.rotary_dim, row_elements);
+  TrigWalker trig(*job.trig);
+  for (int64_t token = begin; token < end; ++token) {
+    trig.Row(token, scratch.cos.data(), scratch.sin.data());
+    RotateToken<Storage>(*job.query, token, job.layout, job.rotary_dim, job.stream,
+                         scratch);
+    if (job.key != nullptr) {
+      RotateToken<Storage>(*job.key, token, job.layout, job.rotary_dim, job.stream,
+                           scratch);
+    }
+  }
+  FinishStreaming(job.stream);
+}
+
+PHASOR_TARGET_CLONES void TableChunk(const TrigPlan& plan, int64_t begin,
+                                     int64_t end, float* cos, float* sin) {
+  TrigWalker trig(plan);
+  for (int64_t n = begin; n < end; ++n) {
+    trig.Row(n, cos + n * plan.half, sin + n * plan.half);
+  }
+}
+
+// Layer 4: ParallelFor over tokens, one writer per token.
 template <class Storage>
 void ApplyRopeTyped(const RopeSpec& spec, const RopeFrequencies& frequencies,
                     const Positions& positions, const ExecutionOptions& options,
                     const RopeOperand& query, const RopeOperand* key) {
-  const int64_t rotary_dim = RopeRotaryDim(spec, query.head_dim);
-  const int64_t half = rotary_dim / 2;
   const double scale =
       spec.fold_attention_factor ? frequencies.attention_factor : 1.0;
+  const TrigPlan trig = MakeTrigPlan(frequencies, scale, positions);
+  const size_t out_bytes = query.out.size() + (key != nullptr ? key->out.size() : 0);
+  const ApplyJob job{&trig,
+                     &query,
+                     key,
+                     spec.layout,
+                     RopeRotaryDim(spec, query.head_dim),
+                     out_bytes >= kStreamMinBytes};
   const int64_t heads = query.num_heads + (key != nullptr ? key->num_heads : 0);
   ParallelFor(options, query.num_tokens, heads * query.head_dim,
               [&](int64_t begin, int64_t end) {
-                RowScratch scratch(rotary_dim);
-                for (int64_t token = begin; token < end; ++token) {
-                  FillTrigRow(frequencies.inv_freq.data(), half,
-                              positions.at(token), scale, scratch.cos.data(),
-                              scratch.sin.data());
-                  RotateToken<Storage>(query, token, spec.layout, rotary_dim,
-                                       scratch);
-                  if (key != nullptr) {
-                    RotateToken<Storage>(*key, token, spec.layout, rotary_dim,
-                                         scratch);
-                  }
-                }
+                RotateChunk<Storage>(job, begin, end);
               });
 }
 
@@ -372,11 +650,10 @@ void ComputeRopeTables(const RopeFrequencies& frequencies,
   assert(static_cast<int64_t>(cos.size()) == num_positions * half);
   assert(static_cast<int64_t>(sin.size()) == num_positions * half);
   const double scale = fold_attention_factor ? frequencies.attention_factor : 1.0;
+  // The same rows ApplyRope rotates with, bit for bit.
+  const TrigPlan plan = MakeTrigPlan(frequencies, scale, positions);
   ParallelFor(options, num_positions, 2 * half, [&](int64_t begin, int64_t end) {
-    for (int64_t n = begin; n < end; ++n) {
-      FillTrigRow(frequencies.inv_freq.data(), half, positions.at(n), scale,
-                  cos.data() + n * half, sin.data() + n * half);
-    }
+    TableChunk(plan, begin, end, cos.data(), sin.data());
   });
 }
 

@@ -9,7 +9,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   tzdata openssl curl
-  python3 python3-numpy python3-grpcio python3-protobuf
+  python3 python3-numpy python3-grpcio python3-protobuf python3-yaml
 )
 
 missing=()

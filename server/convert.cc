@@ -290,6 +290,14 @@ absl::Status CheckOutputSize(absl::Span<const int64_t> shape, DType dtype,
   return absl::OkStatus();
 }
 
+absl::Status CheckWidth(int64_t value, absl::string_view field,
+                        const RequestLimits& limits) {
+  if (value <= limits.max_elements) return absl::OkStatus();
+  return FieldError(absl::StatusCode::kResourceExhausted, field,
+                    absl::StrCat(value, " is over the server's limit of ",
+                                 limits.max_elements, " elements per request"));
+}
+
 absl::StatusOr<DType> OutputDType(v1::DType requested, absl::string_view field,
                                   absl::Span<const DType> allowed) {
   if (requested == v1::DTYPE_UNSPECIFIED) return DType::kFloat32;

@@ -130,6 +130,12 @@ absl::Status CheckOutputSize(absl::Span<const int64_t> shape, DType dtype,
                              absl::string_view field,
                              const RequestLimits& limits);
 
+// A width or count from a spec (a dim, a channel count) that sizes per-request
+// tables even when no row is produced: RESOURCE_EXHAUSTED at `field` above
+// the element limit, so a tiny request cannot ask for a huge allocation.
+absl::Status CheckWidth(int64_t value, absl::string_view field,
+                        const RequestLimits& limits);
+
 // Output dtype for float results: FLOAT32 when unspecified; otherwise one of
 // `allowed`.
 absl::StatusOr<DType> OutputDType(v1::DType requested, absl::string_view field,

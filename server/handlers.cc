@@ -128,6 +128,8 @@ absl::Status HandleEncodePositions(const HandlerContext& context,
     case v1::PositionalSpec::kSinusoidal:
       sinusoidal = SinusoidalFromProto(positional.sinusoidal());
       PHASOR_RETURN_IF_ERROR(ValidateSinusoidalSpec(sinusoidal, kSinusoidalPrefix));
+      PHASOR_RETURN_IF_ERROR(CheckWidth(sinusoidal.dim, "spec.positional.sinusoidal.dim",
+                                        context.limits));
       dim = sinusoidal.dim;
       break;
     case v1::PositionalSpec::kLearned: {
@@ -256,6 +258,9 @@ absl::Status HandleRopeTables(const HandlerContext& context,
                         "RopeTables needs rotary_dim > 0 (there is no head "
                         "dimension to default to)");
   }
+  PHASOR_RETURN_IF_ERROR(CheckWidth(rope.rotary_dim,
+                                    absl::StrCat(kRopePrefix, ".rotary_dim"),
+                                    context.limits));
   PHASOR_ASSIGN_OR_RETURN(
       const DType output_dtype,
       OutputDType(request.output_dtype(), "output_dtype", kFloatOutputs));
@@ -354,6 +359,8 @@ absl::Status HandleDescribe(const HandlerContext& context,
       }
       const SinusoidalSpec sinusoidal = SinusoidalFromProto(spec->positional().sinusoidal());
       PHASOR_RETURN_IF_ERROR(ValidateSinusoidalSpec(sinusoidal, kSinusoidalPrefix));
+      PHASOR_RETURN_IF_ERROR(CheckWidth(sinusoidal.dim, "spec.positional.sinusoidal.dim",
+                                        context.limits));
       frequencies = SinusoidalFrequencies(sinusoidal);
       break;
     }
@@ -363,6 +370,9 @@ absl::Status HandleDescribe(const HandlerContext& context,
         return InvalidField(absl::StrCat(kRopePrefix, ".rotary_dim"),
                             "Describe needs rotary_dim > 0");
       }
+      PHASOR_RETURN_IF_ERROR(CheckWidth(rope.rotary_dim,
+                                        absl::StrCat(kRopePrefix, ".rotary_dim"),
+                                        context.limits));
       const int64_t seq_len = std::max<int64_t>(
           {spec->rope().seq_len(), spec->rope().max_position_embeddings(), 1});
       absl::StatusOr<RopeFrequencies> rope_frequencies =
@@ -382,6 +392,8 @@ absl::Status HandleDescribe(const HandlerContext& context,
       PHASOR_ASSIGN_OR_RETURN(const TimeBlock block,
                               TimeBlockFromProto(spec->temporal().time(), prefix));
       PHASOR_RETURN_IF_ERROR(ValidateTimeBlock(block, prefix));
+      PHASOR_RETURN_IF_ERROR(
+          CheckWidth(block.dim, absl::StrCat(prefix, ".dim"), context.limits));
       for (double period : LadderPeriodsSeconds(block.dim / 2, block.min_period_seconds,
                                                 block.max_period_seconds)) {
         frequencies.push_back(kTwoPi / period);

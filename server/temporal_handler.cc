@@ -169,6 +169,8 @@ absl::Status DecodeObservations(const v1::Observations& in,
       view.num_channels = max_channel + 1;
     }
   }
+  PHASOR_RETURN_IF_ERROR(
+      CheckWidth(view.num_channels, "observations.num_channels", limits));
   if (in.num_channels() < 0) {
     return InvalidField("observations.num_channels",
                         absl::StrCat("must be >= 0, got ", in.num_channels()));
@@ -280,6 +282,20 @@ absl::StatusOr<TemporalSpec> ResolveTemporal(const HandlerContext& context,
   }
   PHASOR_ASSIGN_OR_RETURN(TemporalSpec temporal,
                           TemporalFromProto(spec->temporal(), *context.profiles));
+  // Widths size per-request tables even for a chunk with no rows; bound them
+  // before core allocates anything (and before widths are multiplied).
+  const std::string prefix(kTemporalPrefix);
+  PHASOR_RETURN_IF_ERROR(
+      CheckWidth(temporal.d_model, absl::StrCat(prefix, ".d_model"), context.limits));
+  if (temporal.time.has_value()) {
+    PHASOR_RETURN_IF_ERROR(CheckWidth(temporal.time->dim,
+                                      absl::StrCat(prefix, ".time.dim"), context.limits));
+  }
+  if (temporal.gaps.has_value()) {
+    PHASOR_RETURN_IF_ERROR(CheckWidth(temporal.gaps->sinusoidal_dim,
+                                      absl::StrCat(prefix, ".gaps.sinusoidal_dim"),
+                                      context.limits));
+  }
   PHASOR_RETURN_IF_ERROR(ValidateTemporalSpec(temporal, kTemporalPrefix));
   return temporal;
 }
@@ -339,6 +355,7 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
                                 ? 0
                                 : observations.view.content_dim));
   const int64_t rows = observations.view.num_rows();
+  PHASOR_RETURN_IF_ERROR(CheckWidth(layout.width, "spec.temporal", context.limits));
   const int64_t shape[] = {rows, layout.width};
   PHASOR_RETURN_IF_ERROR(
       CheckOutputSize(shape, output_dtype, "observations", context.limits));

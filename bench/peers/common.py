@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -29,8 +30,13 @@ def input_values(n):
     return (hashed.astype(np.float64) / 4294967296.0 * 2.0 - 1.0).astype(np.float32)
 
 
-def measure(fn, min_time, repetitions):
+def measure(fn, min_time, repetitions, max_seconds):
+    start = time.perf_counter()
     fn()  # Warm-up: first-call allocations and lazy initialisation.
+    first = time.perf_counter() - start
+    # Slow calls (seconds each) get fewer repetitions, so one benchmark stays
+    # within about max_seconds.
+    repetitions = max(1, min(repetitions, int(max_seconds / max(first, min_time))))
     means = []
     for _ in range(repetitions):
         calls = 0
@@ -52,13 +58,15 @@ def parser(description):
     p.add_argument("--min_time", type=float, default=0.2,
                    help="seconds per repetition")
     p.add_argument("--repetitions", type=int, default=3)
+    p.add_argument("--max_seconds", type=float, default=6.0,
+                   help="time budget per benchmark; slow calls get fewer repetitions")
     p.add_argument("--small", action="store_true",
                    help="only the small sizes (quick check)")
     p.add_argument("--check", metavar="DIR",
                    help="compare with Phasor's outputs dumped in DIR "
                         "(bench program --phasor_dump=DIR) and exit")
     p.add_argument("--out", help="write the JSON here instead of stdout")
-    p.add_argument("--filter", default="", help="substring a name must contain")
+    p.add_argument("--filter", default="", help="regular expression a name must match")
     return p
 
 
@@ -68,9 +76,10 @@ class Results:
         self.rows = []
 
     def add(self, name, fn):
-        if self.args.filter and self.args.filter not in name:
+        if self.args.filter and not re.search(self.args.filter, name):
             return
-        seconds, calls = measure(fn, self.args.min_time, self.args.repetitions)
+        seconds, calls = measure(fn, self.args.min_time, self.args.repetitions,
+                                 self.args.max_seconds)
         self.rows.append({"name": name, "run_type": "aggregate",
                           "aggregate_name": "median", "real_time": seconds * 1e9,
                           "time_unit": "ns", "iterations": calls})
@@ -78,7 +87,10 @@ class Results:
 
     def write(self, peer):
         context = {"peer": peer, "python": platform.python_version(),
-                   "host": platform.node(), "num_cpus": os.cpu_count()}
+                   "host": platform.node(), "num_cpus": os.cpu_count(),
+                   # bench/run.sh sets these for the "allocator warm" runs.
+                   "malloc_env": {k: v for k, v in os.environ.items()
+                                  if k.startswith("MALLOC_")}}
         try:
             import torch
             context["torch"] = torch.__version__

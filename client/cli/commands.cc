@@ -1,5 +1,6 @@
 #include "client/cli/commands.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -510,12 +511,16 @@ absl::StatusOr<std::vector<v1::EncodeObservationsRequest>> Chunk(
 }
 
 void PrintSchema(const v1::EncodeObservationsResponse& response) {
-  std::cout << "schema:\n";
-  std::cout << absl::StrFormat("  %-10s %7s %6s  %s\n", "block", "offset",
-                               "width", "meaning");
+  int name_width = 5;  // "block"
   for (const v1::SchemaEntry& entry : response.schema()) {
-    std::cout << absl::StrFormat("  %-10s %7d %6d  %s\n", entry.block(),
-                                 entry.offset(), entry.width(),
+    name_width = std::max(name_width, static_cast<int>(entry.block().size()));
+  }
+  std::cout << "schema:\n";
+  std::cout << absl::StrFormat("  %-*s %7s %6s  %s\n", name_width, "block",
+                               "offset", "width", "meaning");
+  for (const v1::SchemaEntry& entry : response.schema()) {
+    std::cout << absl::StrFormat("  %-*s %7d %6d  %s\n", name_width,
+                                 entry.block(), entry.offset(), entry.width(),
                                  entry.meaning());
   }
 }

@@ -102,34 +102,50 @@ class Server:
             [SERVER_BIN, *flags, *self.flags], stdout=self._log,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
 
+    def _check_alive(self):
+        if self.process.poll() is not None:
+            raise ServerError(
+                f"phasor-server exited with {self.process.returncode} during "
+                f"startup:\n{self.log()}")
+
     def _wait_serving(self):
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        # Wait for the port with plain TCP first: a gRPC channel refused once
+        # backs off for a second or more before it tries again.
+        while True:
+            self._check_alive()
+            try:
+                socket.create_connection((LOOPBACK, self.port),
+                                         timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise ServerError(f"phasor-server not listening after "
+                                      f"{STARTUP_TIMEOUT_S} s:\n{self.log()}")
+                time.sleep(0.02)
         client = self.client(deadline_seconds=2.0)
         try:
             while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    raise ServerError(
-                        f"phasor-server exited with {self.process.returncode} "
-                        f"during startup:\n{self.log()}")
+                self._check_alive()
                 try:
                     if client.health() == "SERVING":
                         return
-                except Exception:  # Not listening yet.
+                except Exception:  # Listening, not yet SERVING.
                     pass
-                time.sleep(0.1)
+                time.sleep(0.05)
         finally:
             client.close()
         raise ServerError(f"phasor-server not SERVING after "
                           f"{STARTUP_TIMEOUT_S} s:\n{self.log()}")
 
-    def signal(self, signal_number=signal.SIGTERM):
+    def send_signal(self, signal_number=signal.SIGTERM):
         os.kill(self.process.pid, signal_number)
 
     def stop(self, signal_number=signal.SIGTERM, timeout=STOP_TIMEOUT_S):
         """Signals the server and returns its exit code."""
         if self.process is None or self.process.poll() is not None:
             return None if self.process is None else self.process.returncode
-        self.signal(signal_number)
+        self.send_signal(signal_number)
         try:
             return self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -199,14 +199,39 @@ profile {{
         out = self.path("features.npy")
         result = self.call("encode-observations", "--timestamps", ts_csv,
                            "--values", values_csv, "--spec", self.SPEC,
-                           "--output_dtype", "float64", "--out", out)
+                           "--out", out)
+        features = np.load(out)
+        self.assertEqual(features.dtype, np.float32)
+        np.testing.assert_allclose(
+            features, self._expected_features(timestamps, offsets_s, values),
+            rtol=0, atol=FLOAT32_TOLERANCE)
+        # The printed schema: entries (a block or a part of one, e.g.
+        # "content.mask") tile the columns in block order.
+        schema = [line.split()[:3] for line in result.stdout.splitlines()
+                  if line.startswith("  ") and line.split()[0] != "block"]
+        blocks = []
+        next_offset = 0
+        for name, offset, width in schema:
+            if not blocks or blocks[-1] != name.split(".")[0]:
+                blocks.append(name.split(".")[0])
+            self.assertEqual(int(offset), next_offset, schema)
+            next_offset += int(width)
+        self.assertEqual(blocks, ["content", "time", "gaps"])
+        self.assertEqual(next_offset, features.shape[1])
+
+    def test_encode_observations_float64_output(self):
+        # The API offers FLOAT64 features (EncodeObservationsRequest
+        # .output_dtype) for callers that need more than float32's 24 bits.
+        timestamps, offsets_s, values, ts_csv, values_csv = self._observations()
+        out = self.path("features64.npy")
+        self.call("encode-observations", "--timestamps", ts_csv, "--values",
+                  values_csv, "--spec", self.SPEC, "--output_dtype", "float64",
+                  "--out", out)
         features = np.load(out)
         self.assertEqual(features.dtype, np.float64)
         np.testing.assert_allclose(
             features, self._expected_features(timestamps, offsets_s, values),
             rtol=0, atol=1e-9)
-        for block in ("content", "time", "gaps"):
-            self.assertIn(block, result.stdout)
 
     def test_encode_observations_stream_equals_whole(self):
         _, _, _, ts_csv, values_csv = self._observations()

@@ -50,8 +50,10 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(harness.metric_value(
             samples, "grpc_server_handled_total", grpc_code="OK", **method),
             ok_calls)
+        # Code labels are spelled as go-grpc-prometheus spells them (Go's
+        # codes.Code names), so existing dashboards match.
         self.assertEqual(harness.metric_value(
-            samples, "grpc_server_handled_total", grpc_code="INVALID_ARGUMENT",
+            samples, "grpc_server_handled_total", grpc_code="InvalidArgument",
             **method), 1)
         started = harness.metric_value(samples, "grpc_server_started_total",
                                        **method)

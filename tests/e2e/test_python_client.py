@@ -29,13 +29,17 @@ class PythonClientTest(unittest.TestCase):
         cls.server.__exit__(None, None, None)
 
     def test_encode_positions_returns_numpy(self):
-        pe = self.client.encode_positions(count=64, dim=32)
+        pe = self.client.encode_positions(start=1, count=64, dim=32)
         self.assertIsInstance(pe, np.ndarray)
         self.assertEqual(pe.dtype, np.float32)
         self.assertEqual(pe.shape, (64, 32))
-        np.testing.assert_allclose(pe, reference.sinusoid(np.arange(64), 32),
+        np.testing.assert_allclose(pe,
+                                   reference.sinusoid(np.arange(1, 65), 32),
                                    rtol=0, atol=FLOAT32_TOLERANCE)
-        # Published d = 32 figure: PE(64, 1:6) at 0-based position 63.
+        # Published d = 32 figures for positions 1..64: PE(1, 1:6), PE(64, 1:6).
+        np.testing.assert_allclose(
+            pe[0, :6], [0.841471, 0.540302, 0.533168, 0.846009, 0.310984,
+                        0.950415], atol=1e-6)
         np.testing.assert_allclose(
             pe[63, :6], [0.920026, 0.391857, -0.990428, -0.138029, 0.983524,
                          0.180776], atol=1e-6)

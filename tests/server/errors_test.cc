@@ -187,6 +187,47 @@ TEST_F(ErrorsTest, ElementCapIsResourceExhausted) {
   ExpectStillServing();
 }
 
+TEST_F(ErrorsTest, HugeWidthsAreRefusedEvenWithoutRows) {
+  // Zero rows produce no output, but the tables a width implies would still
+  // be allocated: the width itself is bounded.
+  v1::EncodePositionsRequest positions;
+  positions.mutable_positions()->mutable_range()->set_count(0);
+  positions.mutable_spec()->mutable_positional()->mutable_sinusoidal()->set_dim(
+      int64_t{1} << 40);
+  v1::EncodePositionsResponse positions_response;
+  ExpectFieldError(
+      server_.stub->EncodePositions(Context().get(), positions, &positions_response),
+      grpc::StatusCode::RESOURCE_EXHAUSTED, "spec.positional.sinusoidal.dim");
+
+  v1::RopeTablesRequest tables;
+  tables.mutable_positions()->mutable_range()->set_count(0);
+  tables.mutable_spec()->mutable_rope()->set_rotary_dim(int64_t{1} << 40);
+  v1::RopeTablesResponse tables_response;
+  ExpectFieldError(server_.stub->RopeTables(Context().get(), tables, &tables_response),
+                   grpc::StatusCode::RESOURCE_EXHAUSTED, "spec.rope.rotary_dim");
+
+  v1::EncodeObservationsRequest observations;
+  *observations.mutable_observations()->mutable_timestamps() = Int64Tensor({}, {0});
+  observations.mutable_spec()->mutable_temporal()->mutable_time()->set_dim(int64_t{1} << 40);
+  v1::EncodeObservationsResponse observations_response;
+  ExpectFieldError(server_.stub->EncodeObservations(Context().get(), observations,
+                                                    &observations_response),
+                   grpc::StatusCode::RESOURCE_EXHAUSTED, "spec.temporal.time.dim");
+
+  v1::EncodeObservationsRequest channels;
+  v1::Observations* events = channels.mutable_observations();
+  *events->mutable_event_times() = Int64Tensor({}, {0});
+  events->mutable_event_channels()->add_shape(0);
+  events->mutable_event_channels()->set_dtype(v1::INT32);
+  *events->mutable_event_values() = FloatTensor({}, {0});
+  events->set_num_channels(int64_t{1} << 40);
+  channels.mutable_spec()->mutable_temporal()->mutable_gaps();
+  ExpectFieldError(
+      server_.stub->EncodeObservations(Context().get(), channels, &observations_response),
+      grpc::StatusCode::RESOURCE_EXHAUSTED, "observations.num_channels");
+  ExpectStillServing();
+}
+
 TEST_F(ErrorsTest, MessageOverTheLimitIsResourceExhausted) {
   // 2 MiB of query against the server's 1 MiB limit.
   v1::ApplyRopeRequest request = RopeRequest(128, 32, 128);
@@ -222,6 +263,41 @@ TEST_F(ErrorsTest, TemporalInputErrors) {
   ExpectFieldError(zone, grpc::StatusCode::INVALID_ARGUMENT,
                    "spec.temporal.calendar.time_zone");
   EXPECT_THAT(zone.error_message(), HasSubstr("Mars/Olympus_Mons"));
+}
+
+TEST(ProfilesLoadTest, BadProfilesStopStartupNamingTheEntry) {
+  TempDir dir;
+  ServerOptions options = TestOptions();
+  options.profiles_path = dir.WriteFile("bad.txtpb", R"pb(
+    profile { name: "ok" spec { rope { rotary_dim: 8 } } }
+    profile { name: "odd" spec { positional { sinusoidal { dim: 5 } } } }
+  )pb");
+  absl::StatusOr<std::unique_ptr<PhasorServer>> server = PhasorServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(server.status().message(), HasSubstr("profile 'odd'"));
+  EXPECT_THAT(server.status().message(), HasSubstr("spec.positional.sinusoidal.dim"));
+
+  options.profiles_path = dir.WriteFile("dup.txtpb", R"pb(
+    profile { name: "same" spec { rope { rotary_dim: 8 } } }
+    profile { name: "same" spec { rope { rotary_dim: 4 } } }
+  )pb");
+  server = PhasorServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(server.status().message(), HasSubstr("duplicate profile name"));
+
+  options.profiles_path = dir.WriteFile("syntax.txtpb", "profile { name: ");
+  server = PhasorServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(server.status().message(), HasSubstr("syntax.txtpb"));
+
+  options.profiles_path = dir.WriteFile("missing.txtpb", R"pb(
+    profile { name: "wpe" spec { positional { learned { table: "t" } } }
+              learned_tables { name: "t" file { path: "absent.npy" } } }
+  )pb");
+  server = PhasorServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(server.status().message(), HasSubstr("learned_tables 't'"));
 }
 
 TEST_F(ErrorsTest, PastDeadlineIsDeadlineExceeded) {

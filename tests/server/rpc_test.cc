@@ -29,6 +29,8 @@ class ProfilesFixture : public ::testing::Test {
       for (int c = 0; c < kDim; ++c) table.push_back(TableValue(r, c));
     }
     dir_.WriteFile("table.npy", NpyFloat32(table, kRows, kDim));
+    dir_.WriteFile("omega.npy", NpyFloat32(kOmega, 3));
+    dir_.WriteFile("phi.npy", NpyFloat32(kPhi, 3));
     const std::string profiles = dir_.WriteFile("profiles.txtpb", R"pb(
       profile {
         name: "tiny-wpe"
@@ -49,6 +51,7 @@ class ProfilesFixture : public ::testing::Test {
           }
         }
         holiday_calendars { name: "demo" dates: "2024-12-25" }
+        time2vec { name: "t2v" omega { path: "omega.npy" } phi { path: "phi.npy" } }
       }
     )pb");
     ServerOptions options = TestOptions();
@@ -60,6 +63,9 @@ class ProfilesFixture : public ::testing::Test {
   static float TableValue(int r, int c) { return static_cast<float>(r + 0.25 * c); }
   static constexpr int kRows = 6;
   static constexpr int kDim = 4;
+  // Time2Vec parameters; float32-exact so the file holds them exactly.
+  inline static const std::vector<float> kOmega = {0.5f, 0.25f, 2.0f};
+  inline static const std::vector<float> kPhi = {1.0f, -0.5f, 0.125f};
 
   TempDir dir_;
   TestServer server_;
@@ -555,6 +561,37 @@ TEST_F(ProfilesFixture, EncodeObservationsLongLayoutWithSecondsAndProfile) {
   // Δt at row 3 = 239.5 s; δ of channel 0 at row 3 = 300 s.
   EXPECT_NEAR(features[3 * 8 + 4], 239.5, 1e-4);
   EXPECT_NEAR(features[3 * 8 + 5], 300.0, 1e-4);
+}
+
+TEST_F(ProfilesFixture, Time2VecParametersFromProfileFiles) {
+  const std::vector<int64_t> times = {Ns(1000), Ns(1090), Ns(1600)};
+  v1::EncodeObservationsRequest request;
+  *request.mutable_observations()->mutable_timestamps() = Int64Tensor(times, {3});
+  v1::Time2VecBlock* t2v = request.mutable_spec()->mutable_temporal()->mutable_time2vec();
+  t2v->set_parameters("t2v");
+  t2v->set_unit_seconds(60);  // τ in minutes
+  v1::EncodeObservationsResponse response;
+  const grpc::Status status =
+      server_.stub->EncodeObservations(Context().get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_THAT(response.features().shape(), ::testing::ElementsAre(3, 3));
+  const std::vector<float> features = Floats(response.features());
+  for (int r = 0; r < 3; ++r) {
+    const double tau = static_cast<double>(times[r] - times[0]) / Ns(60);
+    // Kazemi et al. 2019, eq. 1: one linear term, then periodic ones.
+    EXPECT_NEAR(features[r * 3 + 0], kOmega[0] * tau + kPhi[0], 2e-6) << r;
+    for (int i = 1; i < 3; ++i) {
+      EXPECT_NEAR(features[r * 3 + i], std::sin(kOmega[i] * tau + kPhi[i]), 2e-6) << r;
+    }
+  }
+  // Inline parameters and a name at once are ambiguous.
+  t2v->add_omega(1.0);
+  t2v->add_phi(0.0);
+  const grpc::Status both =
+      server_.stub->EncodeObservations(Context().get(), request, &response);
+  EXPECT_EQ(both.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(both.error_message(),
+              ::testing::StartsWith("spec.temporal.time2vec.parameters: "));
 }
 
 TEST_F(ProfilesFixture, EchoReturnsPayloadWhenEnabled) {

@@ -153,8 +153,10 @@ std::string TempDir::WriteFile(const std::string& name,
 std::string NpyFloat32(const std::vector<float>& values, int64_t rows, int64_t cols) {
   // numpy.lib.format version 1.0: magic, version, uint16 header length, a
   // dict literal padded with spaces to a multiple of 64 bytes, then data.
-  std::string header = absl::StrCat("{'descr': '<f4', 'fortran_order': False, 'shape': (",
-                                    rows, ", ", cols, "), }");
+  const std::string shape =
+      cols < 0 ? absl::StrCat(rows, ",") : absl::StrCat(rows, ", ", cols);
+  std::string header = absl::StrCat(
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (", shape, "), }");
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header.push_back('\n');

@@ -69,9 +69,10 @@ class TempDir final {
   std::string path_;
 };
 
-// A little-endian float32 .npy file holding `values` with shape [rows, cols].
+// A little-endian float32 .npy file holding `values` with shape [rows, cols],
+// or [rows] when cols < 0.
 std::string NpyFloat32(const std::vector<float>& values, int64_t rows,
-                       int64_t cols);
+                       int64_t cols = -1);
 
 }  // namespace phasor::server::testing
 

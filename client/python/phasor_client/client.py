@@ -150,7 +150,7 @@ class EncoderClient:
                  max_message_bytes=_GRPC_DEFAULT_MESSAGE_BYTES, tls=False,
                  tls_ca=None, tls_cert=None, tls_key=None,
                  tls_server_name=None, token=None, token_file=None,
-                 load_balancing_policy=None):
+                 load_balancing_policy=None, channel_options=()):
         """Opens a channel to `target` (connects lazily).
 
         TLS is on when `tls` or any tls_* path is given: tls_ca verifies the
@@ -159,7 +159,8 @@ class EncoderClient:
         "authorization: Bearer <token>" on every Encoder call.
         max_message_bytes bounds both directions (gRPC's default is 4 MiB).
         For a Kubernetes headless Service use target "dns:///name:50051" with
-        load_balancing_policy="round_robin".
+        load_balancing_policy="round_robin". channel_options: further gRPC
+        channel arguments as (name, value) pairs.
         """
         if deadline_seconds <= 0:
             raise ValueError("deadline_seconds must be positive")
@@ -170,6 +171,7 @@ class EncoderClient:
             options.append(("grpc.lb_policy_name", load_balancing_policy))
         if tls_server_name:
             options.append(("grpc.ssl_target_name_override", tls_server_name))
+        options += list(channel_options)
         if tls or tls_ca or tls_cert or tls_key:
             if bool(tls_cert) != bool(tls_key):
                 raise ValueError("give tls_cert and tls_key together")

@@ -1,0 +1,430 @@
+// phasor_load: the transport limit. Drives a running phasor-server (started
+// with --enable_echo) with EncodePositions, ApplyRope and EncodeObservations
+// calls and with Echo calls carrying the same number of bytes, and reports
+// throughput and latency percentiles of each as Google Benchmark-style JSON.
+//
+// Payload S (bytes) is the size of the encoded tensor each call returns:
+//   echo                 payload of S bytes, returned unchanged (S up, S down)
+//   encode_positions     sinusoidal dim 256 over range 0..N−1 with content
+//                        [N, 256] float32 fused (S up, S down), N = S/1024
+//   apply_rope           query [T, 2, 128] float32, positions 0..T−1, plain
+//                        RoPE HALF (S up, S down), T = S/1024
+//   encode_observations  wide [T, 8] float32 values + int64 timestamps
+//                        (S·5/32 up); content + time (dim 30) + calendar
+//                        (nine fields CYCLIC, America/New_York) = 64 float32
+//                        columns (S down), T = S/256
+// Modes:
+//   latency     one connection, one call in flight: per-call latency
+//   throughput  --connections channels (separate TCP connections), with
+//               --concurrency calls in flight in total, closed loop: QPS
+// Every response is checked (status OK, tensor of the expected byte count)
+// before timing starts.
+//
+// Names: rpc/method=apply_rope/payload=1048576/mode=latency. Fields:
+// real_time (mean ns), p50_ns, p90_ns, p99_ns, qps, calls, request_bytes,
+// response_bytes.
+//
+// The client side is phasor_client_lib's EncoderClient (blocking calls), one
+// thread per call in flight; on a small machine the client competes with the
+// server for cores, equally for Echo and for the encoders.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "client/encoder_client.h"
+#include "phasor/v1/encoder.pb.h"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:50051", "phasor-server address.");
+ABSL_FLAG(std::string, methods, "echo,encode_positions,apply_rope,encode_observations",
+          "Comma-separated calls to drive.");
+ABSL_FLAG(std::string, payloads, "1024,1048576,16777216",
+          "Comma-separated payload sizes S in bytes (multiples of 1024).");
+ABSL_FLAG(std::string, modes, "latency,throughput", "latency and/or throughput.");
+ABSL_FLAG(std::string, throughput_payloads, "1024",
+          "Payloads also measured in throughput mode.");
+ABSL_FLAG(double, seconds, 2.0, "Measured seconds per (method, payload, mode).");
+ABSL_FLAG(double, warmup_seconds, 0.3, "Unmeasured seconds before each run.");
+ABSL_FLAG(int, connections, 4, "Channels (TCP connections) in throughput mode.");
+ABSL_FLAG(int, concurrency, 16, "Calls in flight in throughput mode.");
+ABSL_FLAG(int, max_message_bytes, 64 << 20, "Client send/receive limit, bytes.");
+ABSL_FLAG(double, wait_seconds, 30.0, "How long to wait for the server to be up.");
+ABSL_FLAG(std::string, out, "", "Write the JSON here instead of stdout.");
+
+namespace phasor::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kHeadDim = 128;
+constexpr int64_t kRopeHeads = 2;
+constexpr int64_t kPositionsDim = 256;
+constexpr int64_t kChannels = 8;
+constexpr int64_t kObservationColumns = 16 + 30 + 18;  // content + time + calendar.
+
+// Deterministic float32 bytes (see bench_common.h's InputValue).
+std::string FloatBytes(int64_t count) {
+  std::string bytes(static_cast<size_t>(count) * 4, '\0');
+  for (int64_t i = 0; i < count; ++i) {
+    const uint64_t hashed = (static_cast<uint64_t>(i) * uint64_t{2654435761}) & 0xffffffffu;
+    const float value =
+        static_cast<float>(static_cast<double>(hashed) / 4294967296.0 * 2.0 - 1.0);
+    std::memcpy(&bytes[static_cast<size_t>(i) * 4], &value, 4);
+  }
+  return bytes;
+}
+
+void SetTensor(v1::Tensor* tensor, std::vector<int64_t> shape, v1::DType dtype,
+               std::string data) {
+  for (int64_t extent : shape) tensor->add_shape(extent);
+  tensor->set_dtype(dtype);
+  tensor->set_data(std::move(data));
+}
+
+// One kind of call at one payload: builds its request once and performs it.
+class Call {
+ public:
+  virtual ~Call() = default;
+  // Performs one call; checks the response when `check`.
+  virtual absl::Status Run(const EncoderClient& client, bool check) const = 0;
+  virtual size_t request_bytes() const = 0;
+  size_t response_bytes() const { return response_bytes_; }
+
+ protected:
+  explicit Call(size_t response_bytes) : response_bytes_(response_bytes) {}
+  absl::Status CheckSize(size_t got) const {
+    if (got == response_bytes_) return absl::OkStatus();
+    return absl::InternalError(
+        absl::StrCat("response tensor has ", got, " bytes, expected ", response_bytes_));
+  }
+
+ private:
+  size_t response_bytes_;
+};
+
+class EchoCall final : public Call {
+ public:
+  explicit EchoCall(int64_t payload) : Call(static_cast<size_t>(payload)) {
+    request_.set_payload(FloatBytes(payload / 4));
+  }
+  absl::Status Run(const EncoderClient& client, bool check) const override {
+    absl::StatusOr<v1::EchoResponse> response = client.Echo(request_);
+    if (!response.ok()) return response.status();
+    return check ? CheckSize(response->payload().size()) : absl::OkStatus();
+  }
+  size_t request_bytes() const override { return request_.ByteSizeLong(); }
+
+ private:
+  v1::EchoRequest request_;
+};
+
+class EncodePositionsCall final : public Call {
+ public:
+  explicit EncodePositionsCall(int64_t payload) : Call(static_cast<size_t>(payload)) {
+    const int64_t rows = payload / (kPositionsDim * 4);
+    request_.mutable_positions()->mutable_range()->set_start(0);
+    request_.mutable_positions()->mutable_range()->set_count(rows);
+    request_.mutable_spec()->mutable_positional()->mutable_sinusoidal()->set_dim(
+        kPositionsDim);
+    SetTensor(request_.mutable_content(), {rows, kPositionsDim}, v1::FLOAT32,
+              FloatBytes(rows * kPositionsDim));
+    request_.set_content_scale(16.0);
+  }
+  absl::Status Run(const EncoderClient& client, bool check) const override {
+    absl::StatusOr<v1::EncodePositionsResponse> response = client.EncodePositions(request_);
+    if (!response.ok()) return response.status();
+    return check ? CheckSize(response->encodings().data().size()) : absl::OkStatus();
+  }
+  size_t request_bytes() const override { return request_.ByteSizeLong(); }
+
+ private:
+  v1::EncodePositionsRequest request_;
+};
+
+class ApplyRopeCall final : public Call {
+ public:
+  explicit ApplyRopeCall(int64_t payload) : Call(static_cast<size_t>(payload)) {
+    const int64_t tokens = payload / (kRopeHeads * kHeadDim * 4);
+    SetTensor(request_.mutable_query(), {tokens, kRopeHeads, kHeadDim}, v1::FLOAT32,
+              FloatBytes(tokens * kRopeHeads * kHeadDim));
+    request_.mutable_positions()->mutable_range()->set_start(0);
+    request_.mutable_positions()->mutable_range()->set_count(tokens);
+    request_.mutable_spec()->mutable_rope();  // Plain RoPE, HALF, rd = D.
+  }
+  absl::Status Run(const EncoderClient& client, bool check) const override {
+    absl::StatusOr<v1::ApplyRopeResponse> response = client.ApplyRope(request_);
+    if (!response.ok()) return response.status();
+    return check ? CheckSize(response->query().data().size()) : absl::OkStatus();
+  }
+  size_t request_bytes() const override { return request_.ByteSizeLong(); }
+
+ private:
+  v1::ApplyRopeRequest request_;
+};
+
+class EncodeObservationsCall final : public Call {
+ public:
+  explicit EncodeObservationsCall(int64_t payload) : Call(static_cast<size_t>(payload)) {
+    const int64_t rows = payload / (kObservationColumns * 4);
+    std::string times(static_cast<size_t>(rows) * 8, '\0');
+    for (int64_t t = 0; t < rows; ++t) {
+      // One row every 37 s from 2026-01-01T00:00:00Z.
+      const int64_t ns = int64_t{1767225600} * 1000000000 + t * int64_t{37000000000};
+      std::memcpy(&times[static_cast<size_t>(t) * 8], &ns, 8);
+    }
+    v1::Observations* observations = request_.mutable_observations();
+    SetTensor(observations->mutable_timestamps(), {rows}, v1::INT64, std::move(times));
+    SetTensor(observations->mutable_values(), {rows, kChannels}, v1::FLOAT32,
+              FloatBytes(rows * kChannels));
+    observations->set_num_channels(kChannels);
+    v1::TemporalSpec* spec = request_.mutable_spec()->mutable_temporal();
+    spec->mutable_content();
+    spec->mutable_time()->set_dim(30);
+    spec->mutable_time()->set_min_period_seconds(1.0);
+    spec->mutable_time()->set_max_period_seconds(10 * 365.2425 * 86400.0);
+    v1::CalendarBlock* calendar = spec->mutable_calendar();
+    calendar->set_time_zone("America/New_York");
+    for (int field = v1::CalendarBlock::SECOND_OF_MINUTE;
+         field <= v1::CalendarBlock::QUARTER; ++field) {
+      calendar->add_fields(static_cast<v1::CalendarBlock::Field>(field));
+    }
+    calendar->set_encoding(v1::CalendarBlock::CYCLIC);
+  }
+  absl::Status Run(const EncoderClient& client, bool check) const override {
+    absl::StatusOr<v1::EncodeObservationsResponse> response =
+        client.EncodeObservations(request_);
+    if (!response.ok()) return response.status();
+    return check ? CheckSize(response->features().data().size()) : absl::OkStatus();
+  }
+  size_t request_bytes() const override { return request_.ByteSizeLong(); }
+
+ private:
+  v1::EncodeObservationsRequest request_;
+};
+
+std::unique_ptr<Call> MakeCall(const std::string& method, int64_t payload) {
+  if (method == "echo") return std::make_unique<EchoCall>(payload);
+  if (method == "encode_positions") return std::make_unique<EncodePositionsCall>(payload);
+  if (method == "apply_rope") return std::make_unique<ApplyRopeCall>(payload);
+  if (method == "encode_observations") {
+    return std::make_unique<EncodeObservationsCall>(payload);
+  }
+  return nullptr;
+}
+
+// A channel of its own: a local subchannel pool keeps gRPC from sharing one
+// TCP connection between channels to the same target.
+std::unique_ptr<EncoderClient> Connect(const std::string& target, int index) {
+  grpc::ChannelArguments args;
+  const int max_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  args.SetMaxReceiveMessageSize(max_bytes);
+  args.SetMaxSendMessageSize(max_bytes);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt("phasor.load.connection", index);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  ClientOptions options;
+  options.target = target;
+  options.deadline = absl::Seconds(60);
+  options.max_message_bytes = max_bytes;
+  return std::make_unique<EncoderClient>(std::move(channel), options);
+}
+
+struct RunResult {
+  int64_t calls = 0;
+  double seconds = 0;
+  std::vector<double> latencies_ns;
+  std::string error;
+};
+
+// Closed loop: `concurrency` threads, spread over `clients`, each issuing
+// calls back to back; warm-up first, then the measured window.
+RunResult Drive(const Call& call, const std::vector<std::unique_ptr<EncoderClient>>& clients,
+                int concurrency, double warmup_seconds, double seconds) {
+  std::atomic<int> phase{0};  // 0 warm-up, 1 measuring, 2 stop.
+  std::vector<std::vector<double>> per_thread(concurrency);
+  std::vector<std::string> errors(concurrency);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < concurrency; ++i) {
+    threads.emplace_back([&, i] {
+      const EncoderClient& client = *clients[i % clients.size()];
+      std::vector<double>& latencies = per_thread[i];
+      while (true) {
+        const int now_phase = phase.load(std::memory_order_relaxed);
+        if (now_phase == 2) break;
+        const Clock::time_point start = Clock::now();
+        const absl::Status status = call.Run(client, /*check=*/false);
+        const Clock::time_point end = Clock::now();
+        if (!status.ok()) {
+          errors[i] = status.ToString();
+          break;
+        }
+        // Counted only if the call both started and ended in the window.
+        if (now_phase == 1 && phase.load(std::memory_order_relaxed) == 1) {
+          latencies.push_back(
+              std::chrono::duration<double, std::nano>(end - start).count());
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(warmup_seconds));
+  phase = 1;
+  const Clock::time_point start = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  phase = 2;
+  const Clock::time_point end = Clock::now();
+  for (std::thread& thread : threads) thread.join();
+  RunResult result;
+  result.seconds = std::chrono::duration<double>(end - start).count();
+  for (int i = 0; i < concurrency; ++i) {
+    if (!errors[i].empty() && result.error.empty()) result.error = errors[i];
+    result.latencies_ns.insert(result.latencies_ns.end(), per_thread[i].begin(),
+                               per_thread[i].end());
+  }
+  result.calls = static_cast<int64_t>(result.latencies_ns.size());
+  return result;
+}
+
+double Percentile(std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const size_t index = std::min(sorted.size() - 1,
+                                static_cast<size_t>(q * static_cast<double>(sorted.size())));
+  return sorted[index];
+}
+
+std::vector<std::string> SplitList(const std::string& text) {
+  return absl::StrSplit(text, ',', absl::SkipEmpty());
+}
+
+int Main() {
+  const std::string target = absl::GetFlag(FLAGS_target);
+  // Wait for the server (it may still be starting).
+  {
+    std::unique_ptr<EncoderClient> probe = Connect(target, -1);
+    const auto deadline = std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(static_cast<int64_t>(
+                              absl::GetFlag(FLAGS_wait_seconds) * 1000));
+    if (!probe->channel()->WaitForConnected(deadline)) {
+      std::fprintf(stderr, "phasor_load: no server at %s\n", target.c_str());
+      return 1;
+    }
+  }
+  std::vector<std::unique_ptr<EncoderClient>> single;
+  single.push_back(Connect(target, 0));
+  std::vector<std::unique_ptr<EncoderClient>> many;
+  for (int i = 0; i < std::max(1, absl::GetFlag(FLAGS_connections)); ++i) {
+    many.push_back(Connect(target, i + 1));
+  }
+  const std::vector<std::string> modes = SplitList(absl::GetFlag(FLAGS_modes));
+  const std::vector<std::string> throughput_payloads =
+      SplitList(absl::GetFlag(FLAGS_throughput_payloads));
+  std::vector<std::string> rows;
+  int failures = 0;
+  for (const std::string& payload_text : SplitList(absl::GetFlag(FLAGS_payloads))) {
+    int64_t payload = 0;
+    if (!absl::SimpleAtoi(payload_text, &payload) || payload < 1024 || payload % 1024 != 0) {
+      std::fprintf(stderr, "phasor_load: bad payload %s\n", payload_text.c_str());
+      return 2;
+    }
+    for (const std::string& method : SplitList(absl::GetFlag(FLAGS_methods))) {
+      const std::unique_ptr<Call> call = MakeCall(method, payload);
+      if (call == nullptr) {
+        std::fprintf(stderr, "phasor_load: unknown method %s\n", method.c_str());
+        return 2;
+      }
+      const absl::Status checked = call->Run(*single[0], /*check=*/true);
+      if (!checked.ok()) {
+        std::fprintf(stderr, "phasor_load: %s at %lld bytes: %s\n", method.c_str(),
+                     static_cast<long long>(payload), checked.ToString().c_str());
+        ++failures;
+        continue;
+      }
+      for (const std::string& mode : modes) {
+        const bool throughput = mode == "throughput";
+        if (throughput && std::find(throughput_payloads.begin(), throughput_payloads.end(),
+                                    payload_text) == throughput_payloads.end()) {
+          continue;
+        }
+        RunResult result =
+            Drive(*call, throughput ? many : single,
+                  throughput ? std::max(1, absl::GetFlag(FLAGS_concurrency)) : 1,
+                  absl::GetFlag(FLAGS_warmup_seconds), absl::GetFlag(FLAGS_seconds));
+        const std::string name =
+            absl::StrCat("rpc/method=", method, "/payload=", payload, "/mode=", mode);
+        if (!result.error.empty() || result.calls == 0) {
+          std::fprintf(stderr, "phasor_load: %s: %s\n", name.c_str(),
+                       result.error.empty() ? "no call completed" : result.error.c_str());
+          ++failures;
+          continue;
+        }
+        std::sort(result.latencies_ns.begin(), result.latencies_ns.end());
+        double sum = 0;
+        for (double v : result.latencies_ns) sum += v;
+        const double mean = sum / static_cast<double>(result.calls);
+        const double qps = static_cast<double>(result.calls) / result.seconds;
+        const double p50 = Percentile(result.latencies_ns, 0.50);
+        const double p90 = Percentile(result.latencies_ns, 0.90);
+        const double p99 = Percentile(result.latencies_ns, 0.99);
+        std::fprintf(stderr,
+                     "%-62s %8lld calls %10.1f qps  p50 %9.3f ms  p90 %9.3f ms  p99 %9.3f ms\n",
+                     name.c_str(), static_cast<long long>(result.calls), qps, p50 / 1e6,
+                     p90 / 1e6, p99 / 1e6);
+        rows.push_back(absl::StrCat(
+            "  {\"name\": \"", name, "\", \"run_type\": \"iteration\", \"real_time\": ", mean,
+            ", \"time_unit\": \"ns\", \"iterations\": ", result.calls, ", \"qps\": ", qps,
+            ", \"p50_ns\": ", p50, ", \"p90_ns\": ", p90, ", \"p99_ns\": ", p99,
+            ", \"calls\": ", result.calls, ", \"concurrency\": ",
+            throughput ? absl::GetFlag(FLAGS_concurrency) : 1, ", \"connections\": ",
+            throughput ? absl::GetFlag(FLAGS_connections) : 1,
+            ", \"request_bytes\": ", call->request_bytes(),
+            ", \"response_bytes\": ", call->response_bytes(), "}"));
+      }
+    }
+  }
+  const std::string json = absl::StrCat(
+      "{\"context\": {\"program\": \"phasor_load\", \"target\": \"", target,
+      "\", \"hardware_concurrency\": ", std::thread::hardware_concurrency(),
+      "},\n \"benchmarks\": [\n", absl::StrJoin(rows, ",\n"), "\n]}\n");
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) {
+    std::fputs(json.c_str(), stdout);
+  } else {
+    std::FILE* file = std::fopen(out.c_str(), "w");
+    if (file == nullptr) {
+      std::fprintf(stderr, "phasor_load: cannot write %s\n", out.c_str());
+      return 1;
+    }
+    std::fputs(json.c_str(), file);
+    std::fclose(file);
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace phasor::bench
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Load generator: encoder RPCs against Echo of the same bytes on one server.");
+  absl::ParseCommandLine(argc, argv);
+  return phasor::bench::Main();
+}
