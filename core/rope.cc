@@ -283,7 +283,7 @@ PHASOR_KERNEL_INLINE void RotateHeads(RopeLayout layout, const float* __restrict
 }
 
 // Storage formats. Arithmetic is always float32; 16-bit formats are widened
-// on load and narrowed (round to nearest even) once on store, a row at a time.
+// on load and narrowed (round to nearest even) once on store.
 struct Float32Storage {
   using Elem = float;
   static constexpr bool kNeedsWidening = false;
@@ -291,53 +291,110 @@ struct Float32Storage {
 struct Float16Storage {
   using Elem = uint16_t;
   static constexpr bool kNeedsWidening = true;
-  PHASOR_KERNEL_INLINE static void Widen(const uint16_t* __restrict in, int64_t n,
-                                         float* __restrict out) {
-    for (int64_t j = 0; j < n; ++j) out[j] = HalfToFloat(in[j]);
-  }
-  PHASOR_KERNEL_INLINE static void Narrow(const float* __restrict in, int64_t n,
-                                          uint16_t* __restrict out) {
-    for (int64_t j = 0; j < n; ++j) out[j] = FloatToHalf(in[j]);
-  }
+  static float Widen(uint16_t bits) { return HalfToFloat(bits); }
+  static uint16_t Narrow(float value) { return FloatToHalf(value); }
 };
 struct BFloat16Storage {
   using Elem = uint16_t;
   static constexpr bool kNeedsWidening = true;
   // BFloat16ToFloat / FloatToBFloat16 (core/dtype.h) spelled branch-free so
-  // the row loops vectorise; same bits for every input, NaN included.
-  PHASOR_KERNEL_INLINE static void Widen(const uint16_t* __restrict in, int64_t n,
-                                         float* __restrict out) {
-    for (int64_t j = 0; j < n; ++j) {
-      const uint32_t wide = static_cast<uint32_t>(in[j]) << 16;
-      std::memcpy(&out[j], &wide, sizeof(float));
-    }
+  // the rotate loops vectorise; same bits for every input, NaN included.
+  PHASOR_KERNEL_INLINE static float Widen(uint16_t bits) {
+    const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+    float value;
+    std::memcpy(&value, &wide, sizeof(value));
+    return value;
   }
-  PHASOR_KERNEL_INLINE static void Narrow(const float* __restrict in, int64_t n,
-                                          uint16_t* __restrict out) {
-    for (int64_t j = 0; j < n; ++j) {
-      uint32_t bits;
-      std::memcpy(&bits, &in[j], sizeof(bits));
-      const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-      const uint32_t quiet_nan = (bits >> 16) | 0x0040u;
-      out[j] = static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan
-                                                                       : rounded);
-    }
+  PHASOR_KERNEL_INLINE static uint16_t Narrow(float value) {
+    uint32_t bits;
+    std::memcpy(&bits, &value, sizeof(bits));
+    const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    const uint32_t quiet_nan = (bits >> 16) | 0x0040u;
+    return static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan
+                                                                     : rounded);
   }
 };
+
+// The 16-bit rotate loops: widen, rotate in float32 and narrow in one pass
+// per pair, so a 16-bit head never makes a float32 round trip through memory.
+template <class Storage>
+PHASOR_KERNEL_INLINE void RotateHalf16(const uint16_t* __restrict x,
+                                       const float* __restrict c,
+                                       const float* __restrict s, int64_t half,
+                                       uint16_t* __restrict out) {
+  for (int64_t j = 0; j < half; ++j) {
+    const float lo = Storage::Widen(x[j]);
+    const float hi = Storage::Widen(x[j + half]);
+    out[j] = Storage::Narrow(lo * c[j] - hi * s[j]);
+    out[j + half] = Storage::Narrow(hi * c[j] + lo * s[j]);
+  }
+}
+
+template <class Storage>
+PHASOR_KERNEL_INLINE void RotateInterleaved16(const uint16_t* __restrict x,
+                                              const float* __restrict c,
+                                              const float* __restrict s,
+                                              int64_t half, uint16_t* __restrict out) {
+  for (int64_t j = 0; j < half; ++j) {
+    const float even = Storage::Widen(x[2 * j]);
+    const float odd = Storage::Widen(x[2 * j + 1]);
+    out[2 * j] = Storage::Narrow(even * c[j] - odd * s[j]);
+    out[2 * j + 1] = Storage::Narrow(odd * c[j] + even * s[j]);
+  }
+}
+
+// One 16-bit head, with the trip count fixed for the common widths as for
+// float32 (RotateHeads).
+template <class Storage, int64_t kHalf>
+PHASOR_KERNEL_INLINE void RotateHead16Fixed(RopeLayout layout,
+                                            const uint16_t* __restrict x,
+                                            const float* __restrict c,
+                                            const float* __restrict s, int64_t half,
+                                            uint16_t* __restrict out) {
+  const int64_t width = kHalf > 0 ? kHalf : half;
+  if (layout == RopeLayout::kHalf) {
+    RotateHalf16<Storage>(x, c, s, width, out);
+  } else {
+    RotateInterleaved16<Storage>(x, c, s, width, out);
+  }
+}
+
+template <class Storage>
+PHASOR_KERNEL_INLINE void RotateHead16(RopeLayout layout, const uint16_t* __restrict x,
+                                       const float* __restrict c,
+                                       const float* __restrict s, int64_t half,
+                                       uint16_t* __restrict out) {
+  switch (half) {
+    case 16:
+      return RotateHead16Fixed<Storage, 16>(layout, x, c, s, half, out);
+    case 32:
+      return RotateHead16Fixed<Storage, 32>(layout, x, c, s, half, out);
+    case 48:
+      return RotateHead16Fixed<Storage, 48>(layout, x, c, s, half, out);
+    case 64:
+      return RotateHead16Fixed<Storage, 64>(layout, x, c, s, half, out);
+    case 128:
+      return RotateHead16Fixed<Storage, 128>(layout, x, c, s, half, out);
+    default:
+      return RotateHead16Fixed<Storage, 0>(layout, x, c, s, half, out);
+  }
+}
 
 // Per-chunk scratch, allocated once per ParallelFor chunk, never per element.
 struct ChunkScratch {
   ChunkScratch(int64_t rotary_dim, int64_t row_elements)
       : cos(static_cast<size_t>(rotary_dim / 2)),
         sin(static_cast<size_t>(rotary_dim / 2)),
-        narrow(static_cast<size_t>(row_elements)),
+        head_in(static_cast<size_t>(rotary_dim)),
+        head_out(static_cast<size_t>(rotary_dim)),
         token_in(static_cast<size_t>(row_elements)),
         staged(static_cast<size_t>(row_elements)) {}
   std::vector<float> cos;
   std::vector<float> sin;
-  std::vector<uint16_t> narrow;  // A 16-bit token row, input then output.
-  std::vector<float> token_in;   // A token row widened, or copied from misaligned input.
-  std::vector<float> staged;     // A rotated token row before it is written.
+  std::vector<uint16_t> head_in;   // A 16-bit head's rotary channels, copied.
+  std::vector<uint16_t> head_out;
+  std::vector<float> token_in;     // A float32 token row from misaligned input.
+  std::vector<float> staged;       // A float32 token row, in place or misaligned.
 };
 
 bool AlignedFor(const void* pointer, size_t alignment) {
@@ -405,21 +462,29 @@ PHASOR_KERNEL_INLINE void RotateToken(const RopeOperand& operand, int64_t token,
     }
     std::memcpy(dst, staged, token_bytes);
   } else {
-    // The token row is copied and widened before any output is written, so
-    // in place is safe; it is rotated as float32, and the rotary channels are
-    // narrowed back into the copy.
-    const size_t elements = static_cast<size_t>(heads * head_dim);
-    uint16_t* narrow = scratch.narrow.data();
-    std::memcpy(narrow, src, token_bytes);
-    Storage::Widen(narrow, static_cast<int64_t>(elements), scratch.token_in.data());
-    float* rotated = scratch.staged.data();
-    RotateHeads(layout, scratch.token_in.data(), c, s, half, heads, head_dim, rotated);
+    // Head by head. A head rotated in place, or not 2-byte aligned, is read
+    // from a copy (and written through one), so every path runs the same
+    // arithmetic and gives the same bytes.
+    const bool aligned = AlignedFor(src, kElemBytes) && AlignedFor(dst, kElemBytes);
     for (int64_t head = 0; head < heads; ++head) {
-      const int64_t offset = head * head_dim;
-      Storage::Narrow(rotated + offset, rotary_dim, narrow + offset);
+      const size_t offset = static_cast<size_t>(head) * head_bytes;
+      const uint16_t* x = reinterpret_cast<const uint16_t*>(src + offset);
+      if (in_place || !aligned) {
+        std::memcpy(scratch.head_in.data(), src + offset, rotary_bytes);
+        x = scratch.head_in.data();
+      }
+      if (aligned) {
+        RotateHead16<Storage>(layout, x, c, s, half,
+                              reinterpret_cast<uint16_t*>(dst + offset));
+      } else {
+        RotateHead16<Storage>(layout, x, c, s, half, scratch.head_out.data());
+        std::memcpy(dst + offset, scratch.head_out.data(), rotary_bytes);
+      }
+      if (!in_place && head_dim > rotary_dim) {
+        std::memcpy(dst + offset + rotary_bytes, src + offset + rotary_bytes,
+                    head_bytes - rotary_bytes);
+      }
     }
-    // Channels past rd went through `narrow` unchanged, bit for bit.
-    std::memcpy(dst, narrow, token_bytes);
   }
 }
 
