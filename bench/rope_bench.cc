@@ -2,10 +2,10 @@
 // attention shape), next to the physical limit: a memory copy of the same
 // bytes with the same thread budget.
 //
-// Each ApplyRope iteration is what one request costs the core: θ_i (with
-// scaling) from ComputeRopeFrequencies, then ApplyRope out of place into a
-// caller-owned buffer that was touched beforehand (no page faults timed; the
-// copy kernel writes the same buffer). Positions are 0..T−1 (a prefill), or
+// Each ApplyRope iteration is what one request costs the core once its
+// tensors are in memory: θ_i (with scaling) from ComputeRopeFrequencies, then
+// ApplyRope out of place into a caller-owned buffer that was touched
+// beforehand (no page faults timed; the copy kernel writes the same buffer). Positions are 0..T−1 (a prefill), or
 // scattered (p_t = 7919·t mod 4T) to time the path for arbitrary positions.
 //
 // Names: rope/dtype=fp32/layout=half/scaling=none/pos=contiguous/T=4096/threads=1,
@@ -100,10 +100,10 @@ RopeSpec MakeSpec(const RopeCase& c) {
   return spec;
 }
 
-void RunRope(const RopeCase& c, int threads, Buffers& buffers) {
+// One request's core work: frequencies for the spec, then the rotation.
+void RunRope(const RopeCase& c, const Positions& positions, int threads,
+             Buffers& buffers) {
   const RopeSpec spec = MakeSpec(c);
-  const std::vector<int64_t> positions_storage = BenchPositions(c.tokens, c.scattered);
-  const Positions positions = Positions::Integers(positions_storage);
   const RopeOperand query = MakeOperand(c, buffers);
   const ExecutionOptions options{.max_threads = threads};
   const absl::StatusOr<RopeFrequencies> frequencies =
@@ -117,8 +117,9 @@ void RunRope(const RopeCase& c, int threads, Buffers& buffers) {
 
 void BM_Rope(benchmark::State& state, RopeCase c, int threads, int64_t max_tokens) {
   Buffers& buffers = SharedBuffers(max_tokens);
+  const std::vector<int64_t> positions = BenchPositions(c.tokens, c.scattered);
   for (auto _ : state) {
-    RunRope(c, threads, buffers);
+    RunRope(c, Positions::Integers(positions), threads, buffers);
     benchmark::ClobberMemory();
   }
   // Bytes moved: the operand read once and written once, as for the copy.
@@ -181,7 +182,8 @@ void Dump(const std::string& dir) {
     for (RopeLayout layout : {RopeLayout::kHalf, RopeLayout::kInterleaved}) {
       for (bool scaled : {false, true}) {
         const RopeCase c{dtype, layout, scaled, false, kTokens};
-        RunRope(c, /*threads=*/1, buffers);
+        const std::vector<int64_t> positions = BenchPositions(kTokens, false);
+        RunRope(c, Positions::Integers(positions), /*threads=*/1, buffers);
         const int64_t bytes = RopeOperandBytes(dtype, kTokens, kHeads, kHeadDim);
         WriteRaw(dir,
                  absl::StrCat("rope_", DTypeTag(dtype), "_", LayoutTag(layout), "_",

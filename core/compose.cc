@@ -1,6 +1,8 @@
 #include "core/compose.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -189,8 +191,9 @@ std::string CalendarFieldMeaning(CalendarField field, const CalendarBlock& c) {
 }
 
 void Add(std::vector<SchemaEntry>* schema, int64_t* offset, std::string block,
-         int64_t width, std::string meaning) {
-  schema->push_back({std::move(block), *offset, width, std::move(meaning)});
+         int64_t width, std::string meaning, bool per_channel = false) {
+  schema->push_back(
+      {std::move(block), *offset, width, std::move(meaning), per_channel});
   *offset += width;
 }
 
@@ -271,8 +274,9 @@ absl::StatusOr<FeatureLayout> TemporalFeatureLayout(
           absl::StrFormat("content embeddings x %g", s.content->scale));
     } else {
       Add(&schema, &offset, "content.values", c,
-          "channel values, 0 where not observed");
-      Add(&schema, &offset, "content.mask", c, "1 if observed, else 0");
+          "channel values, 0 where not observed", /*per_channel=*/true);
+      Add(&schema, &offset, "content.mask", c, "1 if observed, else 0",
+          /*per_channel=*/true);
     }
   }
   if (s.time.has_value()) {
@@ -311,18 +315,21 @@ absl::StatusOr<FeatureLayout> TemporalFeatureLayout(
           absl::StrCat("per channel (channel-major, ", w,
                        " each): time since the channel's last observation "
                        "strictly before t, ",
-                       GapValueMeaning(g), policy));
+                       GapValueMeaning(g), policy),
+          /*per_channel=*/true);
       if (flag) {
         Add(&schema, &offset, "gaps.first_flag", c,
-            "per channel: 1 if never observed before t");
+            "per channel: 1 if never observed before t", /*per_channel=*/true);
       }
     }
     if (g.include_mask) {
-      Add(&schema, &offset, "gaps.mask", c, "1 if observed at this row");
+      Add(&schema, &offset, "gaps.mask", c, "1 if observed at this row",
+          /*per_channel=*/true);
     }
     if (g.include_last_value) {
       Add(&schema, &offset, "gaps.last_value", c,
-          "value if observed, else the last observed value, else 0");
+          "value if observed, else the last observed value, else 0",
+          /*per_channel=*/true);
     }
   }
   if (s.calendar.has_value()) {
@@ -382,20 +389,41 @@ absl::Status EncodeObservations(const TemporalSpec& spec,
   if (state_in != nullptr) {
     PHASOR_RETURN_IF_ERROR(ValidateSeriesState(*state_in, observations));
   }
-  const int64_t channels = observations.num_channels;
-  const int64_t content_dim =
-      observations.content.empty() ? 0 : observations.content_dim;
   PHASOR_ASSIGN_OR_RETURN(
       const FeatureLayout layout,
-      TemporalFeatureLayout(spec, channels, content_dim));
+      TemporalFeatureLayout(spec, observations.num_channels,
+                            observations.content.empty()
+                                ? 0
+                                : observations.content_dim));
   const int64_t rows = observations.num_rows();
   const int64_t width = layout.width;
-  if (static_cast<int64_t>(out.size()) != rows * width) {
+  const auto size = static_cast<int64_t>(out.size());
+  // Compared by division: rows · width can overflow for a hostile caller.
+  const bool fits = width == 0 ? size == 0
+                               : size % width == 0 && size / width == rows;
+  if (!fits) {
     return InvalidField("features",
                         absl::StrCat("output holds ", out.size(),
                                      " floats; rows ", rows, " x width ", width,
-                                     " = ", rows * width, " needed"));
+                                     " needed"));
   }
+  return EncodeValidatedObservations(spec, layout, observations, state_in,
+                                     options, out, state_out);
+}
+
+absl::Status EncodeValidatedObservations(const TemporalSpec& spec,
+                                         const FeatureLayout& layout,
+                                         const ObservationsView& observations,
+                                         const SeriesState* state_in,
+                                         const ExecutionOptions& options,
+                                         absl::Span<float> out,
+                                         SeriesState* state_out) {
+  const int64_t channels = observations.num_channels;
+  const int64_t content_dim =
+      observations.content.empty() ? 0 : observations.content_dim;
+  const int64_t rows = observations.num_rows();
+  const int64_t width = layout.width;
+  assert(static_cast<int64_t>(out.size()) == rows * width);
 
   const TemporalSpec s = Resolved(spec);
   const bool sum = s.combine == CombineMode::kSum;
@@ -434,18 +462,37 @@ absl::Status EncodeObservations(const TemporalSpec& spec,
     calendar.emplace(*s.calendar, zone, sum ? s.d_model : 0);
   }
 
+  // Early stop is polled about once per grain of work: per output row the
+  // work is `width` values, per serial-pass row it is the channels visited.
+  const int64_t grain = std::max<int64_t>(options.grain_elements, 1);
+  const int64_t rows_per_poll = std::max<int64_t>(1, grain / std::max<int64_t>(width, 1));
+  const int64_t observe_cost =
+      observations.layout == ObservationLayout::kWide ? std::max<int64_t>(channels, 1) : 1;
+  const int64_t serial_rows_per_poll = std::max<int64_t>(1, grain / observe_cost);
+  const auto cancelled = [] {
+    return absl::CancelledError(
+        "stopped early: the caller no longer wants the result");
+  };
+
   // Serial pass: the gaps memory, checkpointed every `stride` rows so each
   // parallel chunk can start from the nearest checkpoint at or before it.
-  const int64_t stride = std::max<int64_t>(256, (rows + 255) / 256);
+  // A checkpoint holds C channel records, so with many channels there are
+  // fewer of them (chunks then replay more rows, O(1) each for events).
+  const int64_t max_checkpoints = std::clamp<int64_t>(
+      kMaxCheckpointChannels / std::max<int64_t>(channels, 1), 1, 256);
+  const int64_t stride =
+      std::max<int64_t>(256, (rows + max_checkpoints - 1) / max_checkpoints);
   std::vector<GapTracker> checkpoints;
   GapTracker walker = start;
   for (int64_t r = 0; r < rows; ++r) {
+    if (r % serial_rows_per_poll == 0 && StopRequested(options)) return cancelled();
     if (gaps.has_value() && r % stride == 0) checkpoints.push_back(walker);
     walker.BeginRow(times[r]);
     walker.ObserveRow(observations, r);
   }
 
   const double content_scale = s.content.has_value() ? s.content->scale : 1.0;
+  std::atomic<bool> stopped{false};
   ParallelFor(options, rows, width, [&](int64_t begin, int64_t end) {
     std::vector<double> row(static_cast<size_t>(width));
     std::vector<double> term(sum ? static_cast<size_t>(width) : 0);
@@ -462,6 +509,11 @@ absl::Status EncodeObservations(const TemporalSpec& spec,
     if (calendar.has_value()) calendar_writer.emplace(*calendar);
 
     for (int64_t r = begin; r < end; ++r) {
+      if ((r - begin) % rows_per_poll == 0 &&
+          (stopped.load(std::memory_order_relaxed) || StopRequested(options))) {
+        stopped.store(true, std::memory_order_relaxed);
+        return;
+      }
       const int64_t t = times[r];
       if (tracker.has_value()) tracker->BeginRow(t);
       double* p = row.data();
@@ -522,6 +574,7 @@ absl::Status EncodeObservations(const TemporalSpec& spec,
     }
   });
 
+  if (stopped.load()) return cancelled();
   if (state_out != nullptr) *state_out = walker.ToState();
   return absl::OkStatus();
 }

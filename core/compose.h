@@ -27,6 +27,14 @@
 // pure function of its inputs and the state before it, so output bytes are
 // identical for any thread count and any chunking.
 //
+// Early stop: EncodeObservations polls options.stop_requested
+// (core/parallel.h) between blocks of about grain_elements outputs and, once
+// it returns true, returns CANCELLED with the output unspecified.
+//
+// Memory: besides the output, a call holds O(C) state per thread and at most
+// kMaxCheckpointChannels channel records of gaps checkpoints, whatever C and
+// the row count.
+//
 // Thread-safety: all functions are reentrant; concurrent calls are safe.
 #ifndef PHASOR_CORE_COMPOSE_H_
 #define PHASOR_CORE_COMPOSE_H_
@@ -73,6 +81,9 @@ struct SchemaEntry {
   int64_t offset = 0;   // First column.
   int64_t width = 0;    // Number of columns.
   std::string meaning;  // Formula, order and unit of the columns.
+  // The columns run over the C channels in order (values, mask, per-channel
+  // gaps), so a caller may append its channel names to the meaning.
+  bool per_channel = false;
 };
 
 struct FeatureLayout {
@@ -103,6 +114,26 @@ absl::Status EncodeObservations(const TemporalSpec& spec,
                                 const SeriesState* state_in,
                                 const ExecutionOptions& options,
                                 absl::Span<float> out, SeriesState* state_out);
+
+// EncodeObservations for a caller that ran the validation steps itself (the
+// server does, so that it can check its limits and the call's deadline
+// between them): nothing is validated again. Returns OK, or CANCELLED when
+// options.stop_requested stopped it.
+// REQUIRES: ValidateTemporalSpec(spec), ValidateObservations(observations)
+// and, with a state, ValidateSeriesState(*state_in, observations) are OK;
+// `layout` is TemporalFeatureLayout(spec, C, content_dim) for these
+// observations; out.size() == rows · layout.width.
+absl::Status EncodeValidatedObservations(const TemporalSpec& spec,
+                                         const FeatureLayout& layout,
+                                         const ObservationsView& observations,
+                                         const SeriesState* state_in,
+                                         const ExecutionOptions& options,
+                                         absl::Span<float> out,
+                                         SeriesState* state_out);
+
+// Upper bound on the channel records gaps checkpoints may hold in one call
+// (about 40 MB): with many channels, checkpoints are taken less often.
+inline constexpr int64_t kMaxCheckpointChannels = int64_t{1} << 20;
 
 }  // namespace phasor
 

@@ -198,9 +198,12 @@ absl::Status ValidateSeriesState(const SeriesState& state,
     const ChannelState& ch = state.channels[i];
     const std::string path = Indexed(state_prefix, "channels", i);
     if (!state.has_rows) {
+      // `seen` is the presence of last_seen_ns on the wire.
       if (ch.seen || ch.seen_before_last) {
-        return InvalidField(absl::StrCat(path, ".seen"),
-                            "set in a state whose has_rows is false");
+        return InvalidField(
+            absl::StrCat(path, ch.seen ? ".last_seen_ns" : ".before_last_seen_ns"),
+            absl::StrCat("set in a state without last_timestamp_ns (a series "
+                         "not yet started)"));
       }
       continue;
     }
@@ -221,9 +224,13 @@ absl::Status ValidateSeriesState(const SeriesState& state,
           absl::StrCat(ch.before_last_seen_ns,
                        " must be in [first_timestamp_ns, last_timestamp_ns)"));
     }
-    if (!std::isfinite(ch.last_value) ||
-        !std::isfinite(ch.before_last_value)) {
-      return InvalidField(absl::StrCat(path, ".last_value"), "not finite");
+    if (!std::isfinite(ch.last_value)) {
+      return InvalidField(absl::StrCat(path, ".last_value"),
+                          absl::StrCat("not finite (", ch.last_value, ")"));
+    }
+    if (!std::isfinite(ch.before_last_value)) {
+      return InvalidField(absl::StrCat(path, ".before_last_value"),
+                          absl::StrCat("not finite (", ch.before_last_value, ")"));
     }
   }
   if (!state.has_rows) return absl::OkStatus();
@@ -257,12 +264,11 @@ absl::Status TimestampsFromSeconds(absl::Span<const double> seconds,
   constexpr double kLimitSeconds = 9223372036.854775;
   for (size_t i = 0; i < seconds.size(); ++i) {
     const double s = seconds[i];
-    const std::string path = absl::StrCat(field, "[", i, "]");
-    if (std::isnan(s)) return InvalidField(path, "NaN timestamp");
-    if (std::isinf(s)) {
-      return InvalidField(path, absl::StrCat(s, " timestamp"));
-    }
+    // NaN fails the comparison too; the path is built only on error.
     if (!(std::fabs(s) < kLimitSeconds)) {
+      const std::string path = absl::StrCat(field, "[", i, "]");
+      if (std::isnan(s)) return InvalidField(path, "NaN timestamp");
+      if (std::isinf(s)) return InvalidField(path, absl::StrCat(s, " timestamp"));
       return InvalidField(
           path, absl::StrFormat("%.17g s is outside int64 nanoseconds "
                                 "(about years 1678 to 2262)",

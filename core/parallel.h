@@ -5,11 +5,19 @@
 // thread count. Small jobs (fewer than two grains) run serially on the calling
 // thread: many concurrent small RPCs must not fight over OpenMP teams.
 //
+// Early stop: a caller whose result may stop being wanted (a server call
+// whose deadline passes or whose client goes away) sets
+// ExecutionOptions::stop_requested. Kernels long enough to matter poll it
+// between blocks of rows, never inside a row, so output bytes do not depend
+// on it; a kernel that stops reports CANCELLED and leaves its output
+// unspecified. core/ knows nothing of why the caller wants to stop.
+//
 // Thread-safety: ParallelFor may be called concurrently from many threads.
 #ifndef PHASOR_CORE_PARALLEL_H_
 #define PHASOR_CORE_PARALLEL_H_
 
 #include <cstdint>
+#include <functional>
 
 #include "absl/functional/function_ref.h"
 
@@ -25,7 +33,17 @@ struct ExecutionOptions {
   // grains of total work the call runs serially. 64K elements is about 30-100
   // microseconds of work for the kernels here, well above OpenMP's fork cost.
   int64_t grain_elements = int64_t{1} << 16;
+  // Optional, not owned: returns true once the result is no longer wanted.
+  // Called from worker threads, about once per grain of outputs, so it must
+  // be thread-safe and cheap (a clock read, an atomic load). Null = never.
+  // Kernels that poll it say so in their header (compose.h).
+  const std::function<bool()>* stop_requested = nullptr;
 };
+
+// Whether `options` asks the running kernel to stop.
+inline bool StopRequested(const ExecutionOptions& options) {
+  return options.stop_requested != nullptr && (*options.stop_requested)();
+}
 
 // Calls `body(begin, end)` over disjoint chunks covering [0, num_items).
 // `elements_per_item` is the work per item, used with the grain to decide the

@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/errors.h"
@@ -224,8 +226,6 @@ absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions& positions,
       out.generated_.resize(range.count());
       for (int64_t i = 0; i < range.count(); ++i) {
         out.generated_[i] = range.start() + i * step;
-        out.max_value_ = std::max(
-            out.max_value_, std::fabs(static_cast<double>(out.generated_[i])));
       }
       out.size_ = range.count();
       return out;
@@ -239,21 +239,15 @@ absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions& positions,
       out.size_ = view->num_elements;
       if (view->dtype == DType::kInt64) {
         out.integers_ = TypedInput<int64_t>(*view);
-        for (int64_t value : out.integers_.span()) {
-          out.max_value_ =
-              std::max(out.max_value_, std::fabs(static_cast<double>(value)));
-        }
       } else {
         out.is_real_ = true;
         out.reals_ = TypedInput<double>(*view);
         const absl::Span<const double> reals = out.reals_.span();
         for (size_t i = 0; i < reals.size(); ++i) {
           if (!std::isfinite(reals[i])) {
-            return InvalidField(values_field,
-                                absl::StrCat("element ", i,
-                                             " must be finite, got ", reals[i]));
+            return InvalidField(absl::StrCat(values_field, "[", i, "]"),
+                                absl::StrCat("must be finite, got ", reals[i]));
           }
-          out.max_value_ = std::max(out.max_value_, std::fabs(reals[i]));
         }
       }
       // Positions::Reals of an empty span reads as integers; both are empty.
@@ -264,6 +258,36 @@ absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions& positions,
       break;
   }
   return InvalidField(field, "must set range or values");
+}
+
+absl::Status ReplaceFieldPath(const absl::Status& status, absl::string_view path,
+                              absl::string_view note) {
+  const std::optional<std::string> old_path = FieldPathOf(status);
+  if (!old_path) return status;
+  absl::string_view description = status.message();
+  if (absl::StartsWith(description, *old_path)) {
+    description.remove_prefix(old_path->size());
+  }
+  if (absl::StartsWith(description, ": ")) description.remove_prefix(2);
+  return FieldError(status.code(), path,
+                    note.empty() ? std::string(description)
+                                 : absl::StrCat(note, ": ", description));
+}
+
+absl::Status PositionsStatusToWirePaths(const absl::Status& status,
+                                        const v1::Positions& positions,
+                                        absl::string_view field) {
+  const std::optional<std::string> path = FieldPathOf(status);
+  if (!path || !absl::StartsWith(*path, "positions[")) return status;
+  const absl::string_view index =
+      absl::string_view(*path).substr(/*pos=*/10);  // "3]"
+  if (positions.has_range()) {
+    return ReplaceFieldPath(
+        status, absl::StrCat(field, ".range"),
+        absl::StrCat("element ", index.substr(0, index.size() - 1),
+                     " of the range"));
+  }
+  return ReplaceFieldPath(status, absl::StrCat(field, ".values[", index));
 }
 
 absl::Status CheckOutputSize(absl::Span<const int64_t> shape, DType dtype,

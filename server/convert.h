@@ -100,8 +100,6 @@ class PositionsInput final {
 
   Positions view() const;
   int64_t size() const { return size_; }
-  // Largest |position| (for seq_len defaults); 0 when empty.
-  double max_value() const { return max_value_; }
 
  private:
   friend absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions&,
@@ -112,7 +110,6 @@ class PositionsInput final {
   TypedInput<double> reals_;
   bool is_real_ = false;
   int64_t size_ = 0;
-  double max_value_ = 0;
 };
 
 // `field` is the request field holding the Positions ("positions"). A range
@@ -122,6 +119,22 @@ class PositionsInput final {
 absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions& positions,
                                                absl::string_view field,
                                                const RequestLimits& limits);
+
+// core/ names the i-th position "positions[i]" (core/positions.h has no wire
+// form). On the wire that is `field`.values[i] for a tensor, and `field`.range
+// for a range, whose i-th value is start + i·step (the index then goes into
+// the description). Rewrites a status with such a path; returns any other
+// status unchanged.
+absl::Status PositionsStatusToWirePaths(const absl::Status& status,
+                                        const v1::Positions& positions,
+                                        absl::string_view field);
+
+// `status` re-addressed to the wire field `path`: same code, same description
+// (after `note`, when given), new path in the message and payload. For core
+// paths that differ from the proto's; a status without a path is returned
+// unchanged.
+absl::Status ReplaceFieldPath(const absl::Status& status, absl::string_view path,
+                              absl::string_view note = "");
 
 // Rejects an output of `elements` values of `dtype` that exceeds the element
 // or message limit; the error names `field`, the input that drives the size.

@@ -1,6 +1,7 @@
 #include "server/encoder_service.h"
 
 #include <chrono>
+#include <functional>
 #include <thread>
 #include <utility>
 
@@ -20,6 +21,31 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
     difference |= static_cast<unsigned char>(a[i] ^ b[i]);
   }
   return difference == 0;
+}
+
+// Runs `handler(const HandlerContext&)` with the service's settings and
+// `context` watched: check_alive between the handler's steps, and
+// stop_requested inside long kernels (core/parallel.h).
+template <typename Handler>
+absl::Status RunHandler(const EncoderService& service,
+                        const grpc::CallbackServerContext& context,
+                        Handler&& handler) {
+  const auto alive = [&context] { return CheckAlive(context); };
+  const std::function<bool()> stop = [&context] { return !CheckAlive(context).ok(); };
+  HandlerContext handler_context{service.profiles(), service.execution(),
+                                 service.limits(), service.metrics(), alive};
+  handler_context.execution.stop_requested = &stop;
+  return handler(handler_context);
+}
+
+// Every call's request bytes; response bytes only when a response is sent.
+void RecordBytes(ServerMetrics* metrics, absl::string_view method,
+                 const google::protobuf::MessageLite& request,
+                 const google::protobuf::MessageLite* response) {
+  if (metrics == nullptr) return;
+  metrics->RecordPayloadBytes(
+      method, static_cast<int64_t>(request.ByteSizeLong()),
+      response != nullptr ? static_cast<int64_t>(response->ByteSizeLong()) : 0);
 }
 
 // One EncodeObservationsStream call: read a chunk, encode it with the state
@@ -50,22 +76,15 @@ class ObservationStreamReactor final
     response_.Clear();
     absl::Status status = CheckAlive(*context_);
     if (status.ok()) {
-      const auto alive = [this] { return CheckAlive(*context_); };
-      const HandlerContext handler_context{service_->profiles(),
-                                           service_->execution(),
-                                           service_->limits(),
-                                           service_->metrics(), alive};
-      status = HandleEncodeObservations(handler_context, request_, &stream_,
-                                        &response_);
+      status = RunHandler(*service_, *context_, [this](const HandlerContext& handler_context) {
+        return HandleEncodeObservations(handler_context, request_, &stream_, &response_);
+      });
     }
+    RecordBytes(service_->metrics(), "EncodeObservationsStream", request_,
+                status.ok() ? &response_ : nullptr);
     if (!status.ok()) {
       Finish(ToGrpcStatus(status));
       return;
-    }
-    if (service_->metrics() != nullptr) {
-      service_->metrics()->RecordPayloadBytes(
-          "EncodeObservationsStream", static_cast<int64_t>(request_.ByteSizeLong()),
-          static_cast<int64_t>(response_.ByteSizeLong()));
     }
     StartWrite(&response_);
   }
@@ -142,15 +161,11 @@ grpc::ServerUnaryReactor* EncoderService::Unary(
   absl::Status status = Authorize(*context);
   if (status.ok()) status = CheckAlive(*context);
   if (status.ok()) {
-    const auto alive = [context] { return CheckAlive(*context); };
-    const HandlerContext handler_context{profiles_, execution_, limits_, metrics_,
-                                         alive};
-    status = handler(handler_context, *request, response);
+    status = RunHandler(*this, *context, [&](const HandlerContext& handler_context) {
+      return handler(handler_context, *request, response);
+    });
   }
-  if (status.ok() && metrics_ != nullptr) {
-    metrics_->RecordPayloadBytes(method, static_cast<int64_t>(request->ByteSizeLong()),
-                                 static_cast<int64_t>(response->ByteSizeLong()));
-  }
+  RecordBytes(metrics_, method, *request, status.ok() ? response : nullptr);
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }

@@ -2,10 +2,11 @@
 //
 // Every method does the same few things and nothing else: check the bearer
 // token (when the server has one), check the call is still wanted, run the
-// handler from server/handlers.h, convert its absl::Status once
-// (server/grpc_status.h), record payload bytes, and finish. Work runs inline
-// on gRPC's callback thread; kernels parallelise large requests themselves
-// (core/parallel.h).
+// handler from server/handlers.h with the call watched (its deadline and
+// cancellation end the work between steps and inside long kernels), convert
+// its absl::Status once (server/grpc_status.h), record payload bytes, and
+// finish. Work runs inline on gRPC's callback thread; kernels parallelise
+// large requests themselves (core/parallel.h).
 //
 // Bearer tokens are checked here rather than in a grpc::AuthMetadataProcessor
 // because gRPC 1.51 only runs processors on secure credentials (insecure

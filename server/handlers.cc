@@ -1,5 +1,6 @@
 #include "server/handlers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -73,22 +74,6 @@ constexpr DType kFloatInputs[] = {DType::kFloat32, DType::kFloat16,
 constexpr DType kFloatOutputs[] = {DType::kFloat32, DType::kFloat16,
                                    DType::kBFloat16};
 
-// Writes a [rows, width] float32 result into `out` in `dtype`: straight into
-// the response bytes for FLOAT32, through a scratch buffer otherwise.
-template <typename Kernel>
-void WriteFloatTensor(int64_t rows, int64_t width, DType dtype, v1::Tensor* out,
-                      Kernel&& kernel) {
-  const int64_t shape[] = {rows, width};
-  if (dtype == DType::kFloat32) {
-    AllocateTensor(shape, dtype, out);
-    kernel(FloatData(out));
-    return;
-  }
-  std::vector<float> scratch(rows * width);
-  kernel(absl::MakeSpan(scratch));
-  StoreFloats(scratch, shape, dtype, out);
-}
-
 // θ_i and the attention factor for heads of `head_dim` channels. The
 // sequence length scaling sees is the spec's, else derived from positions.
 absl::StatusOr<RopeFrequencies> RopeFrequenciesFor(const RopeSpec& rope,
@@ -101,6 +86,24 @@ absl::StatusOr<RopeFrequencies> RopeFrequenciesFor(const RopeSpec& rope,
       ComputeRopeFrequencies(rope, head_dim, seq_len, kRopePrefix);
   if (!frequencies.ok()) return RopeStatusToWirePaths(frequencies.status());
   return frequencies;
+}
+
+// The sequence length a RoPE spec is described (or checked) at without
+// positions: seq_len, else max_position_embeddings, else 1.
+int64_t SpecSeqLen(const v1::RopeSpec& wire) {
+  return std::max<int64_t>({wire.seq_len(), wire.max_position_embeddings(), 1});
+}
+
+// RopeTables and Describe have no head to default rotary_dim to.
+absl::Status RequireRotaryDim(const RopeSpec& rope, absl::string_view rpc,
+                              const RequestLimits& limits) {
+  const std::string field = absl::StrCat(kRopePrefix, ".rotary_dim");
+  if (rope.rotary_dim <= 0) {
+    return InvalidField(field, absl::StrCat(rpc, " needs rotary_dim > 0 (there "
+                                                 "is no head dimension to "
+                                                 "default to)"));
+  }
+  return CheckWidth(rope.rotary_dim, field, limits);
 }
 
 }  // namespace
@@ -160,26 +163,30 @@ absl::Status HandleEncodePositions(const HandlerContext& context,
     }
     content = FloatInput(view);
   }
+  PHASOR_RETURN_IF_ERROR(context.check_alive());
+
   const float content_scale =
       request.has_content_scale() ? static_cast<float>(request.content_scale()) : 1.0f;
-  if (table != nullptr) {
-    PHASOR_RETURN_IF_ERROR(table->ValidateInputs(positions, content.span(), content_scale));
-  } else {
-    PHASOR_RETURN_IF_ERROR(
-        ValidateSinusoidalInputs(sinusoidal, positions, content.span(), content_scale));
-  }
-
+  PHASOR_RETURN_IF_ERROR(PositionsStatusToWirePaths(
+      table != nullptr
+          ? table->ValidateInputs(positions, content.span(), content_scale)
+          : ValidateSinusoidalInputs(sinusoidal, positions, content.span(),
+                                     content_scale),
+      request.positions(), "positions"));
   PHASOR_RETURN_IF_ERROR(context.check_alive());
-  WriteFloatTensor(rows, dim, output_dtype, response->mutable_encodings(),
-                   [&](absl::Span<float> out) {
-                     if (table != nullptr) {
-                       table->Encode(positions, content.span(), content_scale,
-                                     context.execution, out);
-                     } else {
-                       EncodeSinusoidal(sinusoidal, positions, content.span(),
-                                        content_scale, context.execution, out);
-                     }
-                   });
+
+  PHASOR_RETURN_IF_ERROR(WriteFloatOutput(
+      context, output_shape, output_dtype, response->mutable_encodings(),
+      [&](absl::Span<float> out) {
+        if (table != nullptr) {
+          table->Encode(positions, content.span(), content_scale,
+                        context.execution, out);
+        } else {
+          EncodeSinusoidal(sinusoidal, positions, content.span(), content_scale,
+                           context.execution, out);
+        }
+        return absl::OkStatus();
+      }));
   Count(context, table != nullptr ? EncodedKind::kLearned : EncodedKind::kSinusoidal,
         rows * dim);
   return absl::OkStatus();
@@ -213,6 +220,7 @@ absl::Status HandleApplyRope(const HandlerContext& context,
                                      context.limits.max_elements, " per request"));
     }
   }
+  PHASOR_RETURN_IF_ERROR(context.check_alive());
 
   // The rotated tensors are written straight into the response's bytes.
   auto make_operand = [](const TensorView& view, v1::Tensor* out) {
@@ -231,7 +239,9 @@ absl::Status HandleApplyRope(const HandlerContext& context,
   PHASOR_ASSIGN_OR_RETURN(
       const RopeFrequencies frequencies,
       RopeFrequenciesFor(rope, spec->rope(), head_dim, positions));
-  PHASOR_RETURN_IF_ERROR(ValidateRopePositions(positions, frequencies, "positions"));
+  PHASOR_RETURN_IF_ERROR(PositionsStatusToWirePaths(
+      ValidateRopePositions(positions, frequencies, "positions"),
+      request.positions(), "positions"));
 
   const RopeOperand query = make_operand(query_view, response->mutable_query());
   RopeOperand key;
@@ -253,14 +263,7 @@ absl::Status HandleRopeTables(const HandlerContext& context,
   PHASOR_ASSIGN_OR_RETURN(const v1::EncoderSpec* spec, ResolveSpec(context, request));
   PHASOR_RETURN_IF_ERROR(RequireKind(request, *spec, v1::EncoderSpec::kRope, "RopeTables"));
   PHASOR_ASSIGN_OR_RETURN(const RopeSpec rope, RopeFromProto(spec->rope()));
-  if (rope.rotary_dim <= 0) {
-    return InvalidField(absl::StrCat(kRopePrefix, ".rotary_dim"),
-                        "RopeTables needs rotary_dim > 0 (there is no head "
-                        "dimension to default to)");
-  }
-  PHASOR_RETURN_IF_ERROR(CheckWidth(rope.rotary_dim,
-                                    absl::StrCat(kRopePrefix, ".rotary_dim"),
-                                    context.limits));
+  PHASOR_RETURN_IF_ERROR(RequireRotaryDim(rope, "RopeTables", context.limits));
   PHASOR_ASSIGN_OR_RETURN(
       const DType output_dtype,
       OutputDType(request.output_dtype(), "output_dtype", kFloatOutputs));
@@ -268,10 +271,13 @@ absl::Status HandleRopeTables(const HandlerContext& context,
       const PositionsInput positions_input,
       DecodePositions(request.positions(), "positions", context.limits));
   const Positions positions = positions_input.view();
+  PHASOR_RETURN_IF_ERROR(context.check_alive());
   PHASOR_ASSIGN_OR_RETURN(
       const RopeFrequencies frequencies,
       RopeFrequenciesFor(rope, spec->rope(), rope.rotary_dim, positions));
-  PHASOR_RETURN_IF_ERROR(ValidateRopePositions(positions, frequencies, "positions"));
+  PHASOR_RETURN_IF_ERROR(PositionsStatusToWirePaths(
+      ValidateRopePositions(positions, frequencies, "positions"),
+      request.positions(), "positions"));
 
   const int64_t rows = positions.size();
   const int64_t width = static_cast<int64_t>(frequencies.inv_freq.size());
@@ -292,6 +298,7 @@ absl::Status HandleRopeTables(const HandlerContext& context,
     std::vector<float> cos(rows * width), sin(rows * width);
     ComputeRopeTables(frequencies, rope.fold_attention_factor, positions,
                       context.execution, absl::MakeSpan(cos), absl::MakeSpan(sin));
+    PHASOR_RETURN_IF_ERROR(context.check_alive());
     StoreFloats(cos, shape, output_dtype, response->mutable_cos());
     StoreFloats(sin, shape, output_dtype, response->mutable_sin());
   }
@@ -327,18 +334,14 @@ absl::Status HandleAlibiBias(const HandlerContext& context,
   AlibiSlopes(heads, slopes);
   int64_t values = heads;
   if (with_bias) {
-    const int64_t bias_size = AlibiBiasSize(heads, request.q_len(), request.k_len());
-    if (output_dtype == DType::kFloat32) {
-      AllocateTensor(bias_shape, output_dtype, response->mutable_bias());
-      AlibiBias(slopes, request.q_len(), request.k_len(), request.causal(),
-                context.execution, FloatData(response->mutable_bias()));
-    } else {
-      std::vector<float> bias(bias_size);
-      AlibiBias(slopes, request.q_len(), request.k_len(), request.causal(),
-                context.execution, absl::MakeSpan(bias));
-      StoreFloats(bias, bias_shape, output_dtype, response->mutable_bias());
-    }
-    values += bias_size;
+    PHASOR_RETURN_IF_ERROR(WriteFloatOutput(
+        context, bias_shape, output_dtype, response->mutable_bias(),
+        [&](absl::Span<float> bias) {
+          AlibiBias(slopes, request.q_len(), request.k_len(), request.causal(),
+                    context.execution, bias);
+          return absl::OkStatus();
+        }));
+    values += AlibiBiasSize(heads, request.q_len(), request.k_len());
   }
   Count(context, EncodedKind::kAlibi, values);
   return absl::OkStatus();
@@ -366,17 +369,9 @@ absl::Status HandleDescribe(const HandlerContext& context,
     }
     case v1::EncoderSpec::kRope: {
       PHASOR_ASSIGN_OR_RETURN(const RopeSpec rope, RopeFromProto(spec->rope()));
-      if (rope.rotary_dim <= 0) {
-        return InvalidField(absl::StrCat(kRopePrefix, ".rotary_dim"),
-                            "Describe needs rotary_dim > 0");
-      }
-      PHASOR_RETURN_IF_ERROR(CheckWidth(rope.rotary_dim,
-                                        absl::StrCat(kRopePrefix, ".rotary_dim"),
-                                        context.limits));
-      const int64_t seq_len = std::max<int64_t>(
-          {spec->rope().seq_len(), spec->rope().max_position_embeddings(), 1});
-      absl::StatusOr<RopeFrequencies> rope_frequencies =
-          ComputeRopeFrequencies(rope, rope.rotary_dim, seq_len, kRopePrefix);
+      PHASOR_RETURN_IF_ERROR(RequireRotaryDim(rope, "Describe", context.limits));
+      absl::StatusOr<RopeFrequencies> rope_frequencies = ComputeRopeFrequencies(
+          rope, rope.rotary_dim, SpecSeqLen(spec->rope()), kRopePrefix);
       if (!rope_frequencies.ok()) {
         return RopeStatusToWirePaths(rope_frequencies.status());
       }
@@ -464,10 +459,9 @@ absl::Status ValidateProfiles(const ProfileRegistry& profiles) {
         // Without a tensor the head dimension is known only when rotary_dim
         // is set; a spec that leaves it to the head is checked per request.
         if (status.ok() && rope->rotary_dim > 0) {
-          const int64_t seq_len = std::max<int64_t>(
-              {spec.rope().seq_len(), spec.rope().max_position_embeddings(), 1});
           status = RopeStatusToWirePaths(
-              ComputeRopeFrequencies(*rope, rope->rotary_dim, seq_len, kRopePrefix)
+              ComputeRopeFrequencies(*rope, rope->rotary_dim,
+                                     SpecSeqLen(spec.rope()), kRopePrefix)
                   .status());
         }
         break;

@@ -1,16 +1,20 @@
 // The Encoder RPCs as plain functions: request message in, response message
 // out, absl::Status with a field path on failure. Each one resolves the spec
 // (inline or profile), converts and checks the request (server/convert.h),
-// lets core/ validate, checks the call is still wanted, runs the core kernel,
-// and writes the response. The gRPC plumbing (auth, reactors, status
+// lets core/ validate, runs the core kernel, and writes the response, and
+// checks between those steps that the call is still wanted. The gRPC plumbing (auth, reactors, status
 // conversion, metrics) is in server/encoder_service.cc.
 //
 // Thread-safety: the functions are reentrant; a HandlerContext is per call.
 #ifndef PHASOR_SERVER_HANDLERS_H_
 #define PHASOR_SERVER_HANDLERS_H_
 
+#include <cstdint>
+#include <vector>
+
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "core/compose.h"
 #include "core/observations.h"
 #include "core/parallel.h"
@@ -23,13 +27,38 @@ namespace phasor::server {
 
 struct HandlerContext {
   const ProfileRegistry* profiles = nullptr;
+  // execution.stop_requested watches the call too, so long kernels stop
+  // inside core/ when it ends (they then report CANCELLED; check_alive says
+  // which way the call ended).
   ExecutionOptions execution;
   RequestLimits limits;
   ServerMetrics* metrics = nullptr;  // May be null (no metrics).
   // OK while the client still wants the result; CANCELLED or
-  // DEADLINE_EXCEEDED otherwise. Called before and between heavy steps.
+  // DEADLINE_EXCEEDED otherwise. Called between the heavy steps of a handler:
+  // conversion, validation, the kernel, response conversion.
   absl::FunctionRef<absl::Status()> check_alive;
 };
+
+// Runs `kernel` (absl::Status(absl::Span<float>)) to produce a float32 result
+// of `shape` and stores it in `out` as `dtype`: straight into the response
+// bytes for FLOAT32; otherwise into one scratch buffer that is converted
+// only if the call is still wanted.
+template <typename Kernel>
+absl::Status WriteFloatOutput(const HandlerContext& context,
+                              absl::Span<const int64_t> shape, DType dtype,
+                              v1::Tensor* out, Kernel&& kernel) {
+  if (dtype == DType::kFloat32) {
+    AllocateTensor(shape, dtype, out);
+    return kernel(FloatData(out));
+  }
+  int64_t elements = 1;
+  for (int64_t extent : shape) elements *= extent;
+  std::vector<float> scratch(static_cast<size_t>(elements));
+  absl::Status status = kernel(absl::MakeSpan(scratch));
+  if (status.ok()) status = context.check_alive();
+  if (status.ok()) StoreFloats(scratch, shape, dtype, out);
+  return status;
+}
 
 absl::Status HandleEncodePositions(const HandlerContext& context,
                                    const v1::EncodePositionsRequest& request,

@@ -9,8 +9,11 @@
 //   grpc_server_msg_received_total / grpc_server_msg_sent_total
 // Domain metrics, in base units:
 //   phasor_encoded_values_total{kind}       output values computed
-//   phasor_request_bytes_total{grpc_method} serialized request bytes
-//   phasor_response_bytes_total{grpc_method}
+//   phasor_request_bytes_total{grpc_method} serialized request bytes of
+//                                           every call, failed ones too
+//   phasor_response_bytes_total{grpc_method} serialized bytes of the
+//                                           responses sent (OK calls; each
+//                                           stream message)
 //   phasor_in_flight_requests               calls started and not finished
 //   phasor_build_info{version,grpc_version} 1
 // Label values are bounded: methods come from a fixed table (anything else is
@@ -73,7 +76,9 @@ class ServerMetrics final {
   NewInterceptorFactory();
 
   void RecordEncodedValues(EncodedKind kind, int64_t count);
-  // `method` is the short Encoder method name ("ApplyRope").
+  // `method` is the short Encoder method name ("ApplyRope"); other names
+  // are ignored, so label values stay the Encoder's methods.
+  // `response_bytes` is 0 when no response was sent.
   void RecordPayloadBytes(absl::string_view method, int64_t request_bytes,
                           int64_t response_bytes);
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/errors.h"
 #include "core/status_macros.h"
+#include "server/convert.h"
 
 namespace phasor::server {
 
@@ -149,11 +150,7 @@ absl::Status RopeStatusToWirePaths(const absl::Status& status) {
       absl::EndsWith(*path, ".original_max_position_embeddings")) {
     return status;
   }
-  const std::string wire = absl::StrCat(kRopePrefix, kMaxField);
-  absl::string_view description = status.message();
-  if (absl::StartsWith(description, *path)) description.remove_prefix(path->size());
-  if (absl::StartsWith(description, ": ")) description.remove_prefix(2);
-  return FieldError(status.code(), wire, description);
+  return ReplaceFieldPath(status, absl::StrCat(kRopePrefix, kMaxField));
 }
 
 }  // namespace phasor::server

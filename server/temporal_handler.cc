@@ -300,13 +300,6 @@ absl::StatusOr<TemporalSpec> ResolveTemporal(const HandlerContext& context,
   return temporal;
 }
 
-// Blocks whose columns run over channels (compose.cc's schema names).
-bool PerChannelBlock(absl::string_view block) {
-  return block == "content.values" || block == "content.mask" ||
-         block == "gaps.delta" || block == "gaps.first_flag" ||
-         block == "gaps.mask" || block == "gaps.last_value";
-}
-
 }  // namespace
 
 absl::Status HandleEncodeObservations(const HandlerContext& context,
@@ -344,37 +337,42 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
   PHASOR_ASSIGN_OR_RETURN(
       const DType output_dtype,
       OutputDType(request.output_dtype(), "output_dtype", kFeatureTypes));
+
+  // Conversion: tensors to spans (float64 seconds to ns, unaligned copies).
   DecodedObservations observations;
   PHASOR_RETURN_IF_ERROR(
       DecodeObservations(request.observations(), state_in, context.limits, &observations));
-  PHASOR_RETURN_IF_ERROR(ValidateObservations(observations.view));
+  PHASOR_RETURN_IF_ERROR(context.check_alive());
+
+  // Validation, once: the spec was validated when it was resolved, and
+  // EncodeValidatedObservations does not repeat any of it.
+  const ObservationsView& view = observations.view;
+  PHASOR_RETURN_IF_ERROR(ValidateObservations(view));
+  if (state_in != nullptr) {
+    PHASOR_RETURN_IF_ERROR(ValidateSeriesState(*state_in, view));
+  }
   PHASOR_ASSIGN_OR_RETURN(
       const FeatureLayout layout,
-      TemporalFeatureLayout(*spec, observations.view.num_channels,
-                            observations.view.content.empty()
-                                ? 0
-                                : observations.view.content_dim));
-  const int64_t rows = observations.view.num_rows();
+      TemporalFeatureLayout(*spec, view.num_channels,
+                            view.content.empty() ? 0 : view.content_dim));
+  const int64_t rows = view.num_rows();
   PHASOR_RETURN_IF_ERROR(CheckWidth(layout.width, "spec.temporal", context.limits));
   const int64_t shape[] = {rows, layout.width};
   PHASOR_RETURN_IF_ERROR(
       CheckOutputSize(shape, output_dtype, "observations", context.limits));
-
   PHASOR_RETURN_IF_ERROR(context.check_alive());
+
   SeriesState state_out;
-  if (output_dtype == DType::kFloat32) {
-    AllocateTensor(shape, output_dtype, response->mutable_features());
-    PHASOR_RETURN_IF_ERROR(EncodeObservations(*spec, observations.view, state_in,
-                                              context.execution,
-                                              FloatData(response->mutable_features()),
-                                              &state_out));
-  } else {
-    std::vector<float> features(rows * layout.width);
-    PHASOR_RETURN_IF_ERROR(EncodeObservations(*spec, observations.view, state_in,
-                                              context.execution,
-                                              absl::MakeSpan(features), &state_out));
-    StoreFloats(features, shape, output_dtype, response->mutable_features());
-  }
+  const absl::Status encoded = WriteFloatOutput(
+      context, shape, output_dtype, response->mutable_features(),
+      [&](absl::Span<float> out) {
+        return EncodeValidatedObservations(*spec, layout, view, state_in,
+                                           context.execution, out, &state_out);
+      });
+  // A kernel stopped through execution.stop_requested reports CANCELLED;
+  // the call itself tells a passed deadline from a cancelled client.
+  PHASOR_RETURN_IF_ERROR(context.check_alive());
+  PHASOR_RETURN_IF_ERROR(encoded);
 
   const std::string channel_list =
       request.observations().channel_names_size() > 0
@@ -386,9 +384,8 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
     out->set_block(entry.block);
     out->set_offset(entry.offset);
     out->set_width(entry.width);
-    out->set_meaning(PerChannelBlock(entry.block)
-                         ? absl::StrCat(entry.meaning, channel_list)
-                         : entry.meaning);
+    out->set_meaning(entry.per_channel ? absl::StrCat(entry.meaning, channel_list)
+                                       : entry.meaning);
   }
   StateToProto(state_out, response->mutable_state());
   if (stream != nullptr) {

@@ -1,6 +1,9 @@
 #include "core/compose.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -579,7 +582,7 @@ TEST(EncodeObservations, ThreadCountDoesNotChangeBytes) {
     PHASOR_ASSERT_OK(serial.status);
     PHASOR_ASSERT_OK(serial_long.status);
     for (int threads : {2, 3, 4, 7}) {
-      const ExecutionOptions options{threads, /*grain_elements=*/1};
+      const ExecutionOptions options{.max_threads = threads, .grain_elements = 1};
       const Result parallel =
           Encode(spec, wide.View(0, wide.rows(), true), nullptr, options);
       PHASOR_ASSERT_OK(parallel.status);
@@ -679,6 +682,80 @@ TEST(EncodeObservations, SumAddsBlocksAtDModelWithInformerCalendarTables) {
     EXPECT_EQ(e.offset, 0) << e.block;
     EXPECT_EQ(e.width, d) << e.block;
   }
+}
+
+// The caller's stop predicate is polled between blocks of rows, not only
+// once: a stop that comes mid-call ends it with CANCELLED. A predicate that
+// never fires changes nothing.
+TEST(EncodeObservations, StopRequestedEndsTheCallBetweenRowBlocks) {
+  const WideSeries series(4000, 43);
+  const ObservationsView obs = series.View(0, series.rows(), true);
+  const Result plain = Encode(FullSpec(), obs, nullptr);
+  PHASOR_ASSERT_OK(plain.status);
+  // 50 columns (content 4, time 8, time2vec 3, gaps 14, calendar 21): a
+  // 600-value grain is 12 rows, so the rows give 334 polls; the serial gaps
+  // pass (3 channels a row) polls every 200 rows, 20 times.
+  for (int threads : {1, 2}) {
+    std::atomic<int> polls{0};
+    const std::function<bool()> never = [&polls] {
+      ++polls;
+      return false;
+    };
+    const ExecutionOptions watched{.max_threads = threads,
+                                   .grain_elements = 600,
+                                   .stop_requested = &never};
+    const Result same = Encode(FullSpec(), obs, nullptr, watched);
+    PHASOR_ASSERT_OK(same.status);
+    EXPECT_TRUE(SameBytes(same.features, plain.features)) << threads;
+    ExpectSameState(same.state, plain.state);
+    EXPECT_GE(polls.load(), 20 + 334) << threads;
+
+    // Stops on the 40th poll: past the serial pass, inside the rows.
+    std::atomic<int> calls{0};
+    const std::function<bool()> later = [&calls] { return ++calls >= 40; };
+    const ExecutionOptions stopping{.max_threads = threads,
+                                    .grain_elements = 600,
+                                    .stop_requested = &later};
+    const Result stopped = Encode(FullSpec(), obs, nullptr, stopping);
+    EXPECT_EQ(stopped.status.code(), absl::StatusCode::kCancelled) << threads;
+    // Each thread stops at its next poll: far fewer polls than a full run.
+    EXPECT_LT(calls.load(), polls.load() / 2) << threads;
+  }
+}
+
+// Gaps checkpoints copy the per-channel memory, so their number must shrink
+// as the channel count grows: 200k events declared over 2^20 channels once
+// took 256 checkpoints of 40 MB each (10 GB). The call now fits in 2 GiB of
+// address space (set in a child process, where running out aborts).
+TEST(EncodeObservationsDeathTest, ManyChannelsKeepCheckpointMemoryBounded) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto encode = [] {
+    const rlimit limit{int64_t{2} << 30, int64_t{2} << 30};
+    if (setrlimit(RLIMIT_AS, &limit) != 0) std::exit(3);
+    const int64_t events = 200000;
+    std::vector<int64_t> times(events);
+    for (int64_t i = 0; i < events; ++i) times[i] = i * kSec;
+    const std::vector<int32_t> channels(events, 0);
+    const std::vector<float> values(events, 1.0f);
+    ObservationsView obs;
+    obs.layout = ObservationLayout::kLong;
+    obs.num_channels = kMaxChannels;
+    obs.event_times = times;
+    obs.event_channels = channels;
+    obs.event_values.f32 = values;
+    GapsBlock gaps;
+    gaps.per_channel_delta = false;  // One column: Δt.
+    TemporalSpec spec;
+    spec.gaps = gaps;
+    const Result result =
+        Encode(spec, obs, nullptr, ExecutionOptions{.max_threads = 2});
+    // Row i is 1 s after row i − 1.
+    const bool ok = result.status.ok() && result.features.size() == 200000u &&
+                    result.features[1] == 1.0f &&
+                    result.state.channels.size() == static_cast<size_t>(kMaxChannels);
+    std::exit(ok ? 0 : 1);
+  };
+  EXPECT_EXIT(encode(), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(EncodeObservations, EmptyChunkKeepsTheState) {

@@ -247,11 +247,18 @@ TEST(ValidateSeriesState, ErrorPaths) {
   before.channels[0].before_last_seen_ns = 10;
   EXPECT_THAT(ValidateSeriesState(before, v),
               IsFieldError(kInvalid, "state.channels[0].before_last_seen_ns"));
+  // Paths name the SeriesState proto's fields: `seen` travels as the
+  // presence of last_seen_ns, `seen_before_last` as before_last_seen_ns.
   SeriesState empty_but_seen;
   empty_but_seen.channels.resize(2);
   empty_but_seen.channels[1].seen = true;
   EXPECT_THAT(ValidateSeriesState(empty_but_seen, v),
-              IsFieldError(kInvalid, "state.channels[1].seen"));
+              IsFieldError(kInvalid, "state.channels[1].last_seen_ns"));
+  SeriesState empty_but_seen_before;
+  empty_but_seen_before.channels.resize(2);
+  empty_but_seen_before.channels[0].seen_before_last = true;
+  EXPECT_THAT(ValidateSeriesState(empty_but_seen_before, v),
+              IsFieldError(kInvalid, "state.channels[0].before_last_seen_ns"));
   SeriesState backwards = ok;
   backwards.first_timestamp_ns = 20;
   backwards.channels[0] = {};
@@ -261,6 +268,10 @@ TEST(ValidateSeriesState, ErrorPaths) {
   nan_value.channels[0].last_value = kNaN;
   EXPECT_THAT(ValidateSeriesState(nan_value, v),
               IsFieldError(kInvalid, "state.channels[0].last_value"));
+  SeriesState nan_before = ok;
+  nan_before.channels[1].before_last_value = kNaN;
+  EXPECT_THAT(ValidateSeriesState(nan_before, v),
+              IsFieldError(kInvalid, "state.channels[1].before_last_value"));
 }
 
 TEST(TimestampsFromSeconds, RoundsAndRejectsNaNInfAndRange) {

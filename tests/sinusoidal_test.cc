@@ -5,6 +5,7 @@
 #include <numeric>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "core/describe.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -231,7 +232,7 @@ TEST(SinusoidalTest, AccurateAgainstLongDoubleUpTo2To31) {
     }
   }
   EXPECT_LT(worst, 2e-6L) << "worst error " << static_cast<double>(worst);
-  RecordProperty("max_abs_error", std::to_string(static_cast<double>(worst)));
+  RecordProperty("max_abs_error", absl::StrFormat("%.3g", static_cast<double>(worst)));
   // The float32 failure mode this guards against.
   const float f = static_cast<float>((int64_t{1} << 24) + 1);
   EXPECT_GT(std::fabs(std::sin(static_cast<double>(f)) -
