@@ -14,9 +14,12 @@
 //                        (nine fields CYCLIC, America/New_York) = 64 float32
 //                        columns (S down), T = S/256
 // Modes:
-//   latency     one connection, one call in flight: per-call latency
+//   latency     one connection, one call in flight, the methods taking turns
+//               call by call: per-call latency
 //   throughput  --connections channels (separate TCP connections), with
-//               --concurrency calls in flight in total, closed loop: QPS
+//               --concurrency calls in flight in total, closed loop, the
+//               methods taking turns in --rounds windows: QPS
+// Taking turns keeps slow drifts of a shared machine out of the ratios.
 // Every response is checked (status OK, tensor of the expected byte count)
 // before timing starts.
 //
@@ -63,6 +66,7 @@ ABSL_FLAG(std::string, modes, "latency,throughput", "latency and/or throughput."
 ABSL_FLAG(std::string, throughput_payloads, "1024",
           "Payloads also measured in throughput mode.");
 ABSL_FLAG(double, seconds, 2.0, "Measured seconds per (method, payload, mode).");
+ABSL_FLAG(int, rounds, 4, "Throughput mode: turns each method gets, seconds/rounds each.");
 ABSL_FLAG(double, warmup_seconds, 0.3, "Unmeasured seconds before each run.");
 ABSL_FLAG(int, connections, 4, "Channels (TCP connections) in throughput mode.");
 ABSL_FLAG(int, concurrency, 16, "Calls in flight in throughput mode.");
@@ -304,6 +308,42 @@ RunResult Drive(const Call& call, const std::vector<std::unique_ptr<EncoderClien
   return result;
 }
 
+// Latency mode: one connection, one call in flight, the methods taking turns
+// call by call (echo, encoder, echo, ...), so slow drifts of the machine
+// (other processes, frequency) affect every method alike.
+std::vector<RunResult> DriveInterleaved(const std::vector<const Call*>& calls,
+                                        const EncoderClient& client,
+                                        double warmup_seconds, double seconds) {
+  std::vector<RunResult> results(calls.size());
+  const auto run_for = [&](double window, bool record) {
+    const Clock::time_point end =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(window));
+    while (Clock::now() < end) {
+      for (size_t m = 0; m < calls.size(); ++m) {
+        const Clock::time_point start = Clock::now();
+        const absl::Status status = calls[m]->Run(client, /*check=*/false);
+        const Clock::time_point stop = Clock::now();
+        if (!status.ok()) {
+          results[m].error = status.ToString();
+          return;
+        }
+        if (record) {
+          const double ns = std::chrono::duration<double, std::nano>(stop - start).count();
+          results[m].latencies_ns.push_back(ns);
+          results[m].seconds += ns * 1e-9;
+        }
+      }
+    }
+  };
+  run_for(warmup_seconds, false);
+  run_for(seconds, true);
+  for (RunResult& result : results) {
+    result.calls = static_cast<int64_t>(result.latencies_ns.size());
+  }
+  return results;
+}
+
 double Percentile(std::vector<double>& sorted, double q) {
   if (sorted.empty()) return 0;
   const size_t index = std::min(sorted.size() - 1,
@@ -335,18 +375,55 @@ int Main() {
     many.push_back(Connect(target, i + 1));
   }
   const std::vector<std::string> modes = SplitList(absl::GetFlag(FLAGS_modes));
+  const std::vector<std::string> methods = SplitList(absl::GetFlag(FLAGS_methods));
   const std::vector<std::string> throughput_payloads =
       SplitList(absl::GetFlag(FLAGS_throughput_payloads));
+  const double seconds = absl::GetFlag(FLAGS_seconds);
+  const double warmup = absl::GetFlag(FLAGS_warmup_seconds);
+  const int rounds = std::max(1, absl::GetFlag(FLAGS_rounds));
   std::vector<std::string> rows;
   int failures = 0;
+  const auto report = [&](const std::string& method, int64_t payload,
+                          const std::string& mode, const Call& call, RunResult& result,
+                          int concurrency, int connections) {
+    const std::string name =
+        absl::StrCat("rpc/method=", method, "/payload=", payload, "/mode=", mode);
+    if (!result.error.empty() || result.calls == 0) {
+      std::fprintf(stderr, "phasor_load: %s: %s\n", name.c_str(),
+                   result.error.empty() ? "no call completed" : result.error.c_str());
+      ++failures;
+      return;
+    }
+    std::sort(result.latencies_ns.begin(), result.latencies_ns.end());
+    double sum = 0;
+    for (double v : result.latencies_ns) sum += v;
+    const double mean = sum / static_cast<double>(result.calls);
+    const double qps = static_cast<double>(result.calls) / result.seconds;
+    const double p50 = Percentile(result.latencies_ns, 0.50);
+    const double p90 = Percentile(result.latencies_ns, 0.90);
+    const double p99 = Percentile(result.latencies_ns, 0.99);
+    std::fprintf(stderr,
+                 "%-62s %8lld calls %10.1f qps  p50 %9.3f ms  p90 %9.3f ms  p99 %9.3f ms\n",
+                 name.c_str(), static_cast<long long>(result.calls), qps, p50 / 1e6,
+                 p90 / 1e6, p99 / 1e6);
+    rows.push_back(absl::StrCat(
+        "  {\"name\": \"", name, "\", \"run_type\": \"iteration\", \"real_time\": ", mean,
+        ", \"time_unit\": \"ns\", \"iterations\": ", result.calls, ", \"qps\": ", qps,
+        ", \"p50_ns\": ", p50, ", \"p90_ns\": ", p90, ", \"p99_ns\": ", p99,
+        ", \"calls\": ", result.calls, ", \"concurrency\": ", concurrency,
+        ", \"connections\": ", connections, ", \"request_bytes\": ", call.request_bytes(),
+        ", \"response_bytes\": ", call.response_bytes(), "}"));
+  };
   for (const std::string& payload_text : SplitList(absl::GetFlag(FLAGS_payloads))) {
     int64_t payload = 0;
     if (!absl::SimpleAtoi(payload_text, &payload) || payload < 1024 || payload % 1024 != 0) {
       std::fprintf(stderr, "phasor_load: bad payload %s\n", payload_text.c_str());
       return 2;
     }
-    for (const std::string& method : SplitList(absl::GetFlag(FLAGS_methods))) {
-      const std::unique_ptr<Call> call = MakeCall(method, payload);
+    std::vector<std::string> names;
+    std::vector<std::unique_ptr<Call>> calls;
+    for (const std::string& method : methods) {
+      std::unique_ptr<Call> call = MakeCall(method, payload);
       if (call == nullptr) {
         std::fprintf(stderr, "phasor_load: unknown method %s\n", method.c_str());
         return 2;
@@ -358,45 +435,39 @@ int Main() {
         ++failures;
         continue;
       }
-      for (const std::string& mode : modes) {
-        const bool throughput = mode == "throughput";
-        if (throughput && std::find(throughput_payloads.begin(), throughput_payloads.end(),
-                                    payload_text) == throughput_payloads.end()) {
-          continue;
+      names.push_back(method);
+      calls.push_back(std::move(call));
+    }
+    std::vector<const Call*> call_ptrs;
+    for (const auto& call : calls) call_ptrs.push_back(call.get());
+    if (std::find(modes.begin(), modes.end(), "latency") != modes.end()) {
+      std::vector<RunResult> results =
+          DriveInterleaved(call_ptrs, *single[0], warmup, seconds * calls.size());
+      for (size_t m = 0; m < calls.size(); ++m) {
+        report(names[m], payload, "latency", *calls[m], results[m], 1, 1);
+      }
+    }
+    if (std::find(modes.begin(), modes.end(), "throughput") != modes.end() &&
+        std::find(throughput_payloads.begin(), throughput_payloads.end(), payload_text) !=
+            throughput_payloads.end()) {
+      // Methods take turns in `rounds` windows each, for the same reason.
+      const int concurrency = std::max(1, absl::GetFlag(FLAGS_concurrency));
+      std::vector<RunResult> totals(calls.size());
+      for (int round = 0; round < rounds; ++round) {
+        for (size_t m = 0; m < calls.size(); ++m) {
+          RunResult window = Drive(*calls[m], many, concurrency,
+                                   round == 0 ? warmup : 0.05, seconds / rounds);
+          RunResult& total = totals[m];
+          if (!window.error.empty()) total.error = window.error;
+          total.seconds += window.seconds;
+          total.latencies_ns.insert(total.latencies_ns.end(), window.latencies_ns.begin(),
+                                    window.latencies_ns.end());
+          total.calls += window.calls;
         }
-        RunResult result =
-            Drive(*call, throughput ? many : single,
-                  throughput ? std::max(1, absl::GetFlag(FLAGS_concurrency)) : 1,
-                  absl::GetFlag(FLAGS_warmup_seconds), absl::GetFlag(FLAGS_seconds));
-        const std::string name =
-            absl::StrCat("rpc/method=", method, "/payload=", payload, "/mode=", mode);
-        if (!result.error.empty() || result.calls == 0) {
-          std::fprintf(stderr, "phasor_load: %s: %s\n", name.c_str(),
-                       result.error.empty() ? "no call completed" : result.error.c_str());
-          ++failures;
-          continue;
-        }
-        std::sort(result.latencies_ns.begin(), result.latencies_ns.end());
-        double sum = 0;
-        for (double v : result.latencies_ns) sum += v;
-        const double mean = sum / static_cast<double>(result.calls);
-        const double qps = static_cast<double>(result.calls) / result.seconds;
-        const double p50 = Percentile(result.latencies_ns, 0.50);
-        const double p90 = Percentile(result.latencies_ns, 0.90);
-        const double p99 = Percentile(result.latencies_ns, 0.99);
-        std::fprintf(stderr,
-                     "%-62s %8lld calls %10.1f qps  p50 %9.3f ms  p90 %9.3f ms  p99 %9.3f ms\n",
-                     name.c_str(), static_cast<long long>(result.calls), qps, p50 / 1e6,
-                     p90 / 1e6, p99 / 1e6);
-        rows.push_back(absl::StrCat(
-            "  {\"name\": \"", name, "\", \"run_type\": \"iteration\", \"real_time\": ", mean,
-            ", \"time_unit\": \"ns\", \"iterations\": ", result.calls, ", \"qps\": ", qps,
-            ", \"p50_ns\": ", p50, ", \"p90_ns\": ", p90, ", \"p99_ns\": ", p99,
-            ", \"calls\": ", result.calls, ", \"concurrency\": ",
-            throughput ? absl::GetFlag(FLAGS_concurrency) : 1, ", \"connections\": ",
-            throughput ? absl::GetFlag(FLAGS_connections) : 1,
-            ", \"request_bytes\": ", call->request_bytes(),
-            ", \"response_bytes\": ", call->response_bytes(), "}"));
+      }
+      for (size_t m = 0; m < calls.size(); ++m) {
+        report(names[m], payload, "throughput", *calls[m], totals[m], concurrency,
+               static_cast<int>(many.size()));
       }
     }
   }

@@ -142,18 +142,29 @@ $python calendar_peer.py "${peer_args[@]}" "${peer_sizes[@]}" --out "$results/ca
 cd "$root"
 
 # --- 6. Transport ------------------------------------------------------------
-log "RPC: encoders against Echo on 127.0.0.1"
-port=$($python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$build/server/phasor-server" --grpc_address="127.0.0.1:$port" --metrics_address= \
-  --enable_echo --max_message_bytes=$((64 << 20)) --threads="$cores" \
-  2>"$results/server.log" &
-server_pid=$!
-trap 'kill "$server_pid" 2>/dev/null || true; rm -rf "$dump"' EXIT
-"$build/bench/phasor_load" --target="127.0.0.1:$port" --payloads="$payloads" \
-  --seconds="$load_seconds" --max_message_bytes=$((64 << 20)) --out="$results/load.json"
-kill "$server_pid"
-wait "$server_pid" || true
-trap 'rm -rf "$dump"' EXIT
+# Twice: with glibc's default allocator (every large message buffer is fresh,
+# page-faulting memory) and with the warm settings above on both server and
+# load generator (freed buffers reused), which shows the transport itself.
+run_load() {  # $1: output file; the rest: command prefix (e.g. env VAR=...)
+  local out=$1
+  shift
+  local port
+  port=$($python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$@" "$build/server/phasor-server" --grpc_address="127.0.0.1:$port" --metrics_address= \
+    --enable_echo --max_message_bytes=$((64 << 20)) --threads="$cores" \
+    2>>"$results/server.log" &
+  server_pid=$!
+  trap 'kill "$server_pid" 2>/dev/null || true; rm -rf "$dump"' EXIT
+  "$@" "$build/bench/phasor_load" --target="127.0.0.1:$port" --payloads="$payloads" \
+    --seconds="$load_seconds" --max_message_bytes=$((64 << 20)) --out="$out"
+  kill "$server_pid"
+  wait "$server_pid" || true
+  trap 'rm -rf "$dump"' EXIT
+}
+log "RPC: encoders against Echo on 127.0.0.1, default allocator"
+run_load "$results/load.json" env
+log "RPC: encoders against Echo on 127.0.0.1, allocator warm"
+run_load "$results/load_warm.json" "${warm[@]}"
 
 echo "load after:  $(cut -d' ' -f1-3 /proc/loadavg)" >>"$results/machine.txt"
 

@@ -112,12 +112,14 @@ class ObservationStreamReactor final
 }  // namespace
 
 absl::Status CheckAlive(const grpc::CallbackServerContext& context) {
-  if (context.IsCancelled()) {
-    return absl::CancelledError("the call was cancelled");
-  }
+  // The deadline first: once it passes gRPC cancels the call as well, and
+  // the client should hear which of the two ended it.
   if (std::chrono::system_clock::now() >= context.deadline()) {
     return absl::DeadlineExceededError(
         "the call's deadline passed before the result was ready");
+  }
+  if (context.IsCancelled()) {
+    return absl::CancelledError("the call was cancelled");
   }
   return absl::OkStatus();
 }

@@ -5,7 +5,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/continuous_time.h"
 #include "core/errors.h"
+#include "core/holidays.h"
 #include "core/tensor_file.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -125,6 +127,14 @@ absl::StatusOr<std::unique_ptr<ProfileRegistry>> ProfileRegistry::FromProto(
             t2v_entry, ": omega and phi must be non-empty and of equal "
                        "length, got ", frequencies->size(), " and ", phases->size()));
       }
+      // Checked here, as any request naming the set would check it, so a
+      // request's errors never point into a file it did not send.
+      Time2VecBlock block;
+      block.omega = *frequencies;
+      block.phi = *phases;
+      if (absl::Status valid = ValidateTime2VecBlock(block, "time2vec"); !valid.ok()) {
+        return InEntry(valid, t2v_entry);
+      }
       parameters.omega = std::move(*frequencies);
       parameters.phi = std::move(*phases);
       if (!registry->time2vec_.emplace(t2v.name(), std::move(parameters)).second) {
@@ -138,6 +148,12 @@ absl::StatusOr<std::unique_ptr<ProfileRegistry>> ProfileRegistry::FromProto(
       if (!ValidName(calendar.name())) {
         return absl::InvalidArgumentError(
             absl::StrCat(calendar_entry, ": name must match [A-Za-z0-9._-]+"));
+      }
+      for (int i = 0; i < calendar.dates_size(); ++i) {
+        absl::StatusOr<absl::CivilDay> day = ParseIsoDate(calendar.dates(i));
+        if (!day.ok()) {
+          return InEntry(day.status(), absl::StrCat(calendar_entry, " dates[", i, "]"));
+        }
       }
       std::vector<std::string> dates(calendar.dates().begin(),
                                      calendar.dates().end());

@@ -8,7 +8,8 @@ Reads, from the results directory:
   rope_peer_default.json, sinusoidal_peer_default.json   the same peers with
       the default allocator (fresh pages every call), headline sizes only
   calendar_peer.json                       pandas peer
-  load.json                                bench/phasor_load
+  load.json, load_warm.json                bench/phasor_load, default allocator and
+                                           allocator warm (server and client)
   check.txt                                output of the check step (ACCURACY lines)
   machine.txt                              what the run was on
 and prints a Markdown report: one table per family, then DESIGN §5's targets
@@ -102,7 +103,8 @@ def main():
     sin_peer = load_gbench(os.path.join(d, "sinusoidal_peer.json"))
     sin_peer_default = load_gbench(os.path.join(d, "sinusoidal_peer_default.json"))
     cal_peer = load_gbench(os.path.join(d, "calendar_peer.json"))
-    load = load_rows(os.path.join(d, "load.json"))
+    loads = [("default allocator", load_rows(os.path.join(d, "load.json"))),
+             ("allocator warm", load_rows(os.path.join(d, "load_warm.json")))]
     acc = load_accuracy(os.path.join(d, "check.txt"))
     out = []
     summary = []  # (target, config, value text, met)
@@ -263,7 +265,9 @@ def main():
         out.append("")
 
     # ---------------------------------------------------------------- RPC
-    if load:
+    for label, load in loads:
+        if not load:
+            continue
         by = {r["name"]: r for r in load}
         rows = []
         for r in load:
@@ -281,12 +285,12 @@ def main():
             if method == "echo":
                 continue
             if mode == "latency" and payload == 1 << 20 and lat is not None:
-                summary.append(("RPC: 1 MiB encode call ≤ 1.25× echo latency (p50)",
+                summary.append((f"RPC: 1 MiB encode call ≤ 1.25× echo latency (p50), {label}",
                                 method, f"{lat:.2f}×", lat <= 1.25))
             if mode == "throughput" and payload <= 1024 and qps is not None:
-                summary.append(("RPC: small calls ≥ 0.8× echo QPS", f"{method}, {payload} B",
-                                f"{qps:.2f}×", qps >= 0.8))
-        out.append("## RPC over 127.0.0.1: encoders against Echo of the same bytes\n")
+                summary.append((f"RPC: small calls ≥ 0.8× echo QPS, {label}",
+                                f"{method}, {payload} B", f"{qps:.2f}×", qps >= 0.8))
+        out.append(f"## RPC over 127.0.0.1, {label}: encoders against Echo of the same bytes\n")
         out.append("latency mode: one connection, one call in flight; throughput mode: "
                    "several connections, closed loop. × echo p50 = encoder p50 / echo p50 "
                    "(lower is better); × echo QPS = encoder QPS / echo QPS (higher is "

@@ -148,8 +148,24 @@ TEST_F(ErrorsTest, PositionBeyondLearnedTableIsOutOfRange) {
   v1::EncodePositionsResponse response;
   const grpc::Status status =
       server_.stub->EncodePositions(Context().get(), request, &response);
-  ExpectFieldError(status, grpc::StatusCode::OUT_OF_RANGE, "positions[2]");
+  // core/ says "positions[2]"; the client sent positions.values.
+  ExpectFieldError(status, grpc::StatusCode::OUT_OF_RANGE, "positions.values[2]");
   EXPECT_THAT(status.error_message(), HasSubstr("4 rows"));
+  // A range has no elements on the wire: the range is named, and the index
+  // and position are in the description.
+  request.mutable_positions()->mutable_range()->set_start(1);
+  request.mutable_positions()->mutable_range()->set_count(5);
+  const grpc::Status range =
+      server_.stub->EncodePositions(Context().get(), request, &response);
+  ExpectFieldError(range, grpc::StatusCode::OUT_OF_RANGE, "positions.range");
+  EXPECT_EQ(range.error_message(),
+            "positions.range: element 3 of the range: position 4 is outside the "
+            "learned table of 4 rows (valid: 0..3)");
+  // Whole-number real positions index the table; others are named by index.
+  const std::vector<double> reals = {0.0, 1.5};
+  *request.mutable_positions()->mutable_values() = Float64Tensor(reals, {2});
+  ExpectFieldError(server_.stub->EncodePositions(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT, "positions.values[1]");
   ExpectStillServing();
 }
 
@@ -265,6 +281,44 @@ TEST_F(ErrorsTest, TemporalInputErrors) {
   EXPECT_THAT(zone.error_message(), HasSubstr("Mars/Olympus_Mons"));
 }
 
+// Paths name the fields the client sent, even where core/ names its own
+// structs: a NaN position is an element of positions.values, and a state's
+// "seen" flags travel as the presence of last_seen_ns / before_last_seen_ns.
+TEST_F(ErrorsTest, PathsNameTheWireFields) {
+  v1::ApplyRopeRequest rope = RopeRequest(2, 1, 8);
+  const std::vector<double> positions = {0.0, std::nan("")};
+  *rope.mutable_positions()->mutable_values() = Float64Tensor(positions, {2});
+  v1::ApplyRopeResponse rope_response;
+  ExpectFieldError(server_.stub->ApplyRope(Context().get(), rope, &rope_response),
+                   grpc::StatusCode::INVALID_ARGUMENT, "positions.values[1]");
+
+  v1::EncodeObservationsRequest request;
+  const std::vector<int64_t> times = {10, 20};
+  const std::vector<double> values = {1.0, 2.0};
+  *request.mutable_observations()->mutable_timestamps() = Int64Tensor(times, {2});
+  *request.mutable_observations()->mutable_values() = Float64Tensor(values, {2, 1});
+  request.mutable_spec()->mutable_temporal()->mutable_gaps();
+  // A channel seen in a series that has not started.
+  request.mutable_state()->add_channels()->set_last_seen_ns(5);
+  v1::EncodeObservationsResponse response;
+  ExpectFieldError(server_.stub->EncodeObservations(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT, "state.channels[0].last_seen_ns");
+  // A started series whose remembered earlier value is NaN.
+  v1::SeriesState* state = request.mutable_state();
+  state->Clear();
+  state->set_first_timestamp_ns(1);
+  state->set_last_timestamp_ns(5);
+  v1::SeriesState::Channel* channel = state->add_channels();
+  channel->set_last_seen_ns(5);
+  channel->set_last_value(1.0);
+  channel->set_before_last_seen_ns(1);
+  channel->set_before_last_value(std::nan(""));
+  ExpectFieldError(server_.stub->EncodeObservations(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT,
+                   "state.channels[0].before_last_value");
+  ExpectStillServing();
+}
+
 TEST(ProfilesLoadTest, BadProfilesStopStartupNamingTheEntry) {
   TempDir dir;
   ServerOptions options = TestOptions();
@@ -298,6 +352,29 @@ TEST(ProfilesLoadTest, BadProfilesStopStartupNamingTheEntry) {
   ASSERT_FALSE(server.ok());
   EXPECT_EQ(server.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(server.status().message(), HasSubstr("learned_tables 't'"));
+
+  // Named holiday calendars and Time2Vec sets are checked at startup, so a
+  // request naming one never gets an error pointing into the file.
+  options.profiles_path = dir.WriteFile("dates.txtpb", R"pb(
+    profile { name: "us" spec { rope { rotary_dim: 8 } }
+              holiday_calendars { name: "us" dates: "2026-01-01" dates: "2026-02-30" } }
+  )pb");
+  server = PhasorServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(server.status().message(), HasSubstr("holiday_calendars 'us' dates[1]"));
+  EXPECT_THAT(server.status().message(), HasSubstr("2026-02-30"));
+
+  dir.WriteFile("omega.npy", NpyFloat32({1.0f, std::nanf("")}, 2));
+  dir.WriteFile("phi.npy", NpyFloat32({0.0f, 0.0f}, 2));
+  options.profiles_path = dir.WriteFile("t2v.txtpb", R"pb(
+    profile { name: "t2v" spec { rope { rotary_dim: 8 } }
+              time2vec { name: "daily" omega { path: "omega.npy" } phi { path: "phi.npy" } } }
+  )pb");
+  server = PhasorServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(server.status().message(), HasSubstr("time2vec 'daily'"));
+  EXPECT_THAT(server.status().message(), HasSubstr("omega[1]"));
 }
 
 TEST_F(ErrorsTest, PastDeadlineIsDeadlineExceeded) {

@@ -218,11 +218,13 @@ TEST(MetricsTest, ScrapeCountsCallsCodesBytesAndValues) {
     request_bytes += static_cast<int64_t>(request.ByteSizeLong());
     response_bytes += static_cast<int64_t>(response.ByteSizeLong());
   }
+  // A failed call's request bytes count too; it sends no response.
   v1::EncodePositionsRequest bad = request;
   bad.mutable_spec()->mutable_positional()->mutable_sinusoidal()->set_dim(7);
   v1::EncodePositionsResponse ignored;
   ASSERT_EQ(server.stub->EncodePositions(Context().get(), bad, &ignored).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+  request_bytes += static_cast<int64_t>(bad.ByteSizeLong());
   ASSERT_EQ(HealthStatus(server.channel, ""), kServing);
 
   const std::string text = HttpGet(server.server->metrics_port(), "/metrics");
