@@ -329,7 +329,7 @@ absl::StatusOr<v1::Tensor> TensorFromDoubles(absl::Span<const double> values,
   wide.set_data(reinterpret_cast<const char*>(values.data()),
                 values.size() * sizeof(double));
   PHASOR_RETURN_IF_ERROR(CheckedElementCount(wide, "values").status());
-  return CastTensor(wide, dtype, "values");
+  return CastTensor(std::move(wide), dtype, "values");
 }
 
 v1::Tensor TensorFromInt64s(absl::Span<const int64_t> values,
@@ -350,8 +350,7 @@ absl::StatusOr<std::vector<double>> TensorToDoubles(const v1::Tensor& tensor) {
   return values;
 }
 
-absl::StatusOr<v1::Tensor> CastTensor(const v1::Tensor& tensor,
-                                      v1::DType dtype,
+absl::StatusOr<v1::Tensor> CastTensor(v1::Tensor tensor, v1::DType dtype,
                                       absl::string_view field) {
   PHASOR_ASSIGN_OR_RETURN(const int64_t count,
                           CheckedElementCount(tensor, field));

@@ -59,11 +59,11 @@ v1::Tensor TensorFromInt64s(absl::Span<const int64_t> values,
 // Every element widened to double (int64 beyond 2^53 rounds).
 absl::StatusOr<std::vector<double>> TensorToDoubles(const v1::Tensor& tensor);
 
-// The tensor's values stored as `dtype`. Converting a non-integral or out of
-// range value to an integer dtype is INVALID_ARGUMENT naming `field`.
-// Integer to integer conversions are exact.
-absl::StatusOr<v1::Tensor> CastTensor(const v1::Tensor& tensor,
-                                      v1::DType dtype,
+// The tensor's values stored as `dtype` (the tensor itself, moved, when it
+// already is). Converting a non-integral or out of range value to an integer
+// dtype is INVALID_ARGUMENT naming `field`. Integer to integer conversions
+// are exact.
+absl::StatusOr<v1::Tensor> CastTensor(v1::Tensor tensor, v1::DType dtype,
                                       absl::string_view field);
 
 // Same data, new shape; the element counts must agree.

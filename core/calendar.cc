@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -314,7 +315,8 @@ const LocalTime& LocalTimeCursor::At(int64_t unix_ns) {
 }
 
 CalendarEncoder::CalendarEncoder(const CalendarBlock& block,
-                                 absl::TimeZone zone, int64_t sum_d_model)
+                                 absl::TimeZone zone, int64_t sum_d_model,
+                                 int64_t max_table_rows)
     : encoding_(block.encoding),
       fractional_(block.fractional),
       include_utc_offset_(block.include_utc_offset),
@@ -348,27 +350,39 @@ CalendarEncoder::CalendarEncoder(const CalendarBlock& block,
   }
   if (sum_d_model_ > 0) {
     assert(sum_d_model_ % 2 == 0);
-    sum_tables_.resize(kNumFieldKinds);
     const int64_t d = sum_d_model_;
+    sum_omega_.resize(static_cast<size_t>(d / 2));
+    for (int64_t i = 0; i < d / 2; ++i) {
+      // Informer: div_term = exp(2i · −ln(10000)/d_model).
+      sum_omega_[i] = std::exp(static_cast<double>(2 * i) * -(std::log(10000.0) / d));
+    }
+    sum_tables_.resize(kNumFieldKinds);
+    int64_t table_rows = 0;
     for (const Slot& slot : slots_) {
-      std::vector<double>& table = sum_tables_[static_cast<int>(slot.field)];
       const int rows = MaxCivilValue(slot.field) + 1;
-      table.resize(static_cast<size_t>(rows) * d);
-      for (int v = 0; v < rows; ++v) {
-        for (int64_t i = 0; i < d / 2; ++i) {
-          // Informer: div_term = exp(2i · −ln(10000)/d_model).
-          const double omega =
-              std::exp(static_cast<double>(2 * i) * -(std::log(10000.0) / d));
-          table[v * d + 2 * i] = std::sin(v * omega);
-          table[v * d + 2 * i + 1] = std::cos(v * omega);
-        }
-      }
+      if (table_rows + rows > max_table_rows) break;
+      table_rows += rows;
+      // Rows are built by AddInformerRow itself (0 + x == x), so a field
+      // with a table and one without give the same bits.
+      std::vector<double> table(static_cast<size_t>(rows) * d, 0.0);
+      for (int v = 0; v < rows; ++v) AddInformerRow(slot.field, v, &table[v * d]);
+      sum_tables_[static_cast<int>(slot.field)] = std::move(table);
     }
   }
 }
 
-const double* CalendarEncoder::TableRow(CalendarField field, int value) const {
-  return sum_tables_[static_cast<int>(field)].data() + value * sum_d_model_;
+void CalendarEncoder::AddInformerRow(CalendarField field, int value,
+                                     double* out) const {
+  const std::vector<double>& table = sum_tables_[static_cast<int>(field)];
+  if (!table.empty()) {
+    const double* row = table.data() + value * sum_d_model_;
+    for (int64_t j = 0; j < sum_d_model_; ++j) out[j] += row[j];
+    return;
+  }
+  for (size_t i = 0; i < sum_omega_.size(); ++i) {
+    out[2 * i] += std::sin(value * sum_omega_[i]);
+    out[2 * i + 1] += std::cos(value * sum_omega_[i]);
+  }
 }
 
 void CalendarEncoder::EncodeField(CalendarField field, const LocalTime& local,
@@ -401,11 +415,10 @@ void CalendarEncoder::Writer::FillDay(const LocalTime& local) {
   const CalendarEncoder& e = encoder_;
   std::fill(day_columns_.begin(), day_columns_.end(), 0.0);
   if (e.sum_d_model_ > 0) {
-    const int64_t d = e.sum_d_model_;
     for (const Slot& slot : e.slots_) {
       if (!slot.day_level) continue;
-      const double* row = e.TableRow(slot.field, CivilValue(slot.field, local));
-      for (int64_t j = 0; j < d; ++j) day_columns_[j] += row[j];
+      e.AddInformerRow(slot.field, CivilValue(slot.field, local),
+                       day_columns_.data());
     }
   } else {
     for (const Slot& slot : e.slots_) {
@@ -427,11 +440,9 @@ void CalendarEncoder::Writer::Encode(int64_t unix_ns, double* out) {
   if (!has_day_ || local.date != day_) FillDay(local);
   std::memcpy(out, day_columns_.data(), day_columns_.size() * sizeof(double));
   if (e.sum_d_model_ > 0) {
-    const int64_t d = e.sum_d_model_;
     for (const Slot& slot : e.slots_) {
       if (slot.day_level) continue;
-      const double* row = e.TableRow(slot.field, CivilValue(slot.field, local));
-      for (int64_t j = 0; j < d; ++j) out[j] += row[j];
+      e.AddInformerRow(slot.field, CivilValue(slot.field, local), out);
     }
     return;
   }

@@ -48,6 +48,7 @@
 #define PHASOR_CORE_CALENDAR_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -144,11 +145,17 @@ class LocalTimeCursor final {
 class CalendarEncoder final {
  public:
   // `sum_d_model` > 0 selects Informer's fixed tables summed at that width
-  // (combine SUM); 0 selects CONCAT columns.
+  // (combine SUM); 0 selects CONCAT columns. A SUM field's table of PE(v)
+  // (one row of d_model per civil value, 5 to 367 rows) is precomputed while
+  // the tables' total row count stays within `max_table_rows`; later fields
+  // compute PE(v) when used, to the same bits. Pass the number of instants
+  // to encode, so the tables never outgrow the output (a one-row request at
+  // d_model 65536 would otherwise build 326 MB of tables).
   // REQUIRES: ValidateCalendarBlock(block, ...).ok(); zone is its zone; for
   // SUM no fractional, offset, DST or holidays, and sum_d_model even.
   CalendarEncoder(const CalendarBlock& block, absl::TimeZone zone,
-                  int64_t sum_d_model);
+                  int64_t sum_d_model,
+                  int64_t max_table_rows = std::numeric_limits<int64_t>::max());
 
   // Columns written per row: the CONCAT width, or d_model for SUM.
   int64_t width() const { return width_; }
@@ -181,8 +188,9 @@ class CalendarEncoder final {
   // Writes the field's encoded column(s) for `local` at out[0..field_width).
   void EncodeField(CalendarField field, const LocalTime& local,
                    double* out) const;
-  // Informer table row PE(v) of `field`.
-  const double* TableRow(CalendarField field, int value) const;
+  // Adds Informer's row PE(value) of `field` to out[0..d_model), from its
+  // table when it has one.
+  void AddInformerRow(CalendarField field, int value, double* out) const;
 
   CalendarEncoding encoding_;
   bool fractional_;
@@ -201,7 +209,10 @@ class CalendarEncoder final {
   // by x (x < 60), [sin, cos] pairs.
   std::vector<double> clock_cycle60_;
   std::vector<double> clock_cycle24_;
-  // SUM: one table per field kind, rows PE(v) for v = 0..max, row-major.
+  // SUM: ω_i = 10000^(−2i/d_model), i < d_model/2.
+  std::vector<double> sum_omega_;
+  // SUM: per field kind, rows PE(v) for v = 0..max, row-major; empty for a
+  // field without a table.
   std::vector<std::vector<double>> sum_tables_;
 };
 

@@ -459,7 +459,8 @@ absl::Status EncodeValidatedObservations(const TemporalSpec& spec,
     PHASOR_ASSIGN_OR_RETURN(
         const absl::TimeZone zone,
         LoadIanaTimeZone(s.calendar->time_zone, "spec.temporal.calendar.time_zone"));
-    calendar.emplace(*s.calendar, zone, sum ? s.d_model : 0);
+    calendar.emplace(*s.calendar, zone, sum ? s.d_model : 0,
+                     /*max_table_rows=*/rows);
   }
 
   // Early stop is polled about once per grain of work: per output row the

@@ -31,9 +31,10 @@
 // (core/parallel.h) between blocks of about grain_elements outputs and, once
 // it returns true, returns CANCELLED with the output unspecified.
 //
-// Memory: besides the output, a call holds O(C) state per thread and at most
-// kMaxCheckpointChannels channel records of gaps checkpoints, whatever C and
-// the row count.
+// Memory: besides the output, a call holds O(C) state per thread, at most
+// kMaxCheckpointChannels channel records of gaps checkpoints, and per-request
+// tables sized by the spec's widths; SUM calendar tables are built only while
+// they hold no more values than the output (calendar.h).
 //
 // Thread-safety: all functions are reentrant; concurrent calls are safe.
 #ifndef PHASOR_CORE_COMPOSE_H_

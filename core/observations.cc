@@ -202,8 +202,8 @@ absl::Status ValidateSeriesState(const SeriesState& state,
       if (ch.seen || ch.seen_before_last) {
         return InvalidField(
             absl::StrCat(path, ch.seen ? ".last_seen_ns" : ".before_last_seen_ns"),
-            absl::StrCat("set in a state without last_timestamp_ns (a series "
-                         "not yet started)"));
+            "set in a state without last_timestamp_ns (a series not yet "
+            "started)");
       }
       continue;
     }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <functional>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +38,14 @@ absl::Status RunHandler(const EncoderService& service,
   handler_context.execution.stop_requested = &stop;
   return handler(handler_context);
 }
+
+// Whether Request has the `profile` member of the config oneof.
+template <typename Request, typename = void>
+struct NamesProfile : std::false_type {};
+template <typename Request>
+struct NamesProfile<Request,
+                    std::void_t<decltype(std::declval<const Request&>().profile())>>
+    : std::true_type {};
 
 // Every call's request bytes; response bytes only when a response is sent.
 void RecordBytes(ServerMetrics* metrics, absl::string_view method,
@@ -80,6 +89,9 @@ class ObservationStreamReactor final
         return HandleEncodeObservations(handler_context, request_, &stream_, &response_);
       });
     }
+    const std::string& profile =
+        stream_.started ? stream_.config.profile() : request_.profile();
+    if (!status.ok() && !profile.empty()) status = SpecErrorsToProfile(status, profile);
     RecordBytes(service_->metrics(), "EncodeObservationsStream", request_,
                 status.ok() ? &response_ : nullptr);
     if (!status.ok()) {
@@ -166,6 +178,11 @@ grpc::ServerUnaryReactor* EncoderService::Unary(
     status = RunHandler(*this, *context, [&](const HandlerContext& handler_context) {
       return handler(handler_context, *request, response);
     });
+  }
+  if constexpr (NamesProfile<Request>::value) {
+    if (!status.ok() && request->has_profile()) {
+      status = SpecErrorsToProfile(status, request->profile());
+    }
   }
   RecordBytes(metrics_, method, *request, status.ok() ? response : nullptr);
   reactor->Finish(ToGrpcStatus(status));

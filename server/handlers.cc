@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/alibi.h"
 #include "core/continuous_time.h"
@@ -426,6 +427,16 @@ absl::Status HandleDescribe(const HandlerContext& context,
                                       description.similarity.end());
   Count(context, EncodedKind::kDescribe, num_offsets);
   return absl::OkStatus();
+}
+
+absl::Status SpecErrorsToProfile(const absl::Status& status,
+                                 absl::string_view profile) {
+  const std::optional<std::string> path = FieldPathOf(status);
+  if (!path || (*path != "spec" && !absl::StartsWith(*path, "spec."))) {
+    return status;
+  }
+  return ReplaceFieldPath(status, "profile",
+                          absl::StrCat("profile '", profile, "' ", *path));
 }
 
 absl::Status HandleListProfiles(const HandlerContext& context,

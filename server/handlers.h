@@ -1,9 +1,10 @@
 // The Encoder RPCs as plain functions: request message in, response message
 // out, absl::Status with a field path on failure. Each one resolves the spec
 // (inline or profile), converts and checks the request (server/convert.h),
-// lets core/ validate, runs the core kernel, and writes the response, and
-// checks between those steps that the call is still wanted. The gRPC plumbing (auth, reactors, status
-// conversion, metrics) is in server/encoder_service.cc.
+// lets core/ validate, runs the core kernel and writes the response,
+// checking between those steps that the call is still wanted. The gRPC
+// plumbing (auth, reactors, status conversion, metrics) is in
+// server/encoder_service.cc.
 //
 // Thread-safety: the functions are reentrant; a HandlerContext is per call.
 #ifndef PHASOR_SERVER_HANDLERS_H_
@@ -14,6 +15,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/compose.h"
 #include "core/observations.h"
@@ -96,6 +98,13 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
 absl::Status HandleListProfiles(const HandlerContext& context,
                                 const v1::ListProfilesRequest& request,
                                 v1::ListProfilesResponse* response);
+
+// A request that names a profile sent no spec, so errors core/ reports on
+// the profile's spec ("spec.rope.rotary_dim: ...") are re-addressed to the
+// field it did send, "profile", with the spec path kept in the description.
+// Other statuses are returned unchanged.
+absl::Status SpecErrorsToProfile(const absl::Status& status,
+                                 absl::string_view profile);
 
 // Checks a temporal spec from a profile (blocks, zone, named parameters).
 absl::Status ValidateTemporalProfile(const ProfileRegistry& profiles,

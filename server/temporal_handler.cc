@@ -56,8 +56,8 @@ absl::StatusOr<absl::Span<const int64_t>> DecodeTimes(
 }
 
 // Values [rows] or [rows, C] as float32 or float64.
-absl::Status DecodeValues(const TensorView& view, DecodedObservations* out,
-                          ValuesView* values) {
+void DecodeValues(const TensorView& view, DecodedObservations* out,
+                  ValuesView* values) {
   if (view.dtype == DType::kFloat64) {
     out->values_f64 = TypedInput<double>(view);
     values->f64 = out->values_f64.span();
@@ -65,7 +65,6 @@ absl::Status DecodeValues(const TensorView& view, DecodedObservations* out,
     out->values_f32 = TypedInput<float>(view);
     values->f32 = out->values_f32.span();
   }
-  return absl::OkStatus();
 }
 
 absl::Status DecodeObservations(const v1::Observations& in,
@@ -83,6 +82,8 @@ absl::Status DecodeObservations(const v1::Observations& in,
                         "event_values), not both");
   }
   int64_t rows = 0;
+  // The request field C comes from, for errors about C.
+  absl::string_view channels_field = "observations.num_channels";
   if (!long_layout) {
     view.layout = ObservationLayout::kWide;
     if (!in.has_timestamps()) {
@@ -104,7 +105,8 @@ absl::Status DecodeObservations(const v1::Observations& in,
                                          " timestamps, got ", ShapeString(values.shape)));
       }
       view.num_channels = values.shape[1];
-      PHASOR_RETURN_IF_ERROR(DecodeValues(values, out, &view.values));
+      channels_field = "observations.values.shape";
+      DecodeValues(values, out, &view.values);
     }
     if (in.has_mask()) {
       if (!in.has_values()) {
@@ -152,25 +154,33 @@ absl::Status DecodeObservations(const v1::Observations& in,
     }
     out->channels = TypedInput<int32_t>(channels);
     view.event_channels = out->channels.span();
-    PHASOR_RETURN_IF_ERROR(DecodeValues(values, out, &view.event_values));
+    DecodeValues(values, out, &view.event_values);
     // C: as declared, else as named, else as the state knows it, else as
     // the events show.
     if (in.num_channels() > 0) {
       view.num_channels = in.num_channels();
     } else if (in.channel_names_size() > 0) {
       view.num_channels = in.channel_names_size();
+      channels_field = "observations.channel_names";
     } else if (state != nullptr && !state->channels.empty()) {
       view.num_channels = static_cast<int64_t>(state->channels.size());
+      channels_field = "state.channels";
     } else {
       int64_t max_channel = -1;
-      for (int32_t channel : view.event_channels) {
+      for (size_t i = 0; i < view.event_channels.size(); ++i) {
+        const int32_t channel = view.event_channels[i];
+        if (channel < 0) {
+          return InvalidField(
+              absl::StrCat("observations.event_channels[", i, "]"),
+              absl::StrCat("channel ", channel, " is negative; channels are 0..C-1"));
+        }
         max_channel = std::max<int64_t>(max_channel, channel);
       }
       view.num_channels = max_channel + 1;
+      channels_field = "observations.event_channels";
     }
   }
-  PHASOR_RETURN_IF_ERROR(
-      CheckWidth(view.num_channels, "observations.num_channels", limits));
+  PHASOR_RETURN_IF_ERROR(CheckWidth(view.num_channels, channels_field, limits));
   if (in.num_channels() < 0) {
     return InvalidField("observations.num_channels",
                         absl::StrCat("must be >= 0, got ", in.num_channels()));

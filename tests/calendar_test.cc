@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <random>
@@ -621,6 +622,33 @@ TEST(ValidateCalendarBlock, ErrorPaths) {
   EXPECT_THAT(ValidateCalendarBlock(bad_holiday, p),
               IsFieldError(absl::StatusCode::kInvalidArgument,
                            p + ".holidays.dates[1]"));
+}
+
+// Under combine SUM a field's Informer rows come from a precomputed table or
+// are computed when used, depending on max_table_rows; the bits are the same,
+// so chunk sizes cannot change the output.
+TEST(CalendarEncoder, SumRowsWithAndWithoutTablesAreIdentical) {
+  CalendarBlock block;
+  block.time_zone = "America/New_York";
+  block.fields = AllFields();
+  const int64_t d = 64;
+  const absl::TimeZone zone = *LoadIanaTimeZone(block.time_zone, "time_zone");
+  // All tables; none; the first three fields' (60 + 60 + 24 rows) only.
+  const CalendarEncoder tables(block, zone, d);
+  const CalendarEncoder computed(block, zone, d, /*max_table_rows=*/0);
+  const CalendarEncoder some(block, zone, d, /*max_table_rows=*/150);
+  CalendarEncoder::Writer a(tables), b(computed), c(some);
+  std::mt19937_64 rng(53);
+  int64_t t = UtcNs(2026, 1, 1, 0, 0, 0);
+  std::vector<double> x(d), y(d), z(d);
+  for (int i = 0; i < 2000; ++i) {
+    t += static_cast<int64_t>(rng() % (3 * 86400)) * 1000000000;
+    a.Encode(t, x.data());
+    b.Encode(t, y.data());
+    c.Encode(t, z.data());
+    ASSERT_EQ(std::memcmp(x.data(), y.data(), d * sizeof(double)), 0) << t;
+    ASSERT_EQ(std::memcmp(x.data(), z.data(), d * sizeof(double)), 0) << t;
+  }
 }
 
 }  // namespace

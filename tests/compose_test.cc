@@ -758,6 +758,37 @@ TEST(EncodeObservationsDeathTest, ManyChannelsKeepCheckpointMemoryBounded) {
   EXPECT_EXIT(encode(), ::testing::ExitedWithCode(0), "");
 }
 
+// Informer's calendar tables under combine SUM hold 367 rows of d_model for
+// day_of_year alone: a one-row request at d_model 65536 once built 326 MB of
+// tables for 256 KB of output. Tables are now built only while they are no
+// larger than the output; the call fits in 256 MiB of address space.
+TEST(EncodeObservationsDeathTest, SumCalendarTablesDoNotOutgrowTheOutput) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto encode = [] {
+    const rlimit limit{int64_t{256} << 20, int64_t{256} << 20};
+    if (setrlimit(RLIMIT_AS, &limit) != 0) std::exit(3);
+    const std::vector<int64_t> times = {UtcNs(2026, 7, 4, 12)};
+    ObservationsView obs;
+    obs.timestamps = times;
+    TemporalSpec spec;
+    spec.combine = CombineMode::kSum;
+    spec.d_model = kMaxEncodingWidth;
+    CalendarBlock cal;
+    cal.fields = {CalendarField::kDayOfYear, CalendarField::kWeekOfYear,
+                  CalendarField::kDayOfMonth, CalendarField::kMinuteOfHour};
+    spec.calendar = cal;
+    const Result result = Encode(spec, obs, nullptr);
+    // Column 0 is Σ sin(v·ω_0) with ω_0 = 1: day 185, ISO week 27, day 4,
+    // minute 0 (2026-07-04 12:00 UTC).
+    const double expected = std::sin(185.0) + std::sin(27.0) + std::sin(4.0);
+    const bool ok = result.status.ok() &&
+                    result.features.size() == static_cast<size_t>(kMaxEncodingWidth) &&
+                    std::fabs(result.features[0] - expected) < 1e-6;
+    std::exit(ok ? 0 : 1);
+  };
+  EXPECT_EXIT(encode(), ::testing::ExitedWithCode(0), "");
+}
+
 TEST(EncodeObservations, EmptyChunkKeepsTheState) {
   const WideSeries series(40, 41);
   const Result first = Encode(FullSpec(), series.View(0, 20, false), nullptr);

@@ -218,7 +218,8 @@ absl::StatusOr<v1::Positions> PositionsFromFlags(int64_t default_count) {
                           values.dtype() == v1::UINT8;
     PHASOR_ASSIGN_OR_RETURN(
         *positions.mutable_values(),
-        CastTensor(values, integral ? v1::INT64 : v1::FLOAT64, "--positions"));
+        CastTensor(std::move(values), integral ? v1::INT64 : v1::FLOAT64,
+                   "--positions"));
     return positions;
   }
   int64_t count = absl::GetFlag(FLAGS_count);
@@ -344,7 +345,7 @@ absl::StatusOr<v1::Tensor> NarrowFloat(v1::Tensor tensor,
       tensor.dtype() == v1::BFLOAT16) {
     return tensor;
   }
-  return CastTensor(tensor, v1::FLOAT32, field);
+  return CastTensor(std::move(tensor), v1::FLOAT32, field);
 }
 
 // fp32/fp64 stay as they are; anything else becomes float64 (observation
@@ -354,7 +355,7 @@ absl::StatusOr<v1::Tensor> WideFloat(v1::Tensor tensor,
   if (tensor.dtype() == v1::FLOAT32 || tensor.dtype() == v1::FLOAT64) {
     return tensor;
   }
-  return CastTensor(tensor, v1::FLOAT64, field);
+  return CastTensor(std::move(tensor), v1::FLOAT64, field);
 }
 
 // A [T, H, D] float tensor for RoPE: .npy as is, a 2-D CSV [T, H*D] split
@@ -391,18 +392,21 @@ absl::StatusOr<v1::Tensor> ReadVector(absl::string_view flag,
                           CheckedElementCount(tensor, field));
   PHASOR_ASSIGN_OR_RETURN(tensor,
                           ReshapeTensor(std::move(tensor), {count}, field));
-  return CastTensor(tensor, dtype, field);
+  return CastTensor(std::move(tensor), dtype, field);
 }
 
-// Rows [begin, end) of a tensor along its first dimension.
+// Rows [begin, end) of a tensor along its first dimension; copies only
+// those rows' bytes.
 v1::Tensor SliceRows(const v1::Tensor& tensor, int64_t begin, int64_t end) {
-  v1::Tensor slice = tensor;
+  v1::Tensor slice;
+  slice.set_dtype(tensor.dtype());
+  *slice.mutable_shape() = tensor.shape();
   const int64_t rows = tensor.shape(0);
   const int64_t row_bytes =
       rows == 0 ? 0 : static_cast<int64_t>(tensor.data().size()) / rows;
   slice.set_shape(0, end - begin);
-  slice.set_data(tensor.data().substr(begin * row_bytes,
-                                      (end - begin) * row_bytes));
+  slice.set_data(tensor.data().data() + begin * row_bytes,
+                 static_cast<size_t>((end - begin) * row_bytes));
   return slice;
 }
 
@@ -432,7 +436,7 @@ absl::StatusOr<v1::Observations> ObservationsFromFlags() {
       PHASOR_ASSIGN_OR_RETURN(v1::Tensor mask, ReadInput("mask", mask_path));
       if (mask.shape_size() == 1) mask.add_shape(1);
       if (mask.dtype() != v1::BOOL) {
-        PHASOR_ASSIGN_OR_RETURN(mask, CastTensor(mask, v1::UINT8, "--mask"));
+        PHASOR_ASSIGN_OR_RETURN(mask, CastTensor(std::move(mask), v1::UINT8, "--mask"));
       }
       *observations.mutable_mask() = std::move(mask);
     }
@@ -469,13 +473,16 @@ absl::StatusOr<v1::Observations> ObservationsFromFlags() {
 }
 
 // The observations cut into chunks of `chunk_rows` rows (wide) or events
-// (long); the first chunk alone carries `config`.
+// (long); the first chunk alone carries the spec or profile and the state.
+// Each observation byte is copied once, into its chunk.
 absl::StatusOr<std::vector<v1::EncodeObservationsRequest>> Chunk(
-    const v1::EncodeObservationsRequest& whole, int64_t chunk_rows) {
+    v1::EncodeObservationsRequest whole, int64_t chunk_rows) {
   if (chunk_rows <= 0) {
     return absl::InvalidArgumentError("--chunk_rows: must be positive");
   }
-  const v1::Observations& all = whole.observations();
+  v1::Observations all;
+  all.Swap(whole.mutable_observations());
+  whole.clear_observations();
   const bool wide = all.has_timestamps();
   const int64_t rows =
       wide ? all.timestamps().shape(0) : all.event_times().shape(0);
@@ -483,10 +490,7 @@ absl::StatusOr<std::vector<v1::EncodeObservationsRequest>> Chunk(
   for (int64_t begin = 0; begin < rows || begin == 0; begin += chunk_rows) {
     const int64_t end = std::min(rows, begin + chunk_rows);
     v1::EncodeObservationsRequest chunk;
-    if (begin == 0) {
-      chunk = whole;
-      chunk.clear_observations();
-    }
+    if (begin == 0) chunk = whole;  // Everything but the observations.
     chunk.set_output_dtype(whole.output_dtype());
     v1::Observations* part = chunk.mutable_observations();
     *part->mutable_channel_names() = all.channel_names();
@@ -724,8 +728,9 @@ absl::Status RunEncodeObservations(const EncoderClient& client) {
     // first message only.
     std::cerr << "note: --state seeds the first chunk of the stream\n";
   }
-  PHASOR_ASSIGN_OR_RETURN(const auto chunks,
-                          Chunk(request, absl::GetFlag(FLAGS_chunk_rows)));
+  PHASOR_ASSIGN_OR_RETURN(
+      const auto chunks,
+      Chunk(std::move(request), absl::GetFlag(FLAGS_chunk_rows)));
   v1::EncodeObservationsResponse combined;
   int64_t rows = 0;
   bool first = true;

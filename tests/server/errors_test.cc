@@ -26,6 +26,7 @@ class ErrorsTest : public ::testing::Test {
         spec { positional { learned { table: "four" } } }
         learned_tables { name: "four" file { path: "table.npy" } }
       }
+      profile { name: "rope16" spec { rope { rotary_dim: 16 } } }
     )pb");
     options.max_elements_per_request = 100000;
     options.max_message_bytes = 1 << 20;
@@ -167,6 +168,23 @@ TEST_F(ErrorsTest, PositionBeyondLearnedTableIsOutOfRange) {
   ExpectFieldError(server_.stub->EncodePositions(Context().get(), request, &response),
                    grpc::StatusCode::INVALID_ARGUMENT, "positions.values[1]");
   ExpectStillServing();
+}
+
+// A request naming a profile sent no spec: an error in the profile's spec
+// (here rotary_dim 16 against the request's 8-wide heads) is on "profile".
+TEST_F(ErrorsTest, ProfileSpecErrorsNameTheProfile) {
+  v1::ApplyRopeRequest request = RopeRequest(2, 1, 8);
+  request.set_profile("rope16");
+  v1::ApplyRopeResponse response;
+  const grpc::Status status = server_.stub->ApplyRope(Context().get(), request, &response);
+  ExpectFieldError(status, grpc::StatusCode::INVALID_ARGUMENT, "profile");
+  EXPECT_THAT(status.error_message(),
+              StartsWith("profile: profile 'rope16' spec.rope.rotary_dim: must be even and "
+                         "<= head_dim 8"));
+  // Inline, the same spec is named by its own path.
+  request.mutable_spec()->mutable_rope()->set_rotary_dim(16);
+  ExpectFieldError(server_.stub->ApplyRope(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT, "spec.rope.rotary_dim");
 }
 
 TEST_F(ErrorsTest, UnknownProfileAndTableAreNotFound) {
@@ -316,6 +334,32 @@ TEST_F(ErrorsTest, PathsNameTheWireFields) {
   ExpectFieldError(server_.stub->EncodeObservations(Context().get(), request, &response),
                    grpc::StatusCode::INVALID_ARGUMENT,
                    "state.channels[0].before_last_value");
+
+  // Long layout without num_channels: C comes from event_channels, and so do
+  // the errors about it.
+  v1::EncodeObservationsRequest events;
+  v1::Observations* in = events.mutable_observations();
+  *in->mutable_event_times() = Int64Tensor(times, {2});
+  const std::vector<float> event_values = {1.0f, 2.0f};
+  *in->mutable_event_values() = FloatTensor(event_values, {2});
+  in->mutable_event_channels()->set_dtype(v1::INT32);
+  in->mutable_event_channels()->add_shape(2);
+  const auto set_channels = [in](int32_t first, int32_t second) {
+    const int32_t channels[] = {first, second};
+    in->mutable_event_channels()->set_data(reinterpret_cast<const char*>(channels),
+                                           sizeof(channels));
+  };
+  events.mutable_spec()->mutable_temporal()->mutable_gaps();
+  set_channels(0, -3);
+  ExpectFieldError(server_.stub->EncodeObservations(Context().get(), events, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT, "observations.event_channels[1]");
+  set_channels(0, 200000);  // C = 200001, over this server's 100000.
+  ExpectFieldError(server_.stub->EncodeObservations(Context().get(), events, &response),
+                   grpc::StatusCode::RESOURCE_EXHAUSTED, "observations.event_channels");
+  set_channels(1, 0);
+  EXPECT_TRUE(
+      server_.stub->EncodeObservations(Context().get(), events, &response).ok());
+  EXPECT_EQ(response.state().channels_size(), 2);
   ExpectStillServing();
 }
 

@@ -166,5 +166,44 @@ TEST_F(StreamTest, DecreasingTimeAcrossChunksIsRejected) {
   EXPECT_THAT(status.error_message(), ::testing::StartsWith("observations"));
 }
 
+// phasor_request_bytes_total counts every message the stream read, the one
+// that failed included; phasor_response_bytes_total every message it wrote.
+TEST(StreamMetricsTest, BytesCountEveryMessageReadAndEveryResponseWritten) {
+  ServerOptions options = TestOptions();
+  options.metrics_address = "127.0.0.1:0";
+  TestServer server = StartTestServer(options);
+  ASSERT_NE(server.server, nullptr);
+  auto context = Context();
+  auto stream = server.stub->EncodeObservationsStream(context.get());
+  v1::EncodeObservationsRequest first;
+  *first.mutable_observations() = Chunk(0, 3);
+  *first.mutable_spec() = Spec();
+  v1::EncodeObservationsRequest second;
+  *second.mutable_observations() = Chunk(3, 5);
+  v1::EncodeObservationsRequest earlier;  // Decreasing time: fails.
+  *earlier.mutable_observations() = Chunk(0, 3);
+  int64_t request_bytes = 0, response_bytes = 0;
+  for (const v1::EncodeObservationsRequest* request : {&first, &second}) {
+    ASSERT_TRUE(stream->Write(*request));
+    v1::EncodeObservationsResponse response;
+    ASSERT_TRUE(stream->Read(&response));
+    request_bytes += static_cast<int64_t>(request->ByteSizeLong());
+    response_bytes += static_cast<int64_t>(response.ByteSizeLong());
+  }
+  stream->Write(earlier);
+  request_bytes += static_cast<int64_t>(earlier.ByteSizeLong());
+  v1::EncodeObservationsResponse none;
+  EXPECT_FALSE(stream->Read(&none));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  const std::string text = HttpGet(server.server->metrics_port(), "/metrics");
+  EXPECT_EQ(MetricValue(
+                text, R"(phasor_request_bytes_total{grpc_method="EncodeObservationsStream"})"),
+            request_bytes);
+  EXPECT_EQ(MetricValue(
+                text, R"(phasor_response_bytes_total{grpc_method="EncodeObservationsStream"})"),
+            response_bytes);
+}
+
 }  // namespace
 }  // namespace phasor::server::testing
