@@ -94,16 +94,7 @@ class DeadlineTest : public ::testing::Test {
     return std::chrono::microseconds(static_cast<int64_t>(0.3 * full_seconds * 1e6));
   }
 
-  void ExpectStillServing() {
-    v1::EncodePositionsRequest request;
-    request.mutable_positions()->mutable_range()->set_count(4);
-    request.mutable_spec()->mutable_positional()->mutable_sinusoidal()->set_dim(8);
-    v1::EncodePositionsResponse response;
-    const grpc::Status status =
-        server_.stub->EncodePositions(Context().get(), request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    EXPECT_EQ(response.encodings().data().size(), 4u * 8 * 4);
-  }
+  void ExpectStillServing() { ExpectServing(*server_.stub); }
 
   TestServer server_;
 };

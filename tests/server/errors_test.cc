@@ -46,17 +46,7 @@ class ErrorsTest : public ::testing::Test {
     EXPECT_FALSE(bad.field_violations(0).description().empty());
   }
 
-  // A small call that must succeed: the server is still serving.
-  void ExpectStillServing() {
-    v1::EncodePositionsRequest request;
-    request.mutable_positions()->mutable_range()->set_count(4);
-    request.mutable_spec()->mutable_positional()->mutable_sinusoidal()->set_dim(8);
-    v1::EncodePositionsResponse response;
-    const grpc::Status status =
-        server_.stub->EncodePositions(Context().get(), request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    EXPECT_EQ(response.encodings().data().size(), 4u * 8 * 4);
-  }
+  void ExpectStillServing() { ExpectServing(*server_.stub); }
 
   TempDir dir_;
   TestServer server_;

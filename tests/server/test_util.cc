@@ -50,6 +50,16 @@ std::unique_ptr<grpc::ClientContext> Context() {
   return context;
 }
 
+void ExpectServing(v1::Encoder::Stub& stub) {
+  v1::EncodePositionsRequest request;
+  request.mutable_positions()->mutable_range()->set_count(4);
+  request.mutable_spec()->mutable_positional()->mutable_sinusoidal()->set_dim(8);
+  v1::EncodePositionsResponse response;
+  const grpc::Status status = stub.EncodePositions(Context().get(), request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.encodings().data().size(), 4u * 8 * 4);
+}
+
 namespace {
 
 template <typename T>

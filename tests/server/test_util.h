@@ -37,6 +37,9 @@ TestServer StartTestServer(const ServerOptions& options);
 // A context with a 30 s deadline.
 std::unique_ptr<grpc::ClientContext> Context();
 
+// Expects a small EncodePositions call to succeed: the server still serves.
+void ExpectServing(v1::Encoder::Stub& stub);
+
 v1::Tensor FloatTensor(absl::Span<const float> values,
                        std::vector<int64_t> shape);
 v1::Tensor Int64Tensor(absl::Span<const int64_t> values,
