@@ -21,7 +21,9 @@
 // Accuracy: θ_i and p·θ_i are formed in double from the exact position
 // (int64 converted once) and cos/sin taken in double, then rounded once to
 // float; the rotation runs in float32 (fp16/bf16 are widened first and
-// narrowed once at the end). For |p| <= 2^31 float32 tables and outputs are
+// narrowed once at the end). Runs of evenly spaced integer positions are
+// tabulated by angle addition in double, re-anchored exactly every 256 rows
+// (rope.cc gives the bound). For |p| <= 2^31 float32 tables and outputs are
 // within 2e-6 of a long-double reference (tests/rope_test.cc). Float32 angle
 // arithmetic would be off by up to 0.89 at p = 2^24 + 1.
 //

@@ -12,6 +12,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -698,6 +699,58 @@ TEST(RopeThreads, OneAndFourThreadsGiveIdenticalBytes) {
   ComputeRopeTables(f, true, pos, parallel, absl::MakeSpan(c4), absl::MakeSpan(s4));
   EXPECT_EQ(0, std::memcmp(c1.data(), c4.data(), c1.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(s1.data(), s4.data(), s1.size() * sizeof(float)));
+}
+
+// Evenly spaced integer positions take the angle-addition ladder (exact
+// re-anchor every 256 rows); its rows must meet the same contract, and a
+// chunk that starts mid-ladder must reproduce the serial bytes.
+TEST(RopeLadder, EvenlySpacedRunsMeetTheAccuracyContract) {
+  for (const auto& [first, step, count] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {(int64_t{1} << 31) - 700, 1, 1400},  // crosses 2^31
+           {(int64_t{1} << 24) - 300, 7, 900},   // crosses 2^24 + 1
+           {-5000, 3, 1200}}) {
+    std::vector<int64_t> ints(count);
+    for (int64_t t = 0; t < count; ++t) ints[t] = first + t * step;
+    for (const auto& [base, rotary_dim] :
+         std::vector<std::pair<double, int64_t>>{{10000.0, 128}, {500000.0, 96}}) {
+      const AccuracyFigures figures =
+          MeasureAgainstLongDouble(base, rotary_dim, Positions::Integers(ints));
+      EXPECT_LE(figures.table, 2e-6) << "first " << first << " step " << step;
+      EXPECT_LE(figures.apply, 2e-6) << "first " << first << " step " << step;
+    }
+  }
+}
+
+TEST(RopeLadder, OneAndThreeThreadsGiveIdenticalBytesOnARun) {
+  constexpr int64_t kTokens = 1000, kHeads = 2, kDim = 128;
+  std::vector<int64_t> positions(kTokens);
+  for (int64_t t = 0; t < kTokens; ++t) positions[t] = 100 + 2 * t;
+  positions[613] = 5;  // A break in the run forces a re-anchor mid-chunk.
+  const Positions pos = Positions::Integers(positions);
+  RopeSpec spec;
+  ExecutionOptions serial;
+  ExecutionOptions parallel;
+  parallel.max_threads = 3;
+  parallel.grain_elements = 64;  // Chunks start at rows that are not anchors.
+  const RopeFrequencies f = Frequencies(spec, kDim, pos);
+  std::vector<float> c1(kTokens * kDim / 2), s1(c1.size()), c3(c1.size()), s3(c1.size());
+  ComputeRopeTables(f, true, pos, serial, absl::MakeSpan(c1), absl::MakeSpan(s1));
+  ComputeRopeTables(f, true, pos, parallel, absl::MakeSpan(c3), absl::MakeSpan(s3));
+  EXPECT_EQ(0, std::memcmp(c1.data(), c3.data(), c1.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(s1.data(), s3.data(), s1.size() * sizeof(float)));
+  const std::vector<float> x = RandomFloats(kTokens * kHeads * kDim, 21);
+  std::vector<float> y1(x.size()), y3(x.size());
+  RopeOperand q1 = Operand(DType::kFloat32, kTokens, kHeads, kDim, BytesOf(x),
+                           MutableBytesOf(y1));
+  RunRope(spec, pos, q1, nullptr, serial);
+  RopeOperand q3 = q1;
+  q3.out = MutableBytesOf(y3);
+  RunRope(spec, pos, q3, nullptr, parallel);
+  EXPECT_EQ(0, std::memcmp(y1.data(), y3.data(), y1.size() * sizeof(float)));
+  // Row 613 (the break) still holds cos/sin of its own position, 5.
+  EXPECT_NEAR(c1[613 * kDim / 2 + 0], std::cos(5.0), 1e-7);
+  EXPECT_NEAR(s1[613 * kDim / 2 + 1], std::sin(5.0 * f.inv_freq[1]), 1e-7);
 }
 
 // ---------------------------------------------------------------------------
