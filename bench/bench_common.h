@@ -24,11 +24,14 @@
 #include <string>
 #include <vector>
 
+#include "benchmark/benchmark.h"
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "benchmark/benchmark.h"
 
 namespace phasor::bench {
 
@@ -86,6 +89,24 @@ inline void WriteRaw(const std::string& dir, const std::string& name,
     std::exit(1);
   }
   std::fclose(file);
+}
+
+// The main() of every bench program: consume the --phasor_* flags, then
+// either dump the check outputs or register and run the benchmarks.
+inline int RunBenchmarkMain(int argc, char** argv,
+                            void (*dump)(const std::string& dir),
+                            void (*register_all)(const BenchFlags& flags)) {
+  const BenchFlags flags = ParseBenchFlags(&argc, argv);
+  if (!flags.dump_dir.empty()) {
+    dump(flags.dump_dir);
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  register_all(flags);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
 }
 
 }  // namespace phasor::bench

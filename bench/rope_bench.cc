@@ -235,15 +235,6 @@ void RegisterAll(const BenchFlags& flags) {
 }  // namespace phasor::bench
 
 int main(int argc, char** argv) {
-  const phasor::bench::BenchFlags flags = phasor::bench::ParseBenchFlags(&argc, argv);
-  if (!flags.dump_dir.empty()) {
-    phasor::bench::Dump(flags.dump_dir);
-    return 0;
-  }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  phasor::bench::RegisterAll(flags);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return phasor::bench::RunBenchmarkMain(argc, argv, phasor::bench::Dump,
+                                         phasor::bench::RegisterAll);
 }
