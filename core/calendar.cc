@@ -1,6 +1,7 @@
 #include "core/calendar.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cmath>
 #include <cstdint>
@@ -164,6 +165,29 @@ void FillDate(absl::CivilDay day, LocalTime* t) {
                                       absl::CivilDay(month));
   t->days_in_year =
       absl::GetYearDay(absl::CivilDay(day.year(), 12, 31));
+}
+
+// sin/cos of 2π·x/P for x = 0..P−1, [sin, cos] pairs: the CYCLIC clock
+// fields' columns, computed once per process (immutable afterwards) instead
+// of once per request.
+template <int kPeriod>
+std::array<double, 2 * kPeriod> MakeClockCycles() {
+  std::array<double, 2 * kPeriod> table{};
+  for (int x = 0; x < kPeriod; ++x) {
+    table[2 * x] = std::sin(kTwoPi * x / kPeriod);
+    table[2 * x + 1] = std::cos(kTwoPi * x / kPeriod);
+  }
+  return table;
+}
+
+const std::array<double, 2 * 60>& ClockCycles60() {
+  static const std::array<double, 2 * 60> table = MakeClockCycles<60>();
+  return table;
+}
+
+const std::array<double, 2 * 24>& ClockCycles24() {
+  static const std::array<double, 2 * 24> table = MakeClockCycles<24>();
+  return table;
 }
 
 int64_t FloorDiv(int64_t a, int64_t b) {
@@ -337,16 +361,8 @@ CalendarEncoder::CalendarEncoder(const CalendarBlock& block,
   width_ = sum_d_model_ > 0 ? sum_d_model_ : offset;
 
   if (encoding_ == CalendarEncoding::kCyclic && !fractional_) {
-    clock_cycle60_.resize(2 * 60);
-    for (int x = 0; x < 60; ++x) {
-      clock_cycle60_[2 * x] = std::sin(kTwoPi * x / 60);
-      clock_cycle60_[2 * x + 1] = std::cos(kTwoPi * x / 60);
-    }
-    clock_cycle24_.resize(2 * 24);
-    for (int x = 0; x < 24; ++x) {
-      clock_cycle24_[2 * x] = std::sin(kTwoPi * x / 24);
-      clock_cycle24_[2 * x + 1] = std::cos(kTwoPi * x / 24);
-    }
+    clock_cycle60_ = ClockCycles60().data();
+    clock_cycle24_ = ClockCycles24().data();
   }
   if (sum_d_model_ > 0) {
     assert(sum_d_model_ % 2 == 0);
@@ -449,12 +465,12 @@ void CalendarEncoder::Writer::Encode(int64_t unix_ns, double* out) {
   for (const Slot& slot : e.slots_) {
     if (slot.day_level) continue;
     double* column = out + slot.offset;
-    if (!e.clock_cycle60_.empty()) {
+    if (e.clock_cycle60_ != nullptr) {
       // CYCLIC integer clock fields: precomputed sin/cos.
       const int x = CivilValue(slot.field, local);
       const double* pair = slot.field == CalendarField::kHourOfDay
-                               ? &e.clock_cycle24_[2 * x]
-                               : &e.clock_cycle60_[2 * x];
+                               ? e.clock_cycle24_ + 2 * x
+                               : e.clock_cycle60_ + 2 * x;
       column[0] = pair[0];
       column[1] = pair[1];
     } else {

@@ -206,9 +206,10 @@ class CalendarEncoder final {
   int64_t dst_column_ = -1;
   int64_t holiday_column_ = -1;
   // CYCLIC, not fractional: sin/cos of 2π·x/P for the clock fields, indexed
-  // by x (x < 60), [sin, cos] pairs.
-  std::vector<double> clock_cycle60_;
-  std::vector<double> clock_cycle24_;
+  // by x (x < 60), [sin, cos] pairs, in process-wide immutable tables; null
+  // otherwise.
+  const double* clock_cycle60_ = nullptr;
+  const double* clock_cycle24_ = nullptr;
   // SUM: ω_i = 10000^(−2i/d_model), i < d_model/2.
   std::vector<double> sum_omega_;
   // SUM: per field kind, rows PE(v) for v = 0..max, row-major; empty for a

@@ -43,9 +43,17 @@ absl::Status CheckOrigin(OriginKind kind, int64_t origin_ns,
   return absl::OkStatus();
 }
 
-// The spec with SUM's "dim 0 = d_model" applied.
-TemporalSpec Resolved(const TemporalSpec& spec) {
-  TemporalSpec out = spec;
+// The two blocks SUM's "dim 0 = d_model" changes, resolved; every other
+// block is read from the spec itself. Both are small plain structs, so this
+// copies no heap data (a whole TemporalSpec would copy Time2Vec's
+// parameters and the holiday dates on every call).
+struct ResolvedBlocks {
+  std::optional<TimeBlock> time;
+  std::optional<GapsBlock> gaps;
+};
+
+ResolvedBlocks Resolve(const TemporalSpec& spec) {
+  ResolvedBlocks out{spec.time, spec.gaps};
   if (spec.combine != CombineMode::kSum) return out;
   if (out.time.has_value() && out.time->dim == 0) out.time->dim = spec.d_model;
   if (out.gaps.has_value() && out.gaps->sinusoidal_dim == 0) {
@@ -61,6 +69,7 @@ absl::Status SumError(absl::string_view prefix, absl::string_view field,
 }
 
 absl::Status ValidateSumConstraints(const TemporalSpec& spec,
+                                    const ResolvedBlocks& resolved,
                                     absl::string_view prefix) {
   const int64_t d = spec.d_model;
   if (d <= 0 || d % 2 != 0 || d > kMaxEncodingWidth) {
@@ -69,10 +78,10 @@ absl::Status ValidateSumConstraints(const TemporalSpec& spec,
                                      kMaxEncodingWidth,
                                      "] under combine SUM, got ", d));
   }
-  if (spec.time.has_value() && spec.time->dim != d) {
+  if (resolved.time.has_value() && resolved.time->dim != d) {
     return SumError(prefix, "time.dim",
                     absl::StrCat("must be 0 or d_model (", d, "), got ",
-                                 spec.time->dim));
+                                 resolved.time->dim));
   }
   if (spec.time2vec.has_value() &&
       static_cast<int64_t>(spec.time2vec->omega.size()) != d) {
@@ -80,8 +89,8 @@ absl::Status ValidateSumConstraints(const TemporalSpec& spec,
                     absl::StrCat("must hold d_model (", d, ") terms, got ",
                                  spec.time2vec->omega.size()));
   }
-  if (spec.gaps.has_value()) {
-    const GapsBlock& g = *spec.gaps;
+  if (resolved.gaps.has_value()) {
+    const GapsBlock& g = *resolved.gaps;
     if (!g.global_delta) {
       return SumError(prefix, "gaps.global_delta",
                       "must be true (only the global gap has a d_model-wide "
@@ -212,9 +221,9 @@ absl::Status ValidateTemporalSpec(const TemporalSpec& spec,
     return InvalidField(absl::StrCat(field_prefix, ".combine"),
                         "unknown combine mode");
   }
-  const TemporalSpec resolved = Resolved(spec);
+  const ResolvedBlocks resolved = Resolve(spec);
   if (spec.combine == CombineMode::kSum) {
-    PHASOR_RETURN_IF_ERROR(ValidateSumConstraints(resolved, field_prefix));
+    PHASOR_RETURN_IF_ERROR(ValidateSumConstraints(spec, resolved, field_prefix));
   }
   if (spec.content.has_value() && !std::isfinite(spec.content->scale)) {
     return InvalidField(absl::StrCat(field_prefix, ".content.scale"),
@@ -226,11 +235,11 @@ absl::Status ValidateTemporalSpec(const TemporalSpec& spec,
     PHASOR_RETURN_IF_ERROR(
         CheckOrigin(resolved.time->origin, resolved.time->origin_ns, prefix));
   }
-  if (resolved.time2vec.has_value()) {
+  if (spec.time2vec.has_value()) {
     const std::string prefix = absl::StrCat(field_prefix, ".time2vec");
-    PHASOR_RETURN_IF_ERROR(ValidateTime2VecBlock(*resolved.time2vec, prefix));
-    PHASOR_RETURN_IF_ERROR(CheckOrigin(resolved.time2vec->origin,
-                                       resolved.time2vec->origin_ns, prefix));
+    PHASOR_RETURN_IF_ERROR(ValidateTime2VecBlock(*spec.time2vec, prefix));
+    PHASOR_RETURN_IF_ERROR(CheckOrigin(spec.time2vec->origin,
+                                       spec.time2vec->origin_ns, prefix));
   }
   if (resolved.gaps.has_value()) {
     const std::string prefix = absl::StrCat(field_prefix, ".gaps");
@@ -238,9 +247,9 @@ absl::Status ValidateTemporalSpec(const TemporalSpec& spec,
     PHASOR_RETURN_IF_ERROR(
         CheckOrigin(resolved.gaps->origin, resolved.gaps->origin_ns, prefix));
   }
-  if (resolved.calendar.has_value()) {
+  if (spec.calendar.has_value()) {
     PHASOR_RETURN_IF_ERROR(ValidateCalendarBlock(
-        *resolved.calendar, absl::StrCat(field_prefix, ".calendar")));
+        *spec.calendar, absl::StrCat(field_prefix, ".calendar")));
   }
   return absl::OkStatus();
 }
@@ -248,7 +257,8 @@ absl::Status ValidateTemporalSpec(const TemporalSpec& spec,
 absl::StatusOr<FeatureLayout> TemporalFeatureLayout(
     const TemporalSpec& spec, int64_t num_channels, int64_t content_dim,
     absl::string_view observations_prefix) {
-  const TemporalSpec s = Resolved(spec);
+  const TemporalSpec& s = spec;
+  const ResolvedBlocks r = Resolve(spec);
   const bool sum = s.combine == CombineMode::kSum;
   const int64_t c = num_channels;
   FeatureLayout layout;
@@ -279,12 +289,12 @@ absl::StatusOr<FeatureLayout> TemporalFeatureLayout(
           /*per_channel=*/true);
     }
   }
-  if (s.time.has_value()) {
-    Add(&schema, &offset, "time", s.time->dim,
+  if (r.time.has_value()) {
+    Add(&schema, &offset, "time", r.time->dim,
         absl::StrFormat("sin, cos of 2*pi*(t - origin)/P_k interleaved, P_k "
                         "geometric from %g s to %g s, origin %s",
-                        s.time->min_period_seconds, s.time->max_period_seconds,
-                        OriginName(s.time->origin)));
+                        r.time->min_period_seconds, r.time->max_period_seconds,
+                        OriginName(r.time->origin)));
   }
   if (s.time2vec.has_value()) {
     Add(&schema, &offset, "time2vec",
@@ -294,8 +304,8 @@ absl::StatusOr<FeatureLayout> TemporalFeatureLayout(
                         s.time2vec->unit_seconds,
                         OriginName(s.time2vec->origin)));
   }
-  if (s.gaps.has_value()) {
-    const GapsBlock& g = *s.gaps;
+  if (r.gaps.has_value()) {
+    const GapsBlock& g = *r.gaps;
     const int64_t w = GapValueWidth(g);
     const bool flag = g.first_observation == FirstObservationPolicy::kFlag;
     const std::string policy =
@@ -425,7 +435,8 @@ absl::Status EncodeValidatedObservations(const TemporalSpec& spec,
   const int64_t width = layout.width;
   assert(static_cast<int64_t>(out.size()) == rows * width);
 
-  const TemporalSpec s = Resolved(spec);
+  const TemporalSpec& s = spec;
+  const ResolvedBlocks r = Resolve(spec);
   const bool sum = s.combine == CombineMode::kSum;
   const absl::Span<const int64_t> times = observations.row_times();
   const GapTracker start =
@@ -436,11 +447,11 @@ absl::Status EncodeValidatedObservations(const TemporalSpec& spec,
   // Per-request tables.
   std::optional<TimeSinusoid> time;
   int64_t time_origin_ns = 0;
-  if (s.time.has_value()) {
-    time.emplace(s.time->dim, s.time->min_period_seconds,
-                 s.time->max_period_seconds);
+  if (r.time.has_value()) {
+    time.emplace(r.time->dim, r.time->min_period_seconds,
+                 r.time->max_period_seconds);
     time_origin_ns =
-        ResolveOriginNs(s.time->origin, s.time->origin_ns, first_ns);
+        ResolveOriginNs(r.time->origin, r.time->origin_ns, first_ns);
   }
   std::optional<Time2Vec> time2vec;
   int64_t time2vec_origin_ns = 0;
@@ -450,9 +461,9 @@ absl::Status EncodeValidatedObservations(const TemporalSpec& spec,
         ResolveOriginNs(s.time2vec->origin, s.time2vec->origin_ns, first_ns);
   }
   std::optional<GapsEncoder> gaps;
-  if (s.gaps.has_value()) {
-    gaps.emplace(*s.gaps, channels,
-                 ResolveOriginNs(s.gaps->origin, s.gaps->origin_ns, first_ns));
+  if (r.gaps.has_value()) {
+    gaps.emplace(*r.gaps, channels,
+                 ResolveOriginNs(r.gaps->origin, r.gaps->origin_ns, first_ns));
   }
   std::optional<CalendarEncoder> calendar;
   if (s.calendar.has_value()) {

@@ -109,6 +109,11 @@ absl::Status ValidateTime2VecBlock(const Time2VecBlock& block,
 std::vector<double> LadderPeriodsSeconds(int64_t num_periods,
                                          double min_period_seconds,
                                          double max_period_seconds);
+// One P_k alone: the same bits as LadderPeriodsSeconds(...)[k], no vector.
+// REQUIRES: as LadderPeriodsSeconds, and 0 <= k < num_periods.
+double LadderPeriodSeconds(int64_t k, int64_t num_periods,
+                           double min_period_seconds,
+                           double max_period_seconds);
 
 // One period as an exact phase step: floor(frac(1 / P_ns) · 2^128), the turns
 // advanced per nanosecond in units of 2^-128 (the period taken as exactly the
@@ -141,13 +146,16 @@ class TimeSinusoid final {
                double max_period_seconds);
 
   int64_t dim() const { return static_cast<int64_t>(phases_.size()) * 2; }
-  const std::vector<double>& periods_seconds() const { return periods_; }
+  // LadderPeriodsSeconds(dim/2, min, max), recomputed (not kept: a request
+  // builds one ladder and never reads them).
+  std::vector<double> periods_seconds() const;
 
   // Writes dim() values: out[2k] = sin(2π·elapsed/P_k), out[2k+1] = cos(...).
   void Encode(__int128 elapsed_ns, double* out) const;
 
  private:
-  std::vector<double> periods_;
+  double min_period_seconds_;
+  double max_period_seconds_;
   std::vector<ExactPhase> phases_;
 };
 

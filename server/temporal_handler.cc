@@ -1,5 +1,6 @@
 // EncodeObservations and EncodeObservationsStream: request tensors -> a core
 // ObservationsView, the series state in and out, and the schema.
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -361,8 +362,10 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
   if (state_in != nullptr) {
     PHASOR_RETURN_IF_ERROR(ValidateSeriesState(*state_in, view));
   }
+  // Built once: the kernel reads its width, and its schema strings are then
+  // moved (not copied) into the response.
   PHASOR_ASSIGN_OR_RETURN(
-      const FeatureLayout layout,
+      FeatureLayout layout,
       TemporalFeatureLayout(*spec, view.num_channels,
                             view.content.empty() ? 0 : view.content_dim));
   const int64_t rows = view.num_rows();
@@ -389,13 +392,14 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
           ? absl::StrCat("; channels in order: ",
                          absl::StrJoin(request.observations().channel_names(), ", "))
           : std::string();
-  for (const SchemaEntry& entry : layout.schema) {
+  response->mutable_schema()->Reserve(static_cast<int>(layout.schema.size()));
+  for (SchemaEntry& entry : layout.schema) {
     v1::SchemaEntry* out = response->add_schema();
-    out->set_block(entry.block);
+    out->set_block(std::move(entry.block));
     out->set_offset(entry.offset);
     out->set_width(entry.width);
-    out->set_meaning(entry.per_channel ? absl::StrCat(entry.meaning, channel_list)
-                                       : entry.meaning);
+    if (entry.per_channel && !channel_list.empty()) entry.meaning += channel_list;
+    out->set_meaning(std::move(entry.meaning));
   }
   StateToProto(state_out, response->mutable_state());
   if (stream != nullptr) {

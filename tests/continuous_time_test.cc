@@ -116,6 +116,86 @@ TEST(ExactPhase, TinyAndHugePeriods) {
               1e-15);
 }
 
+// The step by definition: floor(frac(1 / P_ns) · 2^128) for P = m·2^e s
+// (m odd), i.e. the 128 fractional bits of 2^-e / (m·10^9), divided out one
+// bit at a time.
+unsigned __int128 ReferenceStep(double period_seconds) {
+  using u128 = unsigned __int128;
+  int exponent = 0;
+  const double fraction = std::frexp(period_seconds, &exponent);
+  auto mantissa = static_cast<uint64_t>(std::ldexp(fraction, 53));
+  int e = exponent - 53;
+  while ((mantissa & 1) == 0) {
+    mantissa >>= 1;
+    ++e;
+  }
+  u128 divisor = static_cast<u128>(mantissa) * 1000000000u;
+  if (e > 0) divisor <<= e;
+  u128 remainder = 1;
+  for (int i = 0; i < -e; ++i) {
+    remainder <<= 1;
+    if (remainder >= divisor) remainder -= divisor;
+  }
+  u128 step = 0;
+  for (int i = 0; i < 128; ++i) {
+    remainder <<= 1;
+    step <<= 1;
+    if (remainder >= divisor) {
+      remainder -= divisor;
+      step |= 1;
+    }
+  }
+  return step;
+}
+
+TEST(ExactPhase, StepIsTheBitByBitQuotient) {
+  // SignedTurns(1) is the step's top 64 bits and SignedTurns(2^64) its low 64
+  // bits moved up, so together they pin every bit of the step.
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> log10_period(-9.0, 15.0);
+  std::vector<double> periods = {1e-9, 0x1p-30, 1.0, 37.0, 86400.0, 1e15,
+                                 10 * 365.2425 * 86400.0};
+  for (int i = 0; i < 2000; ++i) {
+    periods.push_back(std::min(1e15, std::max(1e-9, std::pow(10.0, log10_period(rng)))));
+  }
+  for (double period : periods) {
+    const ExactPhase phase(period);
+    const unsigned __int128 step = ReferenceStep(period);
+    const auto high = static_cast<int64_t>(static_cast<uint64_t>(step >> 64));
+    const auto low = static_cast<int64_t>(static_cast<uint64_t>(step));
+    EXPECT_EQ(phase.SignedTurns(1), static_cast<double>(high) * 0x1p-64) << period;
+    EXPECT_EQ(phase.SignedTurns(static_cast<__int128>(1) << 64),
+              static_cast<double>(low) * 0x1p-64)
+        << period;
+  }
+}
+
+TEST(Time2Vec, PhaseReductionRoundsLikeNearbyint) {
+  // Time2Vec reduces turns = ω·τ/(2π) by the nearest integer, ties to even;
+  // the result must be bit-identical to std::nearbyint in long double, also
+  // for phases of 2^62 turns and more.
+  Time2VecBlock block;
+  block.omega = {1.0, 1.0, 6.283185307179586, 1e-3, 1e6, 1e12, 4e18};
+  block.phi = {0.5, 0.0, 0.25, -1.0, 2.0, 0.0, 0.0};
+  const Time2Vec t2v(block);
+  std::mt19937_64 rng(9);
+  std::vector<double> out(block.omega.size());
+  for (int i = 0; i < 5000; ++i) {
+    const __int128 elapsed = static_cast<__int128>(static_cast<int64_t>(rng()));
+    t2v.Encode(elapsed, out.data());
+    const long double tau = static_cast<long double>(elapsed) / 1e9L;
+    for (size_t k = 1; k < block.omega.size(); ++k) {
+      long double turns = static_cast<long double>(block.omega[k]) * tau *
+                          0.159154943091895335768883763372514362034459645740456448747667L;
+      turns -= std::nearbyint(turns);
+      const double expected =
+          std::sin(6.283185307179586476925286766559 * static_cast<double>(turns) +
+                   block.phi[k]);
+      ASSERT_EQ(out[k], expected) << k << " " << static_cast<double>(elapsed);
+    }
+  }
+}
+
 TEST(TimeSinusoid, Float32WithinTwoMicroOfLongDoubleFrom1900To2200) {
   // DESIGN §4: float32 outputs within 2e-6 of a long-double reference for
   // nanosecond timestamps from 1900 to 2200. Shortest period 1 s: at 300
