@@ -235,28 +235,48 @@ absl::string_view CalendarFieldName(CalendarField field) {
   return "unknown";
 }
 
+namespace {
+
+// The zone `name` names, or false with the reason in `problem` (no field
+// path: callers add theirs, so the success path builds no string).
+bool FindIanaTimeZone(absl::string_view name, absl::TimeZone* zone,
+                      std::string* problem) {
+  if (name.empty() || name == "UTC") {
+    *zone = absl::UTCTimeZone();
+    return true;
+  }
+  if (!SafeZoneName(name)) {
+    *problem = absl::StrCat("unknown IANA time zone \"", name,
+                            "\" (expected a name such as \"Europe/London\"; "
+                            "the server's local zone is never used)");
+    return false;
+  }
+  if (!absl::LoadTimeZone(name, zone)) {
+    *problem = absl::StrCat("unknown IANA time zone \"", name, "\"");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::StatusOr<absl::TimeZone> LoadIanaTimeZone(absl::string_view name,
                                                 absl::string_view field) {
-  if (name.empty() || name == "UTC") return absl::UTCTimeZone();
-  if (!SafeZoneName(name)) {
-    return InvalidField(
-        field, absl::StrCat("unknown IANA time zone \"", name,
-                            "\" (expected a name such as \"Europe/London\"; "
-                            "the server's local zone is never used)"));
-  }
   absl::TimeZone zone;
-  if (!absl::LoadTimeZone(name, &zone)) {
-    return InvalidField(field,
-                        absl::StrCat("unknown IANA time zone \"", name, "\""));
-  }
+  std::string problem;
+  if (!FindIanaTimeZone(name, &zone, &problem)) return InvalidField(field, problem);
   return zone;
 }
 
 absl::Status ValidateCalendarBlock(const CalendarBlock& block,
                                    absl::string_view field_prefix) {
-  PHASOR_RETURN_IF_ERROR(
-      LoadIanaTimeZone(block.time_zone, absl::StrCat(field_prefix, ".time_zone"))
-          .status());
+  {
+    absl::TimeZone zone;
+    std::string problem;
+    if (!FindIanaTimeZone(block.time_zone, &zone, &problem)) {
+      return InvalidField(absl::StrCat(field_prefix, ".time_zone"), problem);
+    }
+  }
   bool listed[kNumFieldKinds] = {};
   for (size_t i = 0; i < block.fields.size(); ++i) {
     const int kind = static_cast<int>(block.fields[i]);
@@ -350,6 +370,7 @@ CalendarEncoder::CalendarEncoder(const CalendarBlock& block,
       field_width_(block.encoding == CalendarEncoding::kCyclic ? 2 : 1) {
   if (block.holidays.has_value()) holidays_.emplace(*block.holidays);
   int64_t offset = 0;
+  slots_.reserve(block.fields.size());
   for (CalendarField field : block.fields) {
     slots_.push_back(
         {field, offset, !IsClockField(field) && !block.fractional});

@@ -263,6 +263,10 @@ absl::StatusOr<FeatureLayout> TemporalFeatureLayout(
   const int64_t c = num_channels;
   FeatureLayout layout;
   std::vector<SchemaEntry>& schema = layout.schema;
+  // At most: content values + mask, time, time2vec, six gaps entries, the
+  // calendar fields, utc offset, DST and holidays. Reserved so growing the
+  // vector never moves the entries' strings.
+  schema.reserve(10 + (s.calendar.has_value() ? s.calendar->fields.size() + 3 : 0));
   int64_t offset = 0;
 
   if (s.content.has_value()) {

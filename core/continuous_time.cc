@@ -45,25 +45,32 @@ inline long double RoundToNearestEven(long double x) {
   return (x + kShifter) - kShifter;
 }
 
-}  // namespace
+// A field path kept as prefix + suffix and joined only for an error message,
+// so validating a valid ladder builds no string (it runs once per request).
+struct LadderField {
+  absl::string_view prefix;
+  absl::string_view suffix;
+  std::string Path() const { return absl::StrCat(prefix, suffix); }
+};
 
-absl::Status ValidatePeriodLadder(int64_t dim, double min_period_seconds,
-                                  double max_period_seconds,
-                                  absl::string_view dim_field,
-                                  absl::string_view min_field,
-                                  absl::string_view max_field) {
+absl::Status CheckPeriodLadder(int64_t dim, double min_period_seconds,
+                               double max_period_seconds,
+                               const LadderField& dim_field,
+                               const LadderField& min_field,
+                               const LadderField& max_field) {
   if (dim < 2 || dim % 2 != 0 || dim > kMaxEncodingWidth) {
-    return InvalidField(dim_field, absl::StrCat("must be even and in [2, ",
-                                                kMaxEncodingWidth, "], got ",
-                                                dim));
+    return InvalidField(dim_field.Path(),
+                        absl::StrCat("must be even and in [2, ",
+                                     kMaxEncodingWidth, "], got ", dim));
   }
-  auto check_period = [](double p, absl::string_view field) -> absl::Status {
+  auto check_period = [](double p, const LadderField& field) -> absl::Status {
     if (!std::isfinite(p) || p < kMinLadderPeriodSeconds ||
         p > kMaxLadderPeriodSeconds) {
-      return InvalidField(field, absl::StrCat("must be a finite period in [",
-                                              kMinLadderPeriodSeconds, ", ",
-                                              kMaxLadderPeriodSeconds,
-                                              "] seconds, got ", p));
+      return InvalidField(field.Path(),
+                          absl::StrCat("must be a finite period in [",
+                                       kMinLadderPeriodSeconds, ", ",
+                                       kMaxLadderPeriodSeconds,
+                                       "] seconds, got ", p));
     }
     return absl::OkStatus();
   };
@@ -74,21 +81,31 @@ absl::Status ValidatePeriodLadder(int64_t dim, double min_period_seconds,
     return s;
   }
   if (max_period_seconds < min_period_seconds) {
-    return InvalidField(max_field,
-                        absl::StrCat("must be >= ", min_field, " (",
+    return InvalidField(max_field.Path(),
+                        absl::StrCat("must be >= ", min_field.Path(), " (",
                                      min_period_seconds, "), got ",
                                      max_period_seconds));
   }
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status ValidatePeriodLadder(int64_t dim, double min_period_seconds,
+                                  double max_period_seconds,
+                                  absl::string_view dim_field,
+                                  absl::string_view min_field,
+                                  absl::string_view max_field) {
+  return CheckPeriodLadder(dim, min_period_seconds, max_period_seconds,
+                           {dim_field, ""}, {min_field, ""}, {max_field, ""});
+}
+
 absl::Status ValidateTimeBlock(const TimeBlock& block,
                                absl::string_view field_prefix) {
-  return ValidatePeriodLadder(
-      block.dim, block.min_period_seconds, block.max_period_seconds,
-      absl::StrCat(field_prefix, ".dim"),
-      absl::StrCat(field_prefix, ".min_period_seconds"),
-      absl::StrCat(field_prefix, ".max_period_seconds"));
+  return CheckPeriodLadder(block.dim, block.min_period_seconds,
+                           block.max_period_seconds, {field_prefix, ".dim"},
+                           {field_prefix, ".min_period_seconds"},
+                           {field_prefix, ".max_period_seconds"});
 }
 
 absl::Status ValidateTime2VecBlock(const Time2VecBlock& block,

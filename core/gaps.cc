@@ -133,6 +133,10 @@ void GapTracker::Observe(int64_t c, double value) {
   Channel& ch = channels_[c];
   if (!ch.current_seen) {
     ch.current_seen = true;
+    // At most C entries: one allocation instead of one per doubling (a copied
+    // tracker keeps only the size, so this is checked here, not at
+    // construction).
+    if (current_.capacity() == 0) current_.reserve(channels_.size());
     current_.push_back(c);
   }
   ch.current_value = value;  // Among equal times the last row wins.

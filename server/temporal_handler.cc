@@ -239,6 +239,7 @@ absl::StatusOr<SeriesState> StateFromProto(const v1::SeriesState& in) {
 
 void StateToProto(const SeriesState& in, v1::SeriesState* out) {
   out->Clear();
+  out->mutable_channels()->Reserve(static_cast<int>(in.channels.size()));
   if (in.has_rows) {
     out->set_last_timestamp_ns(in.last_timestamp_ns);
     out->set_first_timestamp_ns(in.first_timestamp_ns);
@@ -295,16 +296,18 @@ absl::StatusOr<TemporalSpec> ResolveTemporal(const HandlerContext& context,
                           TemporalFromProto(spec->temporal(), *context.profiles));
   // Widths size per-request tables even for a chunk with no rows; bound them
   // before core allocates anything (and before widths are multiplied).
-  const std::string prefix(kTemporalPrefix);
+  // The paths are literals (kTemporalPrefix spelled out, checked below): the
+  // checks run on every call and should build no string when they pass.
+  static_assert(kTemporalPrefix == "spec.temporal");
   PHASOR_RETURN_IF_ERROR(
-      CheckWidth(temporal.d_model, absl::StrCat(prefix, ".d_model"), context.limits));
+      CheckWidth(temporal.d_model, "spec.temporal.d_model", context.limits));
   if (temporal.time.has_value()) {
-    PHASOR_RETURN_IF_ERROR(CheckWidth(temporal.time->dim,
-                                      absl::StrCat(prefix, ".time.dim"), context.limits));
+    PHASOR_RETURN_IF_ERROR(
+        CheckWidth(temporal.time->dim, "spec.temporal.time.dim", context.limits));
   }
   if (temporal.gaps.has_value()) {
     PHASOR_RETURN_IF_ERROR(CheckWidth(temporal.gaps->sinusoidal_dim,
-                                      absl::StrCat(prefix, ".gaps.sinusoidal_dim"),
+                                      "spec.temporal.gaps.sinusoidal_dim",
                                       context.limits));
   }
   PHASOR_RETURN_IF_ERROR(ValidateTemporalSpec(temporal, kTemporalPrefix));
