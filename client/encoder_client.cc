@@ -1,8 +1,6 @@
 #include "client/encoder_client.h"
 
 #include <cstdint>
-#include <fstream>
-#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -17,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "core/file.h"
+#include "core/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
@@ -35,17 +35,6 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return out;
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path,
-                                     absl::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat(what, ": cannot open ", path));
-  }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
-}
-
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(
     const ClientOptions& options) {
   const bool tls = options.use_tls || !options.tls_ca_file.empty() ||
@@ -58,14 +47,14 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(
   }
   grpc::SslCredentialsOptions ssl;
   if (!options.tls_ca_file.empty()) {
-    auto roots = ReadFile(options.tls_ca_file, "tls_ca_file");
+    auto roots = ReadFileToString(options.tls_ca_file, "tls_ca_file");
     if (!roots.ok()) return roots.status();
     ssl.pem_root_certs = *std::move(roots);
   }
   if (!options.tls_cert_file.empty()) {
-    auto cert = ReadFile(options.tls_cert_file, "tls_cert_file");
+    auto cert = ReadFileToString(options.tls_cert_file, "tls_cert_file");
     if (!cert.ok()) return cert.status();
-    auto key = ReadFile(options.tls_key_file, "tls_key_file");
+    auto key = ReadFileToString(options.tls_key_file, "tls_key_file");
     if (!key.ok()) return key.status();
     ssl.pem_cert_chain = *std::move(cert);
     ssl.pem_private_key = *std::move(key);
@@ -163,7 +152,7 @@ std::vector<FieldViolation> FieldViolationsOf(const absl::Status& status) {
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  auto contents = ReadFile(path, "token_file");
+  auto contents = ReadFileToString(path, "token_file");
   if (!contents.ok()) return contents.status();
   absl::string_view token = *contents;
   token = token.substr(0, token.find('\n'));

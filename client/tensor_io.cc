@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/dtype.h"
+#include "core/file.h"
 #include "core/status_macros.h"
 
 #ifndef ABSL_IS_LITTLE_ENDIAN
@@ -601,14 +602,9 @@ std::string TensorToCsv(const v1::Tensor& tensor) {
 }
 
 absl::StatusOr<v1::Tensor> ReadTensorFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (absl::EndsWithIgnoreCase(path, ".npy")) {
-    return NpyToTensor(contents.str(), path);
-  }
-  return CsvToTensor(contents.str(), path);
+  PHASOR_ASSIGN_OR_RETURN(const std::string contents, ReadFileToString(path));
+  if (absl::EndsWithIgnoreCase(path, ".npy")) return NpyToTensor(contents, path);
+  return CsvToTensor(contents, path);
 }
 
 absl::Status WriteTensorFile(const v1::Tensor& tensor,

@@ -3,11 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <memory>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -16,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/dtype.h"
+#include "core/file.h"
 #include "core/status_macros.h"
 
 namespace phasor {
@@ -438,11 +437,7 @@ absl::StatusOr<HostArray> ParseSafetensors(absl::string_view bytes,
 
 absl::StatusOr<HostArray> ReadArrayFile(const std::string& path,
                                         absl::string_view tensor_name) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::stringstream content;
-  content << file.rdbuf();
-  const std::string bytes = content.str();
+  PHASOR_ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(path));
   if (absl::EndsWith(path, ".npy")) return ParseNpy(bytes, path);
   if (absl::EndsWith(path, ".safetensors")) {
     return ParseSafetensors(bytes, tensor_name, path);

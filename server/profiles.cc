@@ -1,13 +1,13 @@
 #include "server/profiles.h"
 
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/continuous_time.h"
 #include "core/errors.h"
+#include "core/file.h"
 #include "core/holidays.h"
+#include "core/status_macros.h"
 #include "core/tensor_file.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -52,12 +52,7 @@ absl::StatusOr<std::vector<double>> ReadVector(const v1::TensorFile& file,
 
 absl::StatusOr<std::unique_ptr<ProfileRegistry>> ProfileRegistry::Load(
     const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("profiles: cannot open ", path));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
+  PHASOR_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path, "profiles"));
   v1::ProfileSet set;
   // Collect parse errors instead of letting protobuf print them.
   class Collector final : public google::protobuf::io::ErrorCollector {
@@ -71,7 +66,7 @@ absl::StatusOr<std::unique_ptr<ProfileRegistry>> ProfileRegistry::Load(
   } collector;
   google::protobuf::TextFormat::Parser parser;
   parser.RecordErrorsTo(&collector);
-  if (!parser.ParseFromString(text.str(), &set)) {
+  if (!parser.ParseFromString(text, &set)) {
     return absl::InvalidArgumentError(
         absl::StrCat("profiles: ", path, ": ", collector.error));
   }

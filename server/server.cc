@@ -9,27 +9,18 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "core/file.h"
+#include "core/status_macros.h"
 #include "server/handlers.h"
 
 namespace phasor::server {
 namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::string& path,
-                                     absl::string_view flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot open ", path));
-  std::stringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
-}
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
     const ServerOptions& options) {
@@ -44,15 +35,15 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
   if (options.tls_cert_path.empty() || options.tls_key_path.empty()) {
     return absl::InvalidArgumentError("tls_cert, tls_key: TLS needs both");
   }
-  absl::StatusOr<std::string> cert = ReadFile(options.tls_cert_path, "tls_cert");
+  absl::StatusOr<std::string> cert = ReadFileToString(options.tls_cert_path, "tls_cert");
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadFile(options.tls_key_path, "tls_key");
+  absl::StatusOr<std::string> key = ReadFileToString(options.tls_key_path, "tls_key");
   if (!key.ok()) return key.status();
   grpc::SslServerCredentialsOptions ssl;
   ssl.pem_key_cert_pairs.push_back({*key, *cert});
   if (!options.tls_client_ca_path.empty()) {
     absl::StatusOr<std::string> ca =
-        ReadFile(options.tls_client_ca_path, "tls_client_ca");
+        ReadFileToString(options.tls_client_ca_path, "tls_client_ca");
     if (!ca.ok()) return ca.status();
     ssl.pem_root_certs = *ca;
     ssl.client_certificate_request =
@@ -63,7 +54,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
 
 absl::StatusOr<std::string> ReadToken(const ServerOptions& options) {
   if (options.auth_token_path.empty()) return std::string();
-  absl::StatusOr<std::string> token = ReadFile(options.auth_token_path, "auth_token_file");
+  absl::StatusOr<std::string> token = ReadFileToString(options.auth_token_path, "auth_token_file");
   if (!token.ok()) return token.status();
   std::string stripped(absl::StripAsciiWhitespace(*token));
   if (stripped.empty()) {

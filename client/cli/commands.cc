@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "client/cli/common.h"
 #include "client/tensor_io.h"
+#include "core/file.h"
 #include "core/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -159,17 +160,6 @@ absl::Status ParseText(absl::string_view flag, const std::string& text,
         errors.text()));
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadTextFile(absl::string_view flag,
-                                         const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("--", flag, ": cannot open ", path));
-  }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
 }
 
 // Parses an enum flag value case-insensitively with the proto's own names.
@@ -711,7 +701,7 @@ absl::Status RunEncodeObservations(const EncoderClient& client) {
   const std::string state_path = absl::GetFlag(FLAGS_state);
   if (!state_path.empty()) {
     PHASOR_ASSIGN_OR_RETURN(const std::string text,
-                            ReadTextFile("state", state_path));
+                            ReadFileToString(state_path, "--state"));
     PHASOR_RETURN_IF_ERROR(ParseText("state", text, request.mutable_state()));
   }
 
