@@ -1,27 +1,53 @@
 #include "core/tensor_file.h"
 
 #include <algorithm>
-#include <cctype>
+#include <cmath>
 #include <cstring>
 #include <limits>
-#include <map>
-#include <memory>
+#include <set>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "core/dtype.h"
 #include "core/file.h"
 #include "core/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace phasor {
 namespace {
 
 absl::Status Malformed(absl::string_view name, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(name, ": ", what));
+}
+
+// At most 40 bytes of text taken from the file, so that an error never
+// carries a megabyte of it.
+std::string Excerpt(absl::string_view text) {
+  constexpr size_t kMax = 40;
+  if (text.size() <= kMax) return std::string(text);
+  return absl::StrCat(text.substr(0, kMax), "...(", text.size(), " bytes)");
+}
+
+// count * element_bytes for an error message, or "more than <available>"
+// where the product would not fit in 64 bits.
+std::string NeededBytes(uint64_t count, uint64_t element_bytes,
+                        uint64_t available) {
+  if (count > std::numeric_limits<uint64_t>::max() / element_bytes) {
+    return absl::StrCat("more than ", available);
+  }
+  return absl::StrCat(count * element_bytes);
+}
+
+// "(5, 4)", as NumPy prints a shape.
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string out = "(";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    absl::StrAppend(&out, i == 0 ? "" : ", ", shape[i]);
+  }
+  return absl::StrCat(out, shape.size() == 1 ? ",)" : ")");
 }
 
 // Product of dims with overflow and sign checks.
@@ -89,38 +115,165 @@ std::vector<double> Widen(const char* data, int64_t n, FileDType t) {
 
 // ---- .npy ------------------------------------------------------------------
 
-// Extracts the value text of 'key' from the header dict literal.
-absl::StatusOr<std::string> NpyHeaderValue(absl::string_view header,
-                                           absl::string_view key,
-                                           absl::string_view name) {
-  const std::string quoted = absl::StrCat("'", key, "'");
-  const size_t at = header.find(quoted);
-  if (at == absl::string_view::npos) {
-    return Malformed(name, absl::StrCat("npy header has no ", quoted));
+// The header dict literal, e.g. {'descr': '<f4', 'fortran_order': False,
+// 'shape': (5, 4), }: the subset of Python literal syntax numpy.lib.format
+// writes (and ast.literal_eval reads): single- or double-quoted strings
+// without escapes, True/False, tuples of non-negative integers (a Python 2
+// "4L" suffix allowed), trailing commas, whitespace.
+struct NpyHeader {
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<int64_t> shape;
+  // Which keys were present.
+  bool has_descr = false;
+  bool has_fortran_order = false;
+  bool has_shape = false;
+};
+
+class NpyHeaderParser final {
+ public:
+  NpyHeaderParser(absl::string_view text, absl::string_view name)
+      : text_(text), name_(name) {}
+
+  absl::StatusOr<NpyHeader> Parse() {
+    NpyHeader header;
+    if (!Consume('{')) return Error("npy header is not a dict literal");
+    while (!Consume('}')) {
+      std::string key;
+      if (!String(&key)) return Error("npy header: expected a quoted key");
+      if (!Consume(':')) {
+        return Error(absl::StrCat("npy header: no value for '", Excerpt(key), "'"));
+      }
+      bool repeated = false;
+      if (key == "descr") {
+        repeated = header.has_descr;
+        header.has_descr = true;
+        if (!String(&header.descr)) {
+          return Error("npy header: 'descr' is not a string (structured "
+                       "arrays are not supported)");
+        }
+      } else if (key == "fortran_order") {
+        repeated = header.has_fortran_order;
+        header.has_fortran_order = true;
+        if (ConsumeWord("True")) {
+          header.fortran_order = true;
+        } else if (ConsumeWord("False")) {
+          header.fortran_order = false;
+        } else {
+          return Error("npy header: 'fortran_order' is not True or False");
+        }
+      } else if (key == "shape") {
+        repeated = header.has_shape;
+        header.has_shape = true;
+        header.shape.clear();
+        PHASOR_RETURN_IF_ERROR(Tuple(&header.shape));
+      } else {
+        return Error(absl::StrCat("npy header has an unknown key '",
+                                  Excerpt(key), "'"));
+      }
+      if (repeated) {
+        return Error(absl::StrCat("npy header repeats '", key, "'"));
+      }
+      if (!Consume(',')) {
+        if (!Consume('}')) return Error("npy header: expected ',' or '}'");
+        break;
+      }
+    }
+    SkipSpace();
+    if (pos_ != text_.size()) return Error("npy header: text after the dict");
+    if (!header.has_descr) return Error("npy header has no 'descr'");
+    if (!header.has_fortran_order) return Error("npy header has no 'fortran_order'");
+    if (!header.has_shape) return Error("npy header has no 'shape'");
+    return header;
   }
-  size_t pos = header.find(':', at + quoted.size());
-  if (pos == absl::string_view::npos) {
-    return Malformed(name, absl::StrCat("npy header: no value for ", quoted));
+
+ private:
+  absl::Status Error(absl::string_view what) const {
+    return Malformed(name_, what);
   }
-  absl::string_view rest = absl::StripLeadingAsciiWhitespace(header.substr(pos + 1));
-  if (absl::StartsWith(rest, "(")) {
-    const size_t close = rest.find(')');
-    if (close == absl::string_view::npos) return Malformed(name, "npy header: unclosed shape tuple");
-    return std::string(rest.substr(0, close + 1));
+  void SkipSpace() {
+    while (pos_ < text_.size() &&
+           absl::ascii_isspace(static_cast<unsigned char>(text_[pos_]))) {
+      ++pos_;
+    }
   }
-  if (absl::StartsWith(rest, "'")) {
-    const size_t close = rest.find('\'', 1);
-    if (close == absl::string_view::npos) return Malformed(name, "npy header: unclosed string");
-    return std::string(rest.substr(1, close - 1));
+  bool Consume(char c) {
+    SkipSpace();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
   }
-  const size_t end = rest.find_first_of(",}");
-  return std::string(absl::StripAsciiWhitespace(rest.substr(0, end)));
-}
+  bool ConsumeWord(absl::string_view word) {
+    SkipSpace();
+    if (!absl::StartsWith(text_.substr(pos_), word)) return false;
+    pos_ += word.size();
+    return true;
+  }
+  bool String(std::string* out) {
+    SkipSpace();
+    if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"')) {
+      return false;
+    }
+    const char quote = text_[pos_];
+    const size_t close = text_.find(quote, pos_ + 1);
+    if (close == absl::string_view::npos) return false;
+    const absl::string_view body = text_.substr(pos_ + 1, close - pos_ - 1);
+    // NumPy never writes escapes or line breaks inside these strings.
+    if (body.find_first_of("\\\n") != absl::string_view::npos) return false;
+    out->assign(body.data(), body.size());
+    pos_ = close + 1;
+    return true;
+  }
+  absl::Status Tuple(std::vector<int64_t>* out) {
+    if (!Consume('(')) return Error("npy header: 'shape' is not a tuple");
+    if (Consume(')')) return absl::OkStatus();  // () is a scalar.
+    while (true) {
+      SkipSpace();
+      const size_t start = pos_;
+      while (pos_ < text_.size() && absl::ascii_isdigit(
+                                        static_cast<unsigned char>(text_[pos_]))) {
+        ++pos_;
+      }
+      int64_t dim;
+      if (pos_ == start ||
+          !absl::SimpleAtoi(text_.substr(start, pos_ - start), &dim)) {
+        return Error("npy header: bad 'shape' entry (need non-negative integers)");
+      }
+      if (pos_ < text_.size() && text_[pos_] == 'L') ++pos_;  // Python 2 long.
+      out->push_back(dim);
+      const bool comma = Consume(',');
+      if (Consume(')')) break;
+      if (!comma) return Error("npy header: 'shape' is not a tuple of integers");
+    }
+    // "(5)" is accepted as (5,): numpy always writes the comma, and reading
+    // it either way cannot misplace data (the byte count is checked).
+    return absl::OkStatus();
+  }
+
+  absl::string_view text_;
+  absl::string_view name_;
+  size_t pos_ = 0;
+};
+
+struct NpyDescr {
+  absl::string_view text;
+  DType dtype;
+};
+// Little-endian ('<') or byte-order-free ('|') descrs NumPy writes for the
+// dtypes Phasor tensors have; bfloat16 has no NumPy descr.
+constexpr NpyDescr kNpyDescrs[] = {
+    {"<f4", DType::kFloat32}, {"<f8", DType::kFloat64},
+    {"<f2", DType::kFloat16}, {"<i8", DType::kInt64},
+    {"<i4", DType::kInt32},   {"|u1", DType::kUInt8},
+    {"<u1", DType::kUInt8},   {"|b1", DType::kBool},
+};
 
 }  // namespace
 
-absl::StatusOr<HostArray> ParseNpy(absl::string_view bytes,
-                                   absl::string_view name) {
+absl::StatusOr<NpyArray> ParseNpyArray(absl::string_view bytes,
+                                       absl::string_view name) {
   static constexpr char kMagic[] = "\x93NUMPY";
   if (bytes.size() < 10 || bytes.substr(0, 6) != absl::string_view(kMagic, 6)) {
     return Malformed(name, "not a .npy file (bad magic)");
@@ -144,48 +297,63 @@ absl::StatusOr<HostArray> ParseNpy(absl::string_view bytes,
   if (header_len > bytes.size() - header_start) {
     return Malformed(name, "truncated .npy header");
   }
-  const absl::string_view header = bytes.substr(header_start, header_len);
-  PHASOR_ASSIGN_OR_RETURN(const std::string descr,
-                          NpyHeaderValue(header, "descr", name));
-  PHASOR_ASSIGN_OR_RETURN(const std::string fortran,
-                          NpyHeaderValue(header, "fortran_order", name));
-  PHASOR_ASSIGN_OR_RETURN(const std::string shape_text,
-                          NpyHeaderValue(header, "shape", name));
-  FileDType dtype;
-  if (descr == "<f4") {
-    dtype = FileDType::kF32;
-  } else if (descr == "<f8") {
-    dtype = FileDType::kF64;
-  } else if (descr == "<f2") {
-    dtype = FileDType::kF16;
-  } else {
-    return Malformed(name, absl::StrCat("unsupported .npy dtype '", descr,
-                                        "' (need <f2, <f4 or <f8)"));
+  PHASOR_ASSIGN_OR_RETURN(
+      NpyHeader header,
+      NpyHeaderParser(bytes.substr(header_start, header_len), name).Parse());
+  NpyArray array;
+  const NpyDescr* descr = nullptr;
+  for (const NpyDescr& known : kNpyDescrs) {
+    if (header.descr == known.text) descr = &known;
   }
-  if (fortran != "False") {
-    return Malformed(name, "Fortran-order .npy arrays are not supported; save in C order");
+  if (descr == nullptr) {
+    return Malformed(name, absl::StrCat("unsupported .npy dtype '",
+                                        Excerpt(header.descr),
+                                        "' (little-endian f2/f4/f8/i4/i8/u1/b1 "
+                                        "are supported)"));
   }
-  HostArray array;
-  absl::string_view dims = shape_text;
-  dims = absl::StripPrefix(absl::StripSuffix(dims, ")"), "(");
-  for (absl::string_view part : absl::StrSplit(dims, ',', absl::SkipWhitespace())) {
-    int64_t d;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &d) || d < 0) {
-      return Malformed(name, absl::StrCat("bad .npy shape ", shape_text));
-    }
-    array.shape.push_back(d);
+  array.dtype = descr->dtype;
+  if (header.fortran_order) {
+    return Malformed(name, "Fortran-order .npy arrays are not supported; save "
+                           "in C order (np.ascontiguousarray)");
   }
-  PHASOR_ASSIGN_OR_RETURN(const int64_t count, ElementCount(array.shape, name));
+  array.shape = std::move(header.shape);
+  PHASOR_ASSIGN_OR_RETURN(array.num_elements, ElementCount(array.shape, name));
   const size_t data_start = header_start + header_len;
   const size_t available = bytes.size() - data_start;
-  const size_t elem = FileDTypeSize(dtype);
-  if (static_cast<uint64_t>(count) > available / elem ||
-      static_cast<uint64_t>(count) * elem != available) {
-    return Malformed(name, absl::StrCat("shape ", shape_text, " needs ",
-                                        static_cast<uint64_t>(count) * elem,
+  const size_t elem = DTypeSize(array.dtype);
+  const uint64_t count = static_cast<uint64_t>(array.num_elements);
+  if (count > available / elem || count * elem != available) {
+    return Malformed(name, absl::StrCat("shape ", ShapeText(array.shape), " ",
+                                        DTypeName(array.dtype), " needs ",
+                                        NeededBytes(count, elem, available),
                                         " data bytes, file has ", available));
   }
-  array.values = Widen(bytes.data() + data_start, count, dtype);
+  array.data = bytes.substr(data_start);
+  return array;
+}
+
+absl::StatusOr<HostArray> ParseNpy(absl::string_view bytes,
+                                   absl::string_view name) {
+  PHASOR_ASSIGN_OR_RETURN(NpyArray npy, ParseNpyArray(bytes, name));
+  FileDType dtype;
+  switch (npy.dtype) {
+    case DType::kFloat16:
+      dtype = FileDType::kF16;
+      break;
+    case DType::kFloat32:
+      dtype = FileDType::kF32;
+      break;
+    case DType::kFloat64:
+      dtype = FileDType::kF64;
+      break;
+    default:
+      return Malformed(name, absl::StrCat("unsupported .npy dtype ",
+                                          DTypeName(npy.dtype),
+                                          " for a table (need <f2, <f4 or <f8)"));
+  }
+  HostArray array;
+  array.shape = std::move(npy.shape);
+  array.values = Widen(npy.data.data(), npy.num_elements, dtype);
   return array;
 }
 
@@ -193,132 +361,84 @@ absl::StatusOr<HostArray> ParseNpy(absl::string_view bytes,
 
 namespace {
 
-// A minimal JSON value, enough for the safetensors header.
-struct Json {
-  enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = Kind::kNull;
-  double number = 0;
-  std::string text;
-  std::vector<Json> items;
-  std::map<std::string, Json> fields;
-};
+using Json = nlohmann::json;
 
-class JsonParser final {
- public:
-  explicit JsonParser(absl::string_view in) : in_(in) {}
+// The reference implementation (safetensors/src/tensor.rs) refuses larger
+// headers; a profile's tables need a few hundred bytes each.
+constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+// Tensor entries nest two deep and __metadata__ is a flat string map; deeper
+// JSON only costs memory.
+constexpr int kMaxJsonDepth = 16;
 
-  bool Parse(Json* out) {
-    if (!Value(out, 0)) return false;
-    SkipSpace();
-    return pos_ == in_.size();
-  }
-
- private:
-  static constexpr int kMaxDepth = 16;
-
-  void SkipSpace() {
-    while (pos_ < in_.size() && std::isspace(static_cast<unsigned char>(in_[pos_]))) ++pos_;
-  }
-  bool Consume(char c) {
-    SkipSpace();
-    if (pos_ < in_.size() && in_[pos_] == c) {
-      ++pos_;
-      return true;
-    }
-    return false;
-  }
-  bool String(std::string* out) {
-    if (!Consume('"')) return false;
-    while (pos_ < in_.size()) {
-      const char c = in_[pos_++];
-      if (c == '"') return true;
-      if (c == '\\') {
-        if (pos_ >= in_.size()) return false;
-        const char e = in_[pos_++];
-        switch (e) {
-          case '"': case '\\': case '/': out->push_back(e); break;
-          case 'n': out->push_back('\n'); break;
-          case 't': out->push_back('\t'); break;
-          case 'r': out->push_back('\r'); break;
-          case 'b': out->push_back('\b'); break;
-          case 'f': out->push_back('\f'); break;
-          case 'u':  // Kept verbatim: tensor names here are ASCII.
-            if (in_.size() - pos_ < 4) return false;
-            out->append("\\u");
-            out->append(in_.data() + pos_, 4);
-            pos_ += 4;
-            break;
-          default: return false;
-        }
-      } else {
-        out->push_back(c);
-      }
-    }
-    return false;
-  }
-  bool Value(Json* out, int depth) {
-    if (depth > kMaxDepth) return false;
-    SkipSpace();
-    if (pos_ >= in_.size()) return false;
-    const char c = in_[pos_];
-    if (c == '{') {
-      ++pos_;
-      out->kind = Json::Kind::kObject;
-      if (Consume('}')) return true;
-      do {
-        std::string key;
-        SkipSpace();
-        if (!String(&key) || !Consume(':')) return false;
-        Json value;
-        if (!Value(&value, depth + 1)) return false;
-        out->fields[key] = std::move(value);
-      } while (Consume(','));
-      return Consume('}');
-    }
-    if (c == '[') {
-      ++pos_;
-      out->kind = Json::Kind::kArray;
-      if (Consume(']')) return true;
-      do {
-        Json value;
-        if (!Value(&value, depth + 1)) return false;
-        out->items.push_back(std::move(value));
-      } while (Consume(','));
-      return Consume(']');
-    }
-    if (c == '"') {
-      out->kind = Json::Kind::kString;
-      return String(&out->text);
-    }
-    for (absl::string_view word : {"true", "false", "null"}) {
-      if (in_.substr(pos_, word.size()) == word) {
-        pos_ += word.size();
-        out->kind = word == "null" ? Json::Kind::kNull : Json::Kind::kBool;
-        out->number = word == "true";
-        return true;
-      }
-    }
-    const size_t start = pos_;
-    while (pos_ < in_.size() &&
-           (std::isdigit(static_cast<unsigned char>(in_[pos_])) ||
-            std::strchr("+-.eE", in_[pos_]) != nullptr)) {
-      ++pos_;
-    }
-    out->kind = Json::Kind::kNumber;
-    return pos_ > start &&
-           absl::SimpleAtod(in_.substr(start, pos_ - start), &out->number);
-  }
-
-  absl::string_view in_;
-  size_t pos_ = 0;
-};
-
+// Non-negative integral JSON number, up to 2^53 when written as a float.
 bool AsNonNegativeInt(const Json& j, int64_t* out) {
-  if (j.kind != Json::Kind::kNumber || j.number < 0 || j.number > 9.0e15 ||
-      j.number != static_cast<double>(static_cast<int64_t>(j.number))) {
-    return false;
+  if (j.is_number_unsigned()) {
+    const uint64_t v = j.get<uint64_t>();
+    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
+    *out = static_cast<int64_t>(v);
+    return true;
   }
-  *out = static_cast<int64_t>(j.number);
-  return true;
+  if (j.is_number_integer()) {
+    const int64_t v = j.get<int64_t>();
+    if (v < 0) return false;
+    *out = v;
+    return true;
+  }
+  if (j.is_number_float()) {
+    const double v = j.get<double>();
+    if (!(v >= 0 && v <= 9.0e15) || v != std::floor(v)) return false;
+    *out = static_cast<int64_t>(v);
+    return true;
+  }
+  return false;
+}
+
+// The parsed header, or why it is not a JSON object with unique keys.
+absl::StatusOr<Json> ParseSafetensorsHeader(absl::string_view text,
+                                            absl::string_view name) {
+  // The callback sees every key before it is stored: nlohmann::json keeps
+  // the last of repeated keys silently, and a header that names one tensor
+  // twice is ambiguous, so keys are tracked per open object.
+  std::vector<std::set<std::string, std::less<>>> open_objects;
+  bool repeated_key = false;
+  bool too_deep = false;
+  const Json::parser_callback_t watch =
+      [&](int depth, Json::parse_event_t event, Json& parsed) {
+        switch (event) {
+          case Json::parse_event_t::object_start:
+            if (depth >= kMaxJsonDepth) too_deep = true;
+            open_objects.emplace_back();
+            break;
+          case Json::parse_event_t::array_start:
+            if (depth >= kMaxJsonDepth) too_deep = true;
+            break;
+          case Json::parse_event_t::object_end:
+            if (!open_objects.empty()) open_objects.pop_back();
+            break;
+          case Json::parse_event_t::key:
+            if (!open_objects.empty() && parsed.is_string() &&
+                !open_objects.back().insert(parsed.get<std::string>()).second) {
+              repeated_key = true;
+            }
+            break;
+          default:
+            break;
+        }
+        // Keep parsing (and building) only while nothing is wrong: a bad
+        // header stops costing memory at the first problem.
+        return !repeated_key && !too_deep;
+      };
+  Json header = Json::parse(text.begin(), text.end(), watch,
+                            /*allow_exceptions=*/false);
+  if (repeated_key) return Malformed(name, "header repeats a JSON key");
+  if (too_deep) {
+    return Malformed(name, absl::StrCat("header nests deeper than ",
+                                        kMaxJsonDepth, " levels"));
+  }
+  if (header.is_discarded() || !header.is_object()) {
+    return Malformed(name, "header is not a valid JSON object");
+  }
+  return header;
 }
 
 }  // namespace
@@ -331,30 +451,48 @@ absl::StatusOr<HostArray> ParseSafetensors(absl::string_view bytes,
   for (int b = 7; b >= 0; --b) {
     header_size = (header_size << 8) | static_cast<unsigned char>(bytes[b]);
   }
+  if (header_size > kMaxSafetensorsHeaderBytes) {
+    return Malformed(name, absl::StrCat("header size ", header_size,
+                                        " exceeds the format's limit of ",
+                                        kMaxSafetensorsHeaderBytes, " bytes"));
+  }
   if (header_size > bytes.size() - 8) {
     return Malformed(name, absl::StrCat("header size ", header_size,
                                         " exceeds the file (", bytes.size(), " bytes)"));
   }
-  Json header;
-  if (!JsonParser(bytes.substr(8, header_size)).Parse(&header) ||
-      header.kind != Json::Kind::kObject) {
-    return Malformed(name, "header is not a valid JSON object");
-  }
+  PHASOR_ASSIGN_OR_RETURN(const Json header,
+                          ParseSafetensorsHeader(bytes.substr(8, header_size), name));
   const absl::string_view buffer = bytes.substr(8 + header_size);
 
-  // The spec requires the tensors to tile the buffer exactly: a file whose
-  // last tensor ends before (or after) the buffer's end is truncated or padded.
-  int64_t buffer_end = 0;
-  for (const auto& [key, value] : header.fields) {
+  // The spec requires the tensors to tile the buffer exactly: sorted by
+  // offset, each begins where the previous one ended, and the last ends at
+  // the buffer's end (safetensors' own validate() checks the same).
+  std::vector<std::pair<int64_t, int64_t>> extents;  // [begin, end)
+  for (const auto& [key, value] : header.items()) {
     if (key == "__metadata__") continue;
-    auto it = value.fields.find("data_offsets");
-    int64_t end = 0;
-    if (value.kind != Json::Kind::kObject || it == value.fields.end() ||
-        it->second.kind != Json::Kind::kArray || it->second.items.size() != 2 ||
-        !AsNonNegativeInt(it->second.items[1], &end)) {
-      return Malformed(name, absl::StrCat("tensor \"", key, "\" has no valid data_offsets"));
+    int64_t begin = 0, end = 0;
+    const Json* offsets = nullptr;
+    if (value.is_object()) {
+      auto it = value.find("data_offsets");
+      if (it != value.end()) offsets = &*it;
     }
-    buffer_end = std::max(buffer_end, end);
+    if (offsets == nullptr || !offsets->is_array() || offsets->size() != 2 ||
+        !AsNonNegativeInt((*offsets)[0], &begin) ||
+        !AsNonNegativeInt((*offsets)[1], &end) || begin > end) {
+      return Malformed(name, absl::StrCat("tensor \"", Excerpt(key),
+                                          "\" has no valid data_offsets"));
+    }
+    extents.emplace_back(begin, end);
+  }
+  std::sort(extents.begin(), extents.end());
+  int64_t buffer_end = 0;
+  for (const auto& [begin, end] : extents) {
+    if (begin != buffer_end) {
+      return Malformed(name, absl::StrCat("tensors do not tile the data buffer: ",
+                                          begin < buffer_end ? "overlap" : "gap",
+                                          " at byte ", std::min(begin, buffer_end)));
+    }
+    buffer_end = end;
   }
   if (static_cast<uint64_t>(buffer_end) != buffer.size()) {
     return Malformed(name, absl::StrCat("tensors end at byte ", buffer_end,
@@ -364,7 +502,7 @@ absl::StatusOr<HostArray> ParseSafetensors(absl::string_view bytes,
   const Json* entry = nullptr;
   std::string chosen;
   if (tensor_name.empty()) {
-    for (const auto& [key, value] : header.fields) {
+    for (const auto& [key, value] : header.items()) {
       if (key == "__metadata__") continue;
       if (entry != nullptr) {
         return Malformed(name, "holds several tensors; name the one to use");
@@ -374,30 +512,33 @@ absl::StatusOr<HostArray> ParseSafetensors(absl::string_view bytes,
     }
     if (entry == nullptr) return Malformed(name, "holds no tensor");
   } else {
-    auto it = header.fields.find(std::string(tensor_name));
-    if (it == header.fields.end()) {
-      return absl::NotFoundError(
-          absl::StrCat(name, ": no tensor named \"", tensor_name, "\""));
+    auto it = tensor_name == "__metadata__"
+                  ? header.end()
+                  : header.find(std::string(tensor_name));
+    if (it == header.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          name, ": no tensor named \"", Excerpt(tensor_name), "\""));
     }
-    entry = &it->second;
+    entry = &*it;
     chosen = std::string(tensor_name);
   }
+  chosen = Excerpt(chosen);
+  // The data_offsets check above made `entry` an object with valid offsets.
   const auto field = [&](const char* key) -> const Json* {
-    auto it = entry->fields.find(key);
-    return it == entry->fields.end() ? nullptr : &it->second;
+    auto it = entry->find(key);
+    return it == entry->end() ? nullptr : &*it;
   };
   const Json* dtype_json = field("dtype");
   const Json* shape_json = field("shape");
   const Json* offsets_json = field("data_offsets");
-  if (entry->kind != Json::Kind::kObject || dtype_json == nullptr ||
-      dtype_json->kind != Json::Kind::kString || shape_json == nullptr ||
-      shape_json->kind != Json::Kind::kArray || offsets_json == nullptr ||
-      offsets_json->kind != Json::Kind::kArray || offsets_json->items.size() != 2) {
+  if (dtype_json == nullptr || !dtype_json->is_string() ||
+      shape_json == nullptr || !shape_json->is_array() ||
+      offsets_json == nullptr) {
     return Malformed(name, absl::StrCat("tensor \"", chosen,
                                         "\" lacks dtype, shape or data_offsets"));
   }
   FileDType dtype;
-  const std::string& d = dtype_json->text;
+  const std::string& d = dtype_json->get_ref<const std::string&>();
   if (d == "F32") {
     dtype = FileDType::kF32;
   } else if (d == "F64") {
@@ -407,29 +548,26 @@ absl::StatusOr<HostArray> ParseSafetensors(absl::string_view bytes,
   } else if (d == "BF16") {
     dtype = FileDType::kBF16;
   } else {
-    return Malformed(name, absl::StrCat("tensor \"", chosen, "\" has dtype ", d,
-                                        "; need F16, BF16, F32 or F64"));
+    return Malformed(name, absl::StrCat("tensor \"", chosen, "\" has dtype ",
+                                        Excerpt(d), "; need F16, BF16, F32 or F64"));
   }
   HostArray array;
-  for (const Json& dim : shape_json->items) {
+  for (const Json& dim : *shape_json) {
     int64_t v;
     if (!AsNonNegativeInt(dim, &v)) return Malformed(name, "bad shape entry");
     array.shape.push_back(v);
   }
-  int64_t begin, end;
-  if (!AsNonNegativeInt(offsets_json->items[0], &begin) ||
-      !AsNonNegativeInt(offsets_json->items[1], &end) || begin > end ||
-      static_cast<uint64_t>(end) > buffer.size()) {
-    return Malformed(name, absl::StrCat("tensor \"", chosen,
-                                        "\" has data_offsets outside the buffer"));
-  }
+  int64_t begin = 0, end = 0;
+  AsNonNegativeInt((*offsets_json)[0], &begin);
+  AsNonNegativeInt((*offsets_json)[1], &end);
   PHASOR_ASSIGN_OR_RETURN(const int64_t count, ElementCount(array.shape, name));
   const uint64_t need = static_cast<uint64_t>(count) * FileDTypeSize(dtype);
   if (static_cast<uint64_t>(count) > buffer.size() ||
       need != static_cast<uint64_t>(end - begin)) {
     return Malformed(name, absl::StrCat("tensor \"", chosen, "\": shape needs ",
-                                        need, " bytes, data_offsets give ",
-                                        end - begin));
+                                        NeededBytes(count, FileDTypeSize(dtype),
+                                                    buffer.size()),
+                                        " bytes, data_offsets give ", end - begin));
   }
   array.values = Widen(buffer.data() + begin, count, dtype);
   return array;

@@ -1,18 +1,29 @@
 // Readers for the two array file formats profiles use: NumPy .npy and
 // Hugging Face .safetensors.
 //
-// .npy (numpy.lib.format, versions 1.0–3.0): magic "\x93NUMPY", version,
+// These are the only readers of either format in Phasor: the server's
+// profiles and phasor-client (client/tensor_io.h) both go through them.
+//
+// .npy (numpy/lib/format.py, versions 1.0–3.0): magic "\x93NUMPY", version,
 // little-endian header length (2 bytes in 1.0, 4 in 2.0/3.0), a Python dict
 // literal {'descr': '<f4', 'fortran_order': False, 'shape': (R, C), } padded
-// with spaces, then the raw data. Accepted: little-endian f2/f4/f8, C order.
+// with spaces, then the raw data. The literal is parsed as what it is (a
+// dict of exactly those three keys, as NumPy's own reader demands), not
+// searched for substrings. Accepted: C order, little-endian descr
+// <f2 <f4 <f8 <i4 <i8 |u1 |b1.
 //
-// .safetensors: an 8-byte little-endian header size N, N bytes of JSON
-// {"name": {"dtype": "F32", "shape": [R, C], "data_offsets": [begin, end]},
-//  "__metadata__": {...}}, then the data buffer (offsets relative to it).
-// Accepted dtypes: F16, BF16, F32, F64.
+// .safetensors (huggingface/safetensors, "Format"): an 8-byte little-endian
+// header size N (at most 100,000,000, the reference implementation's cap), N
+// bytes of JSON {"name": {"dtype": "F32", "shape": [R, C], "data_offsets":
+// [begin, end]}, "__metadata__": {...}}, then the data buffer (offsets
+// relative to it). The JSON goes through nlohmann::json without exceptions;
+// repeated keys, nesting deeper than 16 and tensors that do not tile the
+// buffer exactly (gaps, overlaps, a short or padded end) are rejected.
+// Readable dtypes: F16, BF16, F32, F64.
 //
-// Every malformed input is an error Status naming the file and what is wrong;
-// no input crashes or over-reads (tests feed every truncated prefix).
+// Every malformed input is an error Status naming the file and what is wrong
+// (quoting at most a few dozen bytes of it); no input crashes, over-reads or
+// throws (tests feed every truncated prefix; tests/fuzz fuzzes both).
 // Thread-safety: pure functions.
 #ifndef PHASOR_CORE_TENSOR_FILE_H_
 #define PHASOR_CORE_TENSOR_FILE_H_
@@ -23,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/dtype.h"
 
 namespace phasor {
 
@@ -33,7 +45,22 @@ struct HostArray {
   std::vector<double> values;
 };
 
+// A .npy file's checked header and a view of its data.
+struct NpyArray {
+  // kFloat16/32/64, kInt32/64, kUInt8 or kBool.
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;  // () gives rank 0, one element.
+  int64_t num_elements = 0;
+  // Exactly num_elements * DTypeSize(dtype) bytes, pointing into the input.
+  absl::string_view data;
+};
+
 // `bytes` is the file content; `name` labels errors (usually the path).
+// Any accepted dtype; the data size must match the shape exactly.
+absl::StatusOr<NpyArray> ParseNpyArray(absl::string_view bytes,
+                                       absl::string_view name);
+
+// ParseNpyArray for floating-point files, widened to double.
 absl::StatusOr<HostArray> ParseNpy(absl::string_view bytes,
                                    absl::string_view name);
 // Returns the tensor called `tensor_name`; when empty, the file must hold

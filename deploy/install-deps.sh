@@ -8,6 +8,7 @@ packages=(
   build-essential cmake pkg-config ca-certificates
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev
   tzdata openssl curl
   python3 python3-numpy python3-grpcio python3-protobuf python3-yaml
 )

@@ -1,0 +1,235 @@
+// Tests for core/tensor_file: the one .npy reader and the .safetensors
+// reader on nlohmann::json. (learned_test.cc reads the checked-in files and
+// feeds their truncated prefixes; these build small files byte by byte.)
+#include "core/tensor_file.h"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+namespace phasor {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// A version-1.0 (or 2.0) .npy file with `header` (the dict literal, padded
+// here) and `data`.
+std::string Npy(const std::string& dict, const std::string& data, int major = 1) {
+  std::string header = dict + "\n";
+  std::string out("\x93NUMPY", 6);
+  out.push_back(static_cast<char>(major));
+  out.push_back('\0');
+  const uint32_t n = static_cast<uint32_t>(header.size());
+  out.push_back(static_cast<char>(n & 0xff));
+  out.push_back(static_cast<char>((n >> 8) & 0xff));
+  if (major != 1) {
+    out.push_back(static_cast<char>((n >> 16) & 0xff));
+    out.push_back(static_cast<char>((n >> 24) & 0xff));
+  }
+  return out + header + data;
+}
+
+template <typename T>
+std::string Bytes(const std::vector<T>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()),
+                     values.size() * sizeof(T));
+}
+
+// A .safetensors file from its JSON header text and data buffer.
+std::string Safetensors(const std::string& json, const std::string& buffer) {
+  std::string out(8, '\0');
+  uint64_t n = json.size();
+  for (int b = 0; b < 8; ++b) out[b] = static_cast<char>((n >> (8 * b)) & 0xff);
+  return out + json + buffer;
+}
+
+TEST(NpyArrayTest, ReadsEveryDtypeAsAView) {
+  struct Case {
+    const char* descr;
+    DType dtype;
+    size_t bytes;
+  };
+  for (const Case& c : {Case{"<f4", DType::kFloat32, 4}, Case{"<f8", DType::kFloat64, 8},
+                        Case{"<f2", DType::kFloat16, 2}, Case{"<i8", DType::kInt64, 8},
+                        Case{"<i4", DType::kInt32, 4}, Case{"|u1", DType::kUInt8, 1},
+                        Case{"|b1", DType::kBool, 1}}) {
+    const std::string data(3 * 2 * c.bytes, '\x01');
+    const std::string file = Npy(
+        absl::StrCat("{'descr': '", c.descr, "', 'fortran_order': False, 'shape': (3, 2), }"),
+        data);
+    absl::StatusOr<NpyArray> npy = ParseNpyArray(file, "x.npy");
+    PHASOR_ASSERT_OK(npy.status());
+    EXPECT_EQ(npy->dtype, c.dtype) << c.descr;
+    EXPECT_THAT(npy->shape, ElementsAre(3, 2));
+    EXPECT_EQ(npy->num_elements, 6);
+    EXPECT_EQ(npy->data, data);
+  }
+}
+
+TEST(NpyArrayTest, AcceptsWhatNumpyWrites) {
+  // Double quotes, no trailing comma, key order, scalars, 1-tuples, version
+  // 2.0, Python 2 longs.
+  const std::string one = Bytes<float>({2.5f});
+  for (const std::string& dict :
+       {std::string("{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (1,)}"),
+        std::string("{'shape': (1,), 'fortran_order': False, 'descr': '<f4'}"),
+        std::string("{'descr':'<f4','fortran_order':False,'shape':(1L,),}   "),
+        std::string("{'descr': '<f4', 'fortran_order': False, 'shape': (), }")}) {
+    for (int major : {1, 2, 3}) {
+      absl::StatusOr<HostArray> a = ParseNpy(Npy(dict, one, major), "x.npy");
+      PHASOR_ASSERT_OK(a.status());
+      EXPECT_THAT(a->values, ElementsAre(2.5)) << dict;
+    }
+  }
+}
+
+TEST(NpyArrayTest, RejectsHeadersNumpyWouldNot) {
+  const std::string data = Bytes<float>({1, 2});
+  struct Case {
+    std::string dict;
+    std::string message;
+  };
+  for (const Case& c : {
+           Case{"{'descr': '<f4', 'fortran_order': False}", "no 'shape'"},
+           Case{"{'descr': '<f4', 'shape': (2,)}", "no 'fortran_order'"},
+           Case{"{'fortran_order': False, 'shape': (2,)}", "no 'descr'"},
+           Case{"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}",
+                "repeats 'descr'"},
+           Case{"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}",
+                "unknown key 'x'"},
+           Case{"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,)}",
+                "structured"},
+           Case{"{'descr': '<f4', 'fortran_order': 0, 'shape': (2,)}", "True or False"},
+           Case{"{'descr': '<f4', 'fortran_order': False, 'shape': (-2,)}", "'shape'"},
+           Case{"{'descr': '<f4', 'fortran_order': False, 'shape': (2 3)}", "'shape'"},
+           Case{"{'descr': '<f4', 'fortran_order': False, 'shape': (2,)} x", "after"},
+           Case{"'descr': '<f4'", "dict"},
+           Case{"{'descr': '>f4', 'fortran_order': False, 'shape': (2,)}",
+                "unsupported .npy dtype '>f4'"},
+           Case{"{'descr': '<f4', 'fortran_order': True, 'shape': (2,)}", "Fortran"},
+           Case{"{'descr': '<f4', 'fortran_order': False, 'shape': (3,)}",
+                "needs 12 data bytes, file has 8"},
+           Case{"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, "
+                "99999999999)}",
+                "overflows"},
+       }) {
+    absl::StatusOr<NpyArray> npy = ParseNpyArray(Npy(c.dict, data), "bad.npy");
+    EXPECT_EQ(npy.status().code(), absl::StatusCode::kInvalidArgument) << c.dict;
+    EXPECT_THAT(std::string(npy.status().message()), HasSubstr(c.message)) << c.dict;
+    EXPECT_THAT(std::string(npy.status().message()), HasSubstr("bad.npy"));
+  }
+}
+
+TEST(NpyArrayTest, ErrorsQuoteOnlyAFewBytesOfTheFile) {
+  const std::string descr(100000, 'x');
+  absl::StatusOr<NpyArray> npy = ParseNpyArray(
+      Npy("{'descr': '" + descr + "', 'fortran_order': False, 'shape': (0,)}", "", 2),
+      "big.npy");
+  EXPECT_FALSE(npy.ok());
+  EXPECT_LT(npy.status().message().size(), 200u) << npy.status();
+}
+
+TEST(NpyArrayTest, TablesNeedFloatingPoint) {
+  const std::string file = Npy(
+      "{'descr': '<i8', 'fortran_order': False, 'shape': (1,)}", Bytes<int64_t>({7}));
+  PHASOR_ASSERT_OK(ParseNpyArray(file, "i.npy").status());
+  EXPECT_THAT(std::string(ParseNpy(file, "i.npy").status().message()),
+              HasSubstr("unsupported .npy dtype int64"));
+}
+
+const std::string kTwoFloats = Bytes<float>({1.5f, -2.5f});
+
+TEST(SafetensorsTest, ReadsAValidFile) {
+  absl::StatusOr<HostArray> a = ParseSafetensors(
+      Safetensors(R"({"__metadata__": {"format": "pt"},
+                      "t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})",
+                  kTwoFloats),
+      "", "a.safetensors");
+  PHASOR_ASSERT_OK(a.status());
+  EXPECT_THAT(a->shape, ElementsAre(2));
+  EXPECT_THAT(a->values, ElementsAre(1.5, -2.5));
+}
+
+TEST(SafetensorsTest, RejectsAmbiguousOrMalformedHeaders) {
+  struct Case {
+    std::string json;
+    std::string message;
+  };
+  for (const Case& c : {
+           Case{R"({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                    "t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})",
+                "repeats a JSON key"},
+           Case{R"({"t": {"dtype": "F32", "dtype": "F64", "shape": [2],
+                          "data_offsets": [0, 8]}})",
+                "repeats a JSON key"},
+           Case{R"({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]})",
+                "not a valid JSON object"},
+           Case{R"([1, 2])", "not a valid JSON object"},
+           Case{"{\"t\xff\": 1}", "not a valid JSON object"},  // Not UTF-8.
+           Case{R"({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]},
+                    "u": {"dtype": "F32", "shape": [1], "data_offsets": [2, 8]}})",
+                "overlap at byte 2"},
+           Case{R"({"t": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                    "u": {"dtype": "F32", "shape": [0], "data_offsets": [8, 8]}})",
+                "gap at byte 4"},
+           Case{R"({"t": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})",
+                "tensors end at byte 4 of a 8-byte data buffer"},
+           Case{R"({"t": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})",
+                "no valid data_offsets"},
+           Case{R"({"t": {"dtype": "F32", "shape": [2], "data_offsets": [-1, 8]}})",
+                "no valid data_offsets"},
+           Case{R"({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8.5]}})",
+                "no valid data_offsets"},
+           Case{R"({"t": {"dtype": "I32", "shape": [2], "data_offsets": [0, 8]}})",
+                "has dtype I32"},
+           Case{R"({"t": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})",
+                "shape needs 12 bytes, data_offsets give 8"},
+           Case{R"({"t": {"dtype": "F32", "shape": [2147483648, 2147483648],
+                          "data_offsets": [0, 8]}})",
+                "shape needs more than 8 bytes"},
+           Case{R"({"t": {"shape": [2], "data_offsets": [0, 8]}})",
+                "lacks dtype, shape or data_offsets"},
+           Case{R"({"__metadata__": {"a": "b"}})", "tensors end at byte 0"},
+       }) {
+    absl::StatusOr<HostArray> a =
+        ParseSafetensors(Safetensors(c.json, kTwoFloats), "", "b.safetensors");
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument) << c.json;
+    EXPECT_THAT(std::string(a.status().message()), HasSubstr(c.message)) << c.json;
+    EXPECT_THAT(std::string(a.status().message()), HasSubstr("b.safetensors"));
+  }
+}
+
+TEST(SafetensorsTest, BoundsNestingAndHeaderSize) {
+  std::string deep = R"({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                         "__metadata__": {"x": )";
+  deep += std::string(1000, '[') + std::string(1000, ']') + "}}";
+  EXPECT_THAT(
+      std::string(ParseSafetensors(Safetensors(deep, kTwoFloats), "t", "d").status().message()),
+      HasSubstr("deeper than 16"));
+
+  // A size field claiming 2^40 bytes is refused before anything is read.
+  std::string huge(8, '\0');
+  huge[5] = 1;
+  EXPECT_THAT(std::string(ParseSafetensors(huge, "", "h").status().message()),
+              HasSubstr("exceeds the format's limit"));
+}
+
+TEST(SafetensorsTest, UnknownNamesAreNotFoundAndQuotedBriefly) {
+  const std::string file = Safetensors(
+      R"({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", kTwoFloats);
+  absl::StatusOr<HostArray> a = ParseSafetensors(file, std::string(5000, 'n'), "f");
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_LT(a.status().message().size(), 200u);
+  EXPECT_EQ(ParseSafetensors(file, "__metadata__", "f").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace phasor
