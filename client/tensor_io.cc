@@ -19,6 +19,7 @@
 #include "core/dtype.h"
 #include "core/file.h"
 #include "core/status_macros.h"
+#include "core/tensor_file.h"
 
 #ifndef ABSL_IS_LITTLE_ENDIAN
 #error "Tensor bytes are little-endian; this code reads them as native values."
@@ -39,6 +40,29 @@ T Load(const std::string& data, int64_t index) {
 template <typename T>
 void Store(std::string* data, int64_t index, T value) {
   std::memcpy(&(*data)[index * sizeof(T)], &value, sizeof(T));
+}
+
+// core's element types are phasor.v1's, one for one.
+v1::DType DTypeToProto(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return v1::FLOAT32;
+    case DType::kFloat16:
+      return v1::FLOAT16;
+    case DType::kBFloat16:
+      return v1::BFLOAT16;
+    case DType::kFloat64:
+      return v1::FLOAT64;
+    case DType::kInt64:
+      return v1::INT64;
+    case DType::kInt32:
+      return v1::INT32;
+    case DType::kUInt8:
+      return v1::UINT8;
+    case DType::kBool:
+      return v1::BOOL;
+  }
+  return v1::DTYPE_UNSPECIFIED;
 }
 
 bool IsIntegral(v1::DType dtype) {
@@ -134,40 +158,6 @@ absl::Status StoreIntegral(v1::DType dtype, int64_t index, int64_t value,
   return absl::InvalidArgumentError(
       absl::StrCat(field, "[", index, "]: ", value, " does not fit in ",
                    DTypeString(dtype)));
-}
-
-// The value of `key` in a NumPy header dict, from after its colon to the end
-// of the header (callers parse only the prefix they need).
-absl::StatusOr<absl::string_view> NpyHeaderValue(absl::string_view header,
-                                                 absl::string_view key,
-                                                 absl::string_view name) {
-  for (const char quote : {'\'', '"'}) {
-    const std::string quoted = absl::StrCat(std::string(1, quote), key,
-                                            std::string(1, quote));
-    const size_t at = header.find(quoted);
-    if (at == absl::string_view::npos) continue;
-    absl::string_view rest = header.substr(at + quoted.size());
-    rest = absl::StripLeadingAsciiWhitespace(rest);
-    if (!absl::ConsumePrefix(&rest, ":")) break;
-    return absl::StripLeadingAsciiWhitespace(rest);
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat(name, ": .npy header has no '", key, "'"));
-}
-
-absl::StatusOr<v1::DType> DTypeFromDescr(absl::string_view descr,
-                                         absl::string_view name) {
-  static constexpr std::pair<absl::string_view, v1::DType> kDescrs[] = {
-      {"<f4", v1::FLOAT32}, {"<f8", v1::FLOAT64}, {"<f2", v1::FLOAT16},
-      {"<i8", v1::INT64},   {"<i4", v1::INT32},   {"|u1", v1::UINT8},
-      {"<u1", v1::UINT8},   {"|b1", v1::BOOL},
-  };
-  for (const auto& [text, dtype] : kDescrs) {
-    if (descr == text) return dtype;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      name, ": unsupported .npy dtype '", descr,
-      "' (little-endian f2/f4/f8/i4/i8/u1/b1 are supported)"));
 }
 
 absl::string_view DescrFromDType(v1::DType dtype) {
@@ -406,85 +396,12 @@ absl::StatusOr<v1::Tensor> ReshapeTensor(v1::Tensor tensor,
 
 absl::StatusOr<v1::Tensor> NpyToTensor(absl::string_view bytes,
                                        absl::string_view name) {
-  if (bytes.size() < 10 || bytes.substr(0, 6) != kNpyMagic) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": not a .npy file (bad magic)"));
-  }
-  const int major = static_cast<uint8_t>(bytes[6]);
-  size_t header_begin;
-  size_t header_length;
-  if (major == 1) {
-    header_begin = 10;
-    header_length = static_cast<uint8_t>(bytes[8]) |
-                    (static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8);
-  } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": truncated"));
-    }
-    header_begin = 12;
-    header_length = 0;
-    for (int i = 3; i >= 0; --i) {
-      header_length = (header_length << 8) | static_cast<uint8_t>(bytes[8 + i]);
-    }
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": unsupported .npy version ", major));
-  }
-  if (header_length > bytes.size() - header_begin) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": truncated .npy header"));
-  }
-  const absl::string_view header = bytes.substr(header_begin, header_length);
-
-  PHASOR_ASSIGN_OR_RETURN(absl::string_view descr_text,
-                          NpyHeaderValue(header, "descr", name));
-  if (descr_text.empty() || (descr_text[0] != '\'' && descr_text[0] != '"')) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": .npy 'descr' is not a string"));
-  }
-  const size_t descr_end = descr_text.find(descr_text[0], 1);
-  if (descr_end == absl::string_view::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": unterminated .npy 'descr'"));
-  }
-  PHASOR_ASSIGN_OR_RETURN(const v1::DType dtype,
-                          DTypeFromDescr(descr_text.substr(1, descr_end - 1),
-                                         name));
-
-  PHASOR_ASSIGN_OR_RETURN(absl::string_view fortran,
-                          NpyHeaderValue(header, "fortran_order", name));
-  if (absl::StartsWith(fortran, "True")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": Fortran-order .npy is not supported; save with "
-                           "np.ascontiguousarray"));
-  }
-  if (!absl::StartsWith(fortran, "False")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": .npy 'fortran_order' is not a bool"));
-  }
-
-  PHASOR_ASSIGN_OR_RETURN(absl::string_view shape_text,
-                          NpyHeaderValue(header, "shape", name));
-  const size_t close = shape_text.find(')');
-  if (!absl::ConsumePrefix(&shape_text, "(") ||
-      close == absl::string_view::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": .npy 'shape' is not a tuple"));
-  }
+  // The one .npy reader is core's; the bytes map onto a Tensor unchanged.
+  PHASOR_ASSIGN_OR_RETURN(const NpyArray npy, ParseNpyArray(bytes, name));
   v1::Tensor tensor;
-  tensor.set_dtype(dtype);
-  for (absl::string_view piece :
-       absl::StrSplit(shape_text.substr(0, close - 1), ',')) {
-    piece = absl::StripAsciiWhitespace(piece);
-    if (piece.empty()) continue;  // "(3,)" and "()".
-    int64_t dim;
-    if (!absl::SimpleAtoi(piece, &dim) || dim < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, ": bad .npy dimension '", piece, "'"));
-    }
-    tensor.add_shape(dim);
-  }
-  tensor.set_data(std::string(bytes.substr(header_begin + header_length)));
+  tensor.set_dtype(DTypeToProto(npy.dtype));
+  for (const int64_t dim : npy.shape) tensor.add_shape(dim);
+  tensor.set_data(npy.data.data(), npy.data.size());
   PHASOR_RETURN_IF_ERROR(CheckedElementCount(tensor, name).status());
   return tensor;
 }

@@ -3,9 +3,10 @@
 // A Tensor is raw little-endian row-major bytes plus shape and dtype, the
 // same layout as a NumPy .npy body, so .npy files map onto it without
 // conversion:
-//   .npy read: format versions 1.0–3.0, C order, little-endian descr
-//     <f4 <f8 <f2 <i8 <i4 |u1 |b1 (FLOAT32 FLOAT64 FLOAT16 INT64 INT32 UINT8
-//     BOOL). Fortran order and big-endian data are rejected, not reordered.
+//   .npy read: core's reader (core/tensor_file.h, ParseNpyArray), format
+//     versions 1.0–3.0, C order, little-endian descr <f4 <f8 <f2 <i8 <i4
+//     |u1 |b1 (FLOAT32 FLOAT64 FLOAT16 INT64 INT32 UINT8 BOOL). Fortran order
+//     and big-endian data are rejected, not reordered.
 //   .npy write: version 1.0, C order, the tensor's own dtype; BFLOAT16, which
 //     NumPy has no type for, is widened to float32 (exactly).
 //   .csv read: one row per line, comma-separated; blank lines and lines
