@@ -5,8 +5,13 @@
 #include <thread>
 #include <type_traits>
 #include <utility>
+#include <vector>
+
+#include <grpcpp/support/proto_buffer_reader.h>
+#include <grpcpp/support/proto_buffer_writer.h>
 
 #include "absl/strings/str_cat.h"
+#include "core/errors.h"
 #include "server/grpc_status.h"
 #include "server/handlers.h"
 
@@ -47,81 +52,206 @@ struct NamesProfile<Request,
                     std::void_t<decltype(std::declval<const Request&>().profile())>>
     : std::true_type {};
 
-// Every call's request bytes; response bytes only when a response is sent.
+// Request and response bytes of one call; response bytes only when a
+// response is sent.
 void RecordBytes(ServerMetrics* metrics, absl::string_view method,
-                 const google::protobuf::MessageLite& request,
-                 const google::protobuf::MessageLite* response) {
+                 const grpc::ByteBuffer& request, const grpc::ByteBuffer* response) {
   if (metrics == nullptr) return;
   metrics->RecordPayloadBytes(
-      method, static_cast<int64_t>(request.ByteSizeLong()),
-      response != nullptr ? static_cast<int64_t>(response->ByteSizeLong()) : 0);
+      method, static_cast<int64_t>(request.Length()),
+      response != nullptr ? static_cast<int64_t>(response->Length()) : 0);
 }
+
+}  // namespace
 
 // One EncodeObservationsStream call: read a chunk, encode it with the state
 // the previous chunk left, write the response, repeat until the client
-// half-closes. Reads and writes strictly alternate, so the reactor never has
-// two operations in flight and needs no lock.
-class ObservationStreamReactor final
-    : public grpc::ServerBidiReactor<v1::EncodeObservationsRequest,
-                                     v1::EncodeObservationsResponse> {
+// half-closes. Reads and writes strictly alternate, so at most one operation
+// is in flight and the request/response buffers need no lock; mu_ guards
+// only the flags Drain() shares with the reactor.
+//
+// No lock is held while calling StartRead/StartWrite/Finish (gRPC may run a
+// reaction inline on the calling thread). The reactor stays alive between a
+// decision under mu_ and the call after it because OnDone, which deletes
+// it, runs only after Finish and every pending operation.
+class EncoderService::StreamReactor final
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  ObservationStreamReactor(const EncoderService* service,
-                           grpc::CallbackServerContext* context)
-      : service_(service), context_(context) {
-    const absl::Status status = service_->Authorize(*context_);
+  StreamReactor(EncoderService* service, grpc::CallbackServerContext* context)
+      : service_(service), context_(context) {}
+
+  // Called once, right after construction.
+  void Start() {
+    absl::Status status = service_->Authorize(*context_);
+    if (status.ok() && !service_->AddStream(this)) status = DrainingError();
     if (!status.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        finished_ = true;
+      }
       Finish(ToGrpcStatus(status));
       return;
     }
-    StartRead(&request_);
+    Read();
   }
 
+  // From EncoderService::Drain, under its streams_mu_: true when the caller
+  // must then call FinishDrained() (the stream was idle).
+  bool MarkDraining() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+    if (!reading_ || finished_) return false;
+    finished_ = true;
+    return true;
+  }
+  void FinishDrained() { Finish(ToGrpcStatus(DrainingError())); }
+
   void OnReadDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      reading_ = false;
+      // Drain() finished the call while this read was pending.
+      if (finished_) return;
+      if (!ok) finished_ = true;
+    }
     if (!ok) {
       // The client half-closed (or the call is gone): the stream is done.
       Finish(grpc::Status::OK);
       return;
     }
-    response_.Clear();
-    absl::Status status = CheckAlive(*context_);
-    if (status.ok()) {
-      status = RunHandler(*service_, *context_, [this](const HandlerContext& handler_context) {
-        return HandleEncodeObservations(handler_context, request_, &stream_, &response_);
-      });
-    }
-    const std::string& profile =
-        stream_.started ? stream_.config.profile() : request_.profile();
-    if (!status.ok() && !profile.empty()) status = SpecErrorsToProfile(status, profile);
-    RecordBytes(service_->metrics(), "EncodeObservationsStream", request_,
-                status.ok() ? &response_ : nullptr);
+    ++chunks_read_;
+    const absl::Status status = EncodeChunk();
+    RecordBytes(service_->metrics(), "EncodeObservationsStream", request_bytes_,
+                status.ok() ? &response_bytes_ : nullptr);
+    request_bytes_.Clear();
     if (!status.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        finished_ = true;
+      }
       Finish(ToGrpcStatus(status));
       return;
     }
-    StartWrite(&response_);
+    StartWrite(&response_bytes_);
   }
 
   void OnWriteDone(bool ok) override {
-    if (!ok) {
+    response_bytes_.Clear();
+    bool drained = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (ok && !draining_) {
+        reading_ = true;
+      } else {
+        finished_ = true;
+        drained = ok;
+      }
+    }
+    if (drained) {
+      FinishDrained();
+    } else if (!ok) {
       Finish(grpc::Status(grpc::StatusCode::CANCELLED,
                           "the stream closed before the response was sent"));
-      return;
+    } else {
+      StartRead(&request_bytes_);
     }
-    request_.Clear();
-    StartRead(&request_);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    service_->RemoveStream(this);
+    delete this;
+  }
 
  private:
-  const EncoderService* service_;
-  grpc::CallbackServerContext* context_;
-  v1::EncodeObservationsRequest request_;
-  v1::EncodeObservationsResponse response_;
+  static absl::Status DrainingError() {
+    return absl::UnavailableError(
+        "the server is draining; resume the stream on another replica from "
+        "the state in the last response received");
+  }
+
+  void Read() {
+    {
+      absl::MutexLock lock(&mu_);
+      reading_ = true;
+    }
+    StartRead(&request_bytes_);
+  }
+
+  absl::Status EncodeChunk() {
+    v1::EncodeObservationsRequest request;
+    absl::Status status = ParseMessage(
+        request_bytes_, absl::StrCat("chunk ", chunks_read_, " of the stream"),
+        &request);
+    if (status.ok()) status = CheckAlive(*context_);
+    v1::EncodeObservationsResponse response;
+    if (status.ok()) {
+      status = RunHandler(*service_, *context_, [&](const HandlerContext& handler_context) {
+        return HandleEncodeObservations(handler_context, request, &stream_, &response);
+      });
+    }
+    const std::string& profile =
+        stream_.started ? stream_.config.profile() : request.profile();
+    if (!status.ok() && !profile.empty()) status = SpecErrorsToProfile(status, profile);
+    if (status.ok()) {
+      status = SerializeWithinLimit(response, service_->limits().max_message_bytes,
+                                    "observations", &response_bytes_);
+    }
+    return status;
+  }
+
+  EncoderService* const service_;
+  grpc::CallbackServerContext* const context_;
+  grpc::ByteBuffer request_bytes_;
+  grpc::ByteBuffer response_bytes_;
   ObservationStream stream_;
+  int64_t chunks_read_ = 0;  // Counted from 1 in messages.
+
+  absl::Mutex mu_;
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace
+absl::Status SerializeWithinLimit(const google::protobuf::MessageLite& message,
+                                  int64_t max_message_bytes,
+                                  absl::string_view size_field,
+                                  grpc::ByteBuffer* buffer) {
+  const size_t size = message.ByteSizeLong();
+  if (size > static_cast<size_t>(max_message_bytes)) {
+    return FieldError(
+        absl::StatusCode::kResourceExhausted, size_field,
+        absl::StrCat("the response would be ", size,
+                     " bytes, over the server's message limit of ",
+                     max_message_bytes,
+                     " bytes (phasor-server --max_message_bytes or "
+                     "PHASOR_MAX_MESSAGE_BYTES raises it; the client's receive "
+                     "limit must allow it too)"));
+  }
+  bool own_buffer = false;
+  const grpc::Status serialized = grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::MessageLite>(
+      message, buffer, &own_buffer);
+  if (!serialized.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot serialize the response: ", serialized.error_message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseMessage(const grpc::ByteBuffer& buffer, absl::string_view what,
+                          google::protobuf::Message* message) {
+  // A copy of a ByteBuffer shares its slices; the reader consumes the copy.
+  grpc::ByteBuffer copy(buffer);
+  bool parsed = false;
+  {
+    grpc::ProtoBufferReader reader(&copy);
+    parsed = reader.status().ok() && message->ParseFromZeroCopyStream(&reader);
+  }
+  if (parsed) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " is not a valid ", message->GetDescriptor()->full_name(),
+      " message (", buffer.Length(),
+      " bytes): the bytes do not parse, or a string field holds invalid UTF-8"));
+}
 
 absl::Status CheckAlive(const grpc::CallbackServerContext& context) {
   // The deadline first: once it passes gRPC cancels the call as well, and
@@ -167,101 +297,142 @@ absl::Status EncoderService::Authorize(
   return absl::OkStatus();
 }
 
+EncoderService::~EncoderService() = default;
+
+bool EncoderService::AddStream(StreamReactor* stream) {
+  absl::MutexLock lock(&streams_mu_);
+  if (draining_) return false;
+  streams_.insert(stream);
+  return true;
+}
+
+void EncoderService::RemoveStream(StreamReactor* stream) {
+  absl::MutexLock lock(&streams_mu_);
+  streams_.erase(stream);
+}
+
+void EncoderService::Drain() {
+  std::vector<StreamReactor*> idle;
+  {
+    absl::MutexLock lock(&streams_mu_);
+    draining_ = true;
+    for (StreamReactor* stream : streams_) {
+      if (stream->MarkDraining()) idle.push_back(stream);
+    }
+  }
+  for (StreamReactor* stream : idle) stream->FinishDrained();
+}
+
 template <typename Request, typename Response, typename Handler>
 grpc::ServerUnaryReactor* EncoderService::Unary(
     grpc::CallbackServerContext* context, absl::string_view method,
-    const Request* request, Response* response, Handler handler) {
+    absl::string_view size_field, const grpc::ByteBuffer* request_bytes,
+    grpc::ByteBuffer* response_bytes, Handler handler) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The token before the bytes: a caller without it learns nothing about
+  // what the server would make of its request.
   absl::Status status = Authorize(*context);
+  Request request;
+  if (status.ok()) status = ParseMessage(*request_bytes, "the request", &request);
   if (status.ok()) status = CheckAlive(*context);
+  Response response;
   if (status.ok()) {
     status = RunHandler(*this, *context, [&](const HandlerContext& handler_context) {
-      return handler(handler_context, *request, response);
+      return handler(handler_context, request, &response);
     });
   }
   if constexpr (NamesProfile<Request>::value) {
-    if (!status.ok() && request->has_profile()) {
-      status = SpecErrorsToProfile(status, request->profile());
+    if (!status.ok() && request.has_profile()) {
+      status = SpecErrorsToProfile(status, request.profile());
     }
   }
-  RecordBytes(metrics_, method, *request, status.ok() ? response : nullptr);
+  if (status.ok()) {
+    status = SerializeWithinLimit(response, limits_.max_message_bytes, size_field,
+                                  response_bytes);
+  }
+  RecordBytes(metrics_, method, *request_bytes, status.ok() ? response_bytes : nullptr);
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* EncoderService::EncodePositions(
-    grpc::CallbackServerContext* context,
-    const v1::EncodePositionsRequest* request,
-    v1::EncodePositionsResponse* response) {
-  return Unary(context, "EncodePositions", request, response,
-               HandleEncodePositions);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary<v1::EncodePositionsRequest, v1::EncodePositionsResponse>(
+      context, "EncodePositions", "positions", request, response,
+      HandleEncodePositions);
 }
 
 grpc::ServerUnaryReactor* EncoderService::ApplyRope(
-    grpc::CallbackServerContext* context, const v1::ApplyRopeRequest* request,
-    v1::ApplyRopeResponse* response) {
-  return Unary(context, "ApplyRope", request, response, HandleApplyRope);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary<v1::ApplyRopeRequest, v1::ApplyRopeResponse>(
+      context, "ApplyRope", "query", request, response, HandleApplyRope);
 }
 
 grpc::ServerUnaryReactor* EncoderService::RopeTables(
-    grpc::CallbackServerContext* context, const v1::RopeTablesRequest* request,
-    v1::RopeTablesResponse* response) {
-  return Unary(context, "RopeTables", request, response, HandleRopeTables);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary<v1::RopeTablesRequest, v1::RopeTablesResponse>(
+      context, "RopeTables", "positions", request, response, HandleRopeTables);
 }
 
 grpc::ServerUnaryReactor* EncoderService::AlibiBias(
-    grpc::CallbackServerContext* context, const v1::AlibiBiasRequest* request,
-    v1::AlibiBiasResponse* response) {
-  return Unary(context, "AlibiBias", request, response, HandleAlibiBias);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary<v1::AlibiBiasRequest, v1::AlibiBiasResponse>(
+      context, "AlibiBias", "k_len", request, response, HandleAlibiBias);
 }
 
 grpc::ServerUnaryReactor* EncoderService::EncodeObservations(
-    grpc::CallbackServerContext* context,
-    const v1::EncodeObservationsRequest* request,
-    v1::EncodeObservationsResponse* response) {
-  return Unary(context, "EncodeObservations", request, response,
-               [](const HandlerContext& handler_context,
-                  const v1::EncodeObservationsRequest& unary_request,
-                  v1::EncodeObservationsResponse* unary_response) {
-                 return HandleEncodeObservations(handler_context, unary_request,
-                                                 /*stream=*/nullptr,
-                                                 unary_response);
-               });
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary<v1::EncodeObservationsRequest, v1::EncodeObservationsResponse>(
+      context, "EncodeObservations", "observations", request, response,
+      [](const HandlerContext& handler_context,
+         const v1::EncodeObservationsRequest& unary_request,
+         v1::EncodeObservationsResponse* unary_response) {
+        return HandleEncodeObservations(handler_context, unary_request,
+                                        /*stream=*/nullptr, unary_response);
+      });
 }
 
-grpc::ServerBidiReactor<v1::EncodeObservationsRequest,
-                        v1::EncodeObservationsResponse>*
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 EncoderService::EncodeObservationsStream(grpc::CallbackServerContext* context) {
-  return new ObservationStreamReactor(this, context);
+  auto* stream = new StreamReactor(this, context);
+  stream->Start();
+  return stream;
 }
 
 grpc::ServerUnaryReactor* EncoderService::Describe(
-    grpc::CallbackServerContext* context, const v1::DescribeRequest* request,
-    v1::DescribeResponse* response) {
-  return Unary(context, "Describe", request, response, HandleDescribe);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary<v1::DescribeRequest, v1::DescribeResponse>(
+      context, "Describe", "num_offsets", request, response, HandleDescribe);
 }
 
 grpc::ServerUnaryReactor* EncoderService::ListProfiles(
-    grpc::CallbackServerContext* context,
-    const v1::ListProfilesRequest* request,
-    v1::ListProfilesResponse* response) {
-  return Unary(context, "ListProfiles", request, response, HandleListProfiles);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary<v1::ListProfilesRequest, v1::ListProfilesResponse>(
+      context, "ListProfiles", "profile", request, response, HandleListProfiles);
 }
 
 grpc::ServerUnaryReactor* EncoderService::Echo(grpc::CallbackServerContext* context,
-                                               const v1::EchoRequest* request,
-                                               v1::EchoResponse* response) {
+                                               const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) {
   const bool enabled = enable_echo_;
-  return Unary(context, "Echo", request, response,
-               [enabled](const HandlerContext&, const v1::EchoRequest& echo_request,
-                         v1::EchoResponse* echo_response) {
-                 if (!enabled) {
-                   return absl::UnimplementedError(
-                       "Echo is disabled; start phasor-server with --enable_echo");
-                 }
-                 echo_response->set_payload(echo_request.payload());
-                 return absl::OkStatus();
-               });
+  return Unary<v1::EchoRequest, v1::EchoResponse>(
+      context, "Echo", "payload", request, response,
+      [enabled](const HandlerContext&, const v1::EchoRequest& echo_request,
+                v1::EchoResponse* echo_response) {
+        if (!enabled) {
+          return absl::UnimplementedError(
+              "Echo is disabled; start phasor-server with --enable_echo");
+        }
+        echo_response->set_payload(echo_request.payload());
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace phasor::server

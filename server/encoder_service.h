@@ -13,8 +13,8 @@
 // ones abort when given one), and a server interceptor cannot fail a call.
 // Health and reflection are other services and stay open for probes.
 //
-// Thread-safety: the service is shared by all calls and holds only immutable
-// state after construction.
+// Thread-safety: the service is shared by all calls; besides immutable
+// settings it holds only the set of open streams, under a mutex.
 #ifndef PHASOR_SERVER_ENCODER_SERVICE_H_
 #define PHASOR_SERVER_ENCODER_SERVICE_H_
 
@@ -23,7 +23,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "core/parallel.h"
 #include "phasor/v1/encoder.grpc.pb.h"
 #include "server/convert.h"
@@ -33,47 +36,71 @@
 
 namespace phasor::server {
 
-class EncoderService final : public v1::Encoder::CallbackService {
+// The Encoder service with every method registered raw (bytes in, bytes
+// out): the service parses requests and serializes responses itself, so
+//  - a request that does not parse (or holds invalid UTF-8 in a string
+//    field) is INVALID_ARGUMENT naming the message type (gRPC's typed path
+//    answers UNIMPLEMENTED with no message, or ends a stream with OK);
+//  - the bearer token is checked before the bytes are parsed;
+//  - the response's exact serialized size is checked against the message
+//    limit before it is sent, and an oversized one is RESOURCE_EXHAUSTED
+//    naming the request field that drives the size.
+using RawEncoderService = v1::Encoder::WithRawCallbackMethod_EncodePositions<
+    v1::Encoder::WithRawCallbackMethod_ApplyRope<
+        v1::Encoder::WithRawCallbackMethod_RopeTables<
+            v1::Encoder::WithRawCallbackMethod_AlibiBias<
+                v1::Encoder::WithRawCallbackMethod_EncodeObservations<
+                    v1::Encoder::WithRawCallbackMethod_EncodeObservationsStream<
+                        v1::Encoder::WithRawCallbackMethod_Describe<
+                            v1::Encoder::WithRawCallbackMethod_ListProfiles<
+                                v1::Encoder::WithRawCallbackMethod_Echo<
+                                    v1::Encoder::Service>>>>>>>>>;
+
+class EncoderService final : public RawEncoderService {
  public:
   // `profiles` and `metrics` must outlive the service; `metrics` may be null.
   // `auth_token` empty = no authentication.
   EncoderService(const ServerOptions& options, const ProfileRegistry* profiles,
                  ServerMetrics* metrics, std::string auth_token);
+  ~EncoderService() override;
 
-  grpc::ServerUnaryReactor* EncodePositions(
-      grpc::CallbackServerContext* context,
-      const v1::EncodePositionsRequest* request,
-      v1::EncodePositionsResponse* response) override;
+  grpc::ServerUnaryReactor* EncodePositions(grpc::CallbackServerContext* context,
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ApplyRope(grpc::CallbackServerContext* context,
-                                      const v1::ApplyRopeRequest* request,
-                                      v1::ApplyRopeResponse* response) override;
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* RopeTables(grpc::CallbackServerContext* context,
-                                       const v1::RopeTablesRequest* request,
-                                       v1::RopeTablesResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* AlibiBias(grpc::CallbackServerContext* context,
-                                      const v1::AlibiBiasRequest* request,
-                                      v1::AlibiBiasResponse* response) override;
-  grpc::ServerUnaryReactor* EncodeObservations(
-      grpc::CallbackServerContext* context,
-      const v1::EncodeObservationsRequest* request,
-      v1::EncodeObservationsResponse* response) override;
-  grpc::ServerBidiReactor<v1::EncodeObservationsRequest,
-                          v1::EncodeObservationsResponse>*
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* EncodeObservations(grpc::CallbackServerContext* context,
+                                               const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
   EncodeObservationsStream(grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* Describe(grpc::CallbackServerContext* context,
-                                     const v1::DescribeRequest* request,
-                                     v1::DescribeResponse* response) override;
-  grpc::ServerUnaryReactor* ListProfiles(
-      grpc::CallbackServerContext* context,
-      const v1::ListProfilesRequest* request,
-      v1::ListProfilesResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListProfiles(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
-                                 const v1::EchoRequest* request,
-                                 v1::EchoResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
 
   // UNAUTHENTICATED unless the call carries the server's bearer token (or
   // the server has none).
   absl::Status Authorize(const grpc::CallbackServerContext& context) const;
+
+  // Draining (SIGTERM): every EncodeObservationsStream waiting for its next
+  // chunk ends now with UNAVAILABLE, one encoding a chunk ends so once that
+  // chunk's response is written, and a stream started later ends at once.
+  // Nothing a stream has read is dropped; the client resumes on another
+  // replica from the last state it received. Idempotent.
+  void Drain();
 
   const ProfileRegistry* profiles() const { return profiles_; }
   ServerMetrics* metrics() const { return metrics_; }
@@ -81,11 +108,18 @@ class EncoderService final : public v1::Encoder::CallbackService {
   const RequestLimits& limits() const { return limits_; }
 
  private:
+  class StreamReactor;
+
   template <typename Request, typename Response, typename Handler>
   grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
                                   absl::string_view method,
-                                  const Request* request, Response* response,
+                                  absl::string_view size_field,
+                                  const grpc::ByteBuffer* request_bytes,
+                                  grpc::ByteBuffer* response_bytes,
                                   Handler handler);
+  // Registers a new stream; false when draining (the stream must end).
+  bool AddStream(StreamReactor* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
+  void RemoveStream(StreamReactor* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
 
   const ProfileRegistry* profiles_;
   ServerMetrics* metrics_;
@@ -93,7 +127,26 @@ class EncoderService final : public v1::Encoder::CallbackService {
   RequestLimits limits_;
   bool enable_echo_;
   std::string expected_authorization_;  // "Bearer <token>", or empty.
+
+  absl::Mutex streams_mu_;
+  absl::flat_hash_set<StreamReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
+  bool draining_ ABSL_GUARDED_BY(streams_mu_) = false;
 };
+
+// `message` serialized into `buffer` when it fits `max_message_bytes`;
+// otherwise RESOURCE_EXHAUSTED at `size_field` saying whose limit it is and
+// the flag that raises it. gRPC compares the serialized message (without its
+// 5-byte frame header) with the limit, so the same comparison here means a
+// response that passes is never refused by the transport.
+absl::Status SerializeWithinLimit(const google::protobuf::MessageLite& message,
+                                  int64_t max_message_bytes,
+                                  absl::string_view size_field,
+                                  grpc::ByteBuffer* buffer);
+
+// Parses `buffer` as `message`; INVALID_ARGUMENT naming `what` (e.g.
+// "the request", "chunk 3 of the stream") and the message type otherwise.
+absl::Status ParseMessage(const grpc::ByteBuffer& buffer, absl::string_view what,
+                          google::protobuf::Message* message);
 
 // OK while `context`'s client still wants the result: CANCELLED after a
 // cancellation, DEADLINE_EXCEEDED once the deadline passed.

@@ -36,6 +36,13 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "\"authorization: Bearer <token>\" (health checks stay open).");
 ABSL_FLAG(double, shutdown_grace_seconds, 10.0,
           "On SIGTERM/SIGINT, seconds in-flight calls get to finish.");
+ABSL_FLAG(double, max_connection_age_seconds, 300.0,
+          "Connections older than this are recycled (GOAWAY) so clients "
+          "re-resolve and spread over new replicas; 0 = never.");
+ABSL_FLAG(double, max_connection_age_grace_seconds, 0.0,
+          "Seconds calls still open on a recycled connection may run before "
+          "it is closed; 0 = no limit (streams run until their client ends "
+          "them).");
 ABSL_FLAG(bool, enable_echo, false,
           "Serve the Echo RPC, a transport baseline for benchmarks.");
 
@@ -46,7 +53,8 @@ constexpr const char* kFlagNames[] = {
     "grpc_address",  "metrics_address", "max_message_bytes",
     "max_elements_per_request", "threads", "profiles",
     "tls_cert",      "tls_key",         "tls_client_ca",
-    "auth_token_file", "shutdown_grace_seconds", "enable_echo",
+    "auth_token_file", "shutdown_grace_seconds", "max_connection_age_seconds",
+    "max_connection_age_grace_seconds", "enable_echo",
 };
 
 }  // namespace
@@ -83,6 +91,9 @@ ServerOptions ServerOptionsFromFlags() {
   options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
   options.auth_token_path = absl::GetFlag(FLAGS_auth_token_file);
   options.shutdown_grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
+  options.max_connection_age = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_seconds));
+  options.max_connection_age_grace =
+      absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_grace_seconds));
   options.enable_echo = absl::GetFlag(FLAGS_enable_echo);
   return options;
 }

@@ -41,6 +41,15 @@ struct ServerOptions {
   // On SIGTERM/SIGINT: time in-flight calls get to finish before they are
   // cancelled.
   absl::Duration shutdown_grace = absl::Seconds(10);
+  // Connections older than this get a GOAWAY, so clients reconnect and
+  // re-resolve (spreading load over replicas the autoscaler added). Zero or
+  // less: never.
+  absl::Duration max_connection_age = absl::Minutes(5);
+  // How long calls still open on such a connection may run before it is
+  // closed under them. Zero or less: no limit, so a long-lived
+  // EncodeObservationsStream runs until its client ends it (unary calls end
+  // by their deadlines).
+  absl::Duration max_connection_age_grace = absl::ZeroDuration();
   // Serve the Echo RPC (a transport baseline for benchmarks).
   bool enable_echo = false;
 };

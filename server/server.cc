@@ -1,12 +1,15 @@
 #include "server/server.h"
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -18,9 +21,46 @@
 #include "core/file.h"
 #include "core/status_macros.h"
 #include "server/handlers.h"
+#include "server/log_limit.h"
 
 namespace phasor::server {
 namespace {
+
+// gRPC only reports a key that does not fit its certificate as a failure to
+// listen; OpenSSL says what is wrong before anything binds.
+absl::Status CheckKeyMatchesCertificate(const std::string& key_pem,
+                                        const std::string& cert_pem,
+                                        const ServerOptions& options) {
+  const auto read_bio = [](const std::string& pem) {
+    return std::unique_ptr<BIO, decltype(&BIO_free)>(
+        BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), &BIO_free);
+  };
+  auto cert_bio = read_bio(cert_pem);
+  std::unique_ptr<X509, decltype(&X509_free)> cert(
+      PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr), &X509_free);
+  if (cert == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tls_cert: ", options.tls_cert_path, " holds no PEM certificate"));
+  }
+  auto key_bio = read_bio(key_pem);
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr),
+      &EVP_PKEY_free);
+  if (key == nullptr) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tls_key: ", options.tls_key_path,
+        " holds no unencrypted PEM private key"));
+  }
+  if (X509_check_private_key(cert.get(), key.get()) != 1) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(
+        absl::StrCat("tls_key: ", options.tls_key_path,
+                     " is not the private key of the certificate in tls_cert ",
+                     options.tls_cert_path));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
     const ServerOptions& options) {
@@ -39,6 +79,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
   if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key = ReadFileToString(options.tls_key_path, "tls_key");
   if (!key.ok()) return key.status();
+  PHASOR_RETURN_IF_ERROR(CheckKeyMatchesCertificate(*key, *cert, options));
   grpc::SslServerCredentialsOptions ssl;
   ssl.pem_key_cert_pairs.push_back({*key, *cert});
   if (!options.tls_client_ca_path.empty()) {
@@ -62,6 +103,11 @@ absl::StatusOr<std::string> ReadToken(const ServerOptions& options) {
         absl::StrCat("auth_token_file: ", options.auth_token_path, " is empty"));
   }
   return stripped;
+}
+
+// gRPC takes durations as int milliseconds.
+int ClampedMilliseconds(absl::Duration duration) {
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(duration), INT32_MAX));
 }
 
 }  // namespace
@@ -107,15 +153,17 @@ absl::StatusOr<std::unique_ptr<PhasorServer>> PhasorServer::Start(
 
   // Both are process-wide registrations that every later server picks up;
   // gRPC documents them as not thread-safe, hence the once.
+  // A process-wide registration that every later server picks up; gRPC
+  // documents it as not thread-safe, hence the once.
   static std::once_flag global_setup;
-  std::call_once(global_setup, [] {
-    grpc::EnableDefaultHealthCheckService(true);
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  });
+  std::call_once(global_setup,
+                 [] { grpc::reflection::InitProtoReflectionServerBuilderPlugin(); });
+  server->health_ = std::make_unique<HealthService>();
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.grpc_address, *credentials, &server->grpc_port_);
   builder.RegisterService(server->service_.get());
+  builder.RegisterService(server->health_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   // Clients behind a headless Service keep long-lived round_robin channels;
@@ -123,10 +171,19 @@ absl::StatusOr<std::unique_ptr<PhasorServer>> PhasorServer::Start(
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              10 * 1000 /*10 s*/);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  // Recycle connections every 5 minutes (with 30 s for calls in flight) so
-  // clients re-resolve and spread over replicas added by the autoscaler.
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, 5 * 60 * 1000 /*5 min*/);
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 30 * 1000 /*30 s*/);
+  // Recycle connections (GOAWAY after max_connection_age) so clients
+  // re-resolve and spread over replicas added by the autoscaler. Calls open
+  // on a recycled connection keep it until they end, or until the grace
+  // when one is set: with none (the default) a long-lived
+  // EncodeObservationsStream is never cut by recycling.
+  if (options.max_connection_age > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                               ClampedMilliseconds(options.max_connection_age));
+    if (options.max_connection_age_grace > absl::ZeroDuration()) {
+      builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                                 ClampedMilliseconds(options.max_connection_age_grace));
+    }
+  }
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;
   interceptors.push_back(server->metrics_->NewInterceptorFactory());
@@ -137,9 +194,8 @@ absl::StatusOr<std::unique_ptr<PhasorServer>> PhasorServer::Start(
     return absl::UnavailableError(
         absl::StrCat("grpc_address: cannot listen on ", options.grpc_address));
   }
-  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
-  health->SetServingStatus("", true);
-  health->SetServingStatus(v1::Encoder::service_full_name(), true);
+  server->health_->SetServingStatus("", true);
+  server->health_->SetServingStatus(v1::Encoder::service_full_name(), true);
   return server;
 }
 
@@ -148,8 +204,11 @@ PhasorServer::~PhasorServer() { Shutdown(absl::ZeroDuration()); }
 void PhasorServer::Shutdown(absl::Duration grace) {
   std::call_once(shutdown_once_, [this, grace] {
     if (server_ == nullptr) return;
-    // Probes see NOT_SERVING first, so load balancers stop sending new calls.
-    server_->GetHealthCheckService()->Shutdown();
+    // Probes see NOT_SERVING first, so load balancers stop sending new calls;
+    // open health watches and idle streams end now rather than holding the
+    // drain open for the whole grace.
+    health_->Shutdown();
+    service_->Drain();
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoMilliseconds(grace));
     server_->Wait();
@@ -168,6 +227,8 @@ int RunServer(const ServerOptions& options) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Clients must not control log volume (see server/log_limit.h).
+  InstallLibraryLogLimits();
 
   absl::StatusOr<std::unique_ptr<PhasorServer>> server = PhasorServer::Start(options);
   // Lifecycle lines go straight to stderr: gRPC's own logger hides INFO

@@ -11,8 +11,11 @@
 //   (*server)->Shutdown(absl::Seconds(5));
 //
 // Health: "" and "phasor.v1.Encoder" are SERVING once Start returns; Shutdown
-// first marks them NOT_SERVING, then stops accepting calls and gives the
-// calls in flight `grace` to finish before cancelling them.
+// first marks them NOT_SERVING and ends open health watches and idle
+// EncodeObservationsStream calls (server/health_service.h,
+// EncoderService::Drain), then stops accepting calls and gives the calls in
+// flight `grace` to finish before cancelling them. An idle server therefore
+// stops at once, whatever the grace.
 //
 // Thread-safety: Shutdown and Wait may be called from any thread; Shutdown
 // is idempotent.
@@ -28,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/encoder_service.h"
+#include "server/health_service.h"
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/profiles.h"
@@ -63,6 +67,7 @@ class PhasorServer final {
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<ProfileRegistry> profiles_;
   std::unique_ptr<EncoderService> service_;
+  std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;
   int grpc_port_ = 0;
   std::once_flag shutdown_once_;

@@ -294,12 +294,15 @@ TEST(AuthTest, BearerTokenRequiredForEncoderButNotHealth) {
 
 // --- Graceful shutdown -------------------------------------------------------
 
-TEST(ShutdownTest, NotServingThenInFlightCallsComplete) {
+// Draining ends what would otherwise hold the server for the whole grace: a
+// health Watch (client-side health checking keeps one open per
+// subchannel) and a stream waiting for its next chunk. With gRPC's built-in
+// health service both stayed open until the grace ran out.
+TEST(ShutdownTest, DrainEndsWatchesAndIdleStreamsAtOnce) {
   ServerOptions options = TestOptions();
   options.shutdown_grace = absl::Seconds(20);
   TestServer server = StartTestServer(options);
 
-  // A health watch, to see the status change.
   grpc::GenericStub generic(server.channel);
   grpc::CompletionQueue cq;
   auto watch_context = Context();
@@ -318,7 +321,7 @@ TEST(ShutdownTest, NotServingThenInFlightCallsComplete) {
   };
   ASSERT_EQ(watch_status(), kServing);
 
-  // A stream in flight when the shutdown starts.
+  // A stream that has been answered and now waits for its next chunk.
   auto stream_context = Context();
   auto stream = server.stub->EncodeObservationsStream(stream_context.get());
   v1::EncodeObservationsRequest request;
@@ -331,29 +334,28 @@ TEST(ShutdownTest, NotServingThenInFlightCallsComplete) {
 
   const auto start = std::chrono::steady_clock::now();
   std::thread shutdown([&] { server.server->Shutdown(options.shutdown_grace); });
+
+  // The watcher hears NOT_SERVING, then the call ends: UNAVAILABLE, which
+  // health-checking clients retry (elsewhere) with backoff.
   EXPECT_EQ(watch_status(), kNotServing);
-
-  // The accepted stream still gets its next chunk served.
-  v1::EncodeObservationsRequest next;
-  const std::vector<int64_t> later = {4, 5};
-  *next.mutable_observations()->mutable_timestamps() = Int64Tensor(later, {2});
-  ASSERT_TRUE(stream->Write(next));
-  ASSERT_TRUE(stream->Read(&response));
-  EXPECT_EQ(response.features().shape(0), 2);
-  stream->WritesDone();
-  const grpc::Status stream_status = stream->Finish();
-  EXPECT_TRUE(stream_status.ok()) << stream_status.error_message();
-
-  watch_context->TryCancel();
+  EXPECT_EQ(watch_status(), -1);
   grpc::Status watch_finish;
   watch->Finish(&watch_finish, Tag(4));
   Await(&cq, Tag(4));
+  EXPECT_EQ(watch_finish.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << watch_finish.error_message();
   Drain(&cq);
 
+  // The idle stream ends with UNAVAILABLE telling the client to resume from
+  // the last state it received; nothing it sent was dropped.
+  EXPECT_FALSE(stream->Read(&response));
+  const grpc::Status stream_status = stream->Finish();
+  EXPECT_EQ(stream_status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(stream_status.error_message(), HasSubstr("resume"));
+
   shutdown.join();
-  // Shutdown returned because the calls finished, not because grace ran out.
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
-  // New calls are refused.
+  // Nothing was left to wait for: the grace (20 s) was not used.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   v1::ListProfilesResponse profiles;
   EXPECT_FALSE(
       server.stub->ListProfiles(Context().get(), v1::ListProfilesRequest(), &profiles).ok());
@@ -444,6 +446,45 @@ TEST(BinaryTest, EnvironmentFlagsAndSigtermExitZero) {
   ReadUntil(child, "stopped", &log);
   EXPECT_THAT(log, HasSubstr("NOT_SERVING, draining for up to 3s"));
   EXPECT_EQ(WaitExit(child), 0) << log;
+}
+
+// protobuf logs an ERROR line for every string field with invalid UTF-8 it
+// is asked to parse; a client sending such requests must not control how
+// much the server logs (server/log_limit.h).
+TEST(BinaryTest, ClientCausedLibraryLogLinesAreRateLimited) {
+  Child child = Spawn({"--grpc_address=127.0.0.1:0", "--metrics_address="}, {});
+  std::string log;
+  const std::string line = ReadUntil(child, "(port ", &log);
+  ASSERT_FALSE(line.empty()) << log;
+  const int port = std::atoi(line.c_str() + line.find("(port ") + 6);
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                     grpc::InsecureChannelCredentials());
+  v1::EncodePositionsRequest request;
+  request.set_profile("A");
+  std::string bytes = request.SerializeAsString();
+  bytes[bytes.find('A')] = '\xff';
+  constexpr int kCalls = 300;
+  for (int i = 0; i < kCalls; ++i) {
+    std::string response;
+    ASSERT_EQ(GenericUnary(channel, "/phasor.v1.Encoder/EncodePositions", bytes, &response)
+                  .error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  // One more after a refill: its line says how many were dropped.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  std::string response;
+  GenericUnary(channel, "/phasor.v1.Encoder/EncodePositions", bytes, &response);
+  ASSERT_EQ(kill(child.pid, SIGTERM), 0);
+  ReadUntil(child, "stopped", &log);
+  EXPECT_EQ(WaitExit(child), 0) << log;
+  int utf8_lines = 0;
+  for (size_t at = log.find("UTF-8"); at != std::string::npos; at = log.find("UTF-8", at + 1)) {
+    ++utf8_lines;
+  }
+  // The burst (20) and a refill or two, not one line per call.
+  EXPECT_GE(utf8_lines, 1) << log;
+  EXPECT_LE(utf8_lines, 30) << log;
+  EXPECT_THAT(log, HasSubstr("library log lines suppressed"));
 }
 
 TEST(BinaryTest, BadEnvironmentValueExitsWithUsageError) {

@@ -77,5 +77,27 @@ TEST(TlsTest, HalfConfiguredTlsDoesNotStart) {
   EXPECT_FALSE(PhasorServer::Start(options).ok());
 }
 
+// A key that is not the certificate's is named at startup; gRPC alone only
+// reported "cannot listen".
+TEST(TlsTest, KeyOfAnotherCertificateIsNamedAtStartup) {
+  ServerOptions options = TestOptions();
+  options.tls_cert_path = TlsFile("server.pem");
+  options.tls_key_path = TlsFile("client.key");
+  const absl::StatusOr<std::unique_ptr<PhasorServer>> server = PhasorServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(server.status().message().find("is not the private key of the certificate"),
+            absl::string_view::npos)
+      << server.status();
+  EXPECT_NE(server.status().message().find("client.key"), absl::string_view::npos);
+
+  options.tls_key_path = TlsFile("ca.pem");  // A certificate, not a key.
+  const absl::StatusOr<std::unique_ptr<PhasorServer>> no_key = PhasorServer::Start(options);
+  ASSERT_FALSE(no_key.ok());
+  EXPECT_NE(no_key.status().message().find("no unencrypted PEM private key"),
+            absl::string_view::npos)
+      << no_key.status();
+}
+
 }  // namespace
 }  // namespace phasor::server::testing
