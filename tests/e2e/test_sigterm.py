@@ -1,6 +1,7 @@
-"""SIGTERM while requests are in flight: health turns NOT_SERVING, every
-request the server accepted (unary calls and an open stream) completes OK,
-new calls are refused, and the process exits 0.
+"""SIGTERM while requests are in flight: health turns NOT_SERVING and the
+watch ends, every request the server accepted (unary calls and a stream
+chunk) is answered, new calls are refused, the stream ends with UNAVAILABLE
+once its accepted chunk is answered, and the process exits 0.
 
 "Accepted" is what the server's own metrics count as started: a call that
 reaches the server while it is already shutting down may be refused before
@@ -31,6 +32,17 @@ ENCODE_POSITIONS = dict(grpc_service="phasor.v1.Encoder",
                         grpc_method="EncodePositions", grpc_type="unary")
 
 
+# Stream features: a time sinusoid of width 64, then the global gap.
+TIME_DIM = 64
+# 200,000 rows x 66 float32 = 53 MB: a response the client leaves unread
+# cannot be fully sent (HTTP/2 flow control), so that stream's chunk is still
+# in flight at the signal and holds the server open until the test reads it.
+BIG_STREAM_ROWS = 200_000
+STREAM_MSG_RECEIVED = dict(grpc_service="phasor.v1.Encoder",
+                           grpc_method="EncodeObservationsStream",
+                           grpc_type="bidi_stream")
+
+
 def stream_chunk(seconds):
     """Rows at `seconds` after a fixed instant, one channel."""
     timestamps = (1_700_000_000 + np.asarray(seconds)) * 10**9
@@ -56,11 +68,10 @@ class SigtermTest(unittest.TestCase):
         watch = watch_client.watch_health("")
         self.assertEqual(serving_status_name(next(watch).status), "SERVING")
 
-        # 2. A stream that is certainly in flight: one chunk answered, the
-        # second sent only after the signal. It also keeps the server (and
-        # its /metrics) alive until the test has looked at the drain.
+        # 2. A stream with one chunk answered; its second chunk comes below.
         chunks = queue.Queue()
         spec = pb.EncoderSpec(temporal=pb.TemporalSpec(
+            time=pb.TimeBlock(dim=TIME_DIM),
             gaps=pb.GapsBlock(global_delta=True)))
 
         def chunk_source():
@@ -70,11 +81,16 @@ class SigtermTest(unittest.TestCase):
                     return
                 yield item
 
-        responses = client.encode_observations_stream(chunk_source(),
-                                                      spec=spec)
+        # Its own connection, so its stalled response shares no flow-control
+        # window with the unary calls.
+        stream_client = server.client(deadline_seconds=60,
+                                      max_message_bytes=BIG_MESSAGE_BYTES)
+        self.addCleanup(stream_client.close)
+        responses = stream_client.encode_observations_stream(chunk_source(),
+                                                             spec=spec)
         chunks.put(stream_chunk([0, 10, 30]))
         first = next(responses)
-        np.testing.assert_array_equal(first.features[:, 0], [0, 10, 20])
+        np.testing.assert_array_equal(first.features[:, TIME_DIM], [0, 10, 20])
 
         # 3. Large unary calls, all accepted before the signal.
         pool = concurrent.futures.ThreadPoolExecutor(BIG_CALLS)
@@ -93,6 +109,21 @@ class SigtermTest(unittest.TestCase):
         in_flight = harness.metric_value(samples, "phasor_in_flight_requests")
         unary_done = harness.metric_value(
             samples, "grpc_server_handled_total", **ENCODE_POSITIONS)
+
+        # 3b. The stream's second chunk, read by the server before the
+        # signal, its large response left unread: in flight across the drain,
+        # it also keeps the server (and its /metrics) alive until the test has
+        # looked at the drain.
+        chunks.put(stream_chunk(60 + np.arange(BIG_STREAM_ROWS)))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            received = harness.metric_value(
+                harness.parse_metrics(server.metrics()),
+                "grpc_server_msg_received_total", **STREAM_MSG_RECEIVED) or 0
+            if received >= 2:
+                break
+            time.sleep(0.01)
+        self.assertEqual(received, 2, "the stream's second chunk was not read")
 
         # 4. Small calls keep coming across the signal.
         stop_load = threading.Event()
@@ -114,11 +145,15 @@ class SigtermTest(unittest.TestCase):
         load_thread.start()
         time.sleep(0.2)
 
-        # 5. SIGTERM: health reports NOT_SERVING.
+        # 5. SIGTERM: health reports NOT_SERVING, then the watch ends (it
+        # would otherwise hold the drain until the grace).
         server.send_signal()
         self.assertEqual(serving_status_name(next(watch).status),
                          "NOT_SERVING")
-        watch.cancel()  # An open watch would hold the drain until the grace.
+        with self.assertRaises(grpc.RpcError) as watch_end:
+            next(watch)
+        self.assertEqual(watch_end.exception.code(),
+                         grpc.StatusCode.UNAVAILABLE)
 
         # 6. Every large call accepted before the signal completes OK, with
         # correct values.
@@ -162,12 +197,18 @@ class SigtermTest(unittest.TestCase):
         self.assertEqual(handled, handled_ok)
         self.assertEqual(handled_ok, BIG_CALLS + load_ok)
 
-        # 9. The stream, accepted before the signal, still completes.
-        chunks.put(stream_chunk([60, 100]))
+        # 9. The stream's accepted chunk is answered in full; then the
+        # stream ends with UNAVAILABLE, telling the client to resume from
+        # the last state it received.
+        big = next(responses)
+        self.assertEqual(big.features.shape, (BIG_STREAM_ROWS, TIME_DIM + 2))
+        np.testing.assert_array_equal(big.features[:3, TIME_DIM], [30, 1, 1])
+        with self.assertRaises(grpc.RpcError) as stream_end:
+            next(responses)
+        self.assertEqual(stream_end.exception.code(),
+                         grpc.StatusCode.UNAVAILABLE)
+        self.assertIn("resume", stream_end.exception.details())
         chunks.put(None)
-        rest = list(responses)
-        self.assertEqual(len(rest), 1)
-        np.testing.assert_array_equal(rest[0].features[:, 0], [30, 40])
 
         # 10. The process exits 0 well within the grace period.
         self.assertEqual(server.process.wait(timeout=GRACE_SECONDS + 10), 0,
