@@ -190,9 +190,24 @@ const std::array<double, 2 * 24>& ClockCycles24() {
   return table;
 }
 
-int64_t FloorDiv(int64_t a, int64_t b) {
-  const int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+// Whole seconds (rounded toward −∞) and the nanoseconds past them, in
+// [0, 1e9). Computed from C++'s truncating / and %, never as
+// unix_ns − seconds·1e9: for the instants before −9223372036 s (INT64_MIN
+// up to INT64_MIN + 145224191 ns, which validation accepts) that product is
+// below INT64_MIN, a signed overflow.
+struct SplitNs {
+  int64_t seconds;
+  int64_t subsecond_ns;
+};
+
+SplitNs SplitUnixNs(int64_t unix_ns) {
+  int64_t seconds = unix_ns / kNanosPerSecond;
+  int64_t subsecond_ns = unix_ns % kNanosPerSecond;
+  if (subsecond_ns < 0) {
+    --seconds;
+    subsecond_ns += kNanosPerSecond;
+  }
+  return {seconds, subsecond_ns};
 }
 
 bool SafeZoneName(absl::string_view name) {
@@ -310,15 +325,15 @@ absl::Status ValidateCalendarBlock(const CalendarBlock& block,
 }
 
 LocalTime LocalTimeAt(const absl::TimeZone& zone, int64_t unix_ns) {
-  const int64_t seconds = FloorDiv(unix_ns, kNanosPerSecond);
+  const SplitNs split = SplitUnixNs(unix_ns);
   const absl::TimeZone::CivilInfo info =
-      zone.At(absl::FromUnixSeconds(seconds));
+      zone.At(absl::FromUnixSeconds(split.seconds));
   LocalTime t;
   FillDate(absl::CivilDay(info.cs), &t);
   t.hour = info.cs.hour();
   t.minute = info.cs.minute();
   t.second = info.cs.second();
-  t.subsecond_ns = unix_ns - seconds * kNanosPerSecond;
+  t.subsecond_ns = split.subsecond_ns;
   t.utc_offset_seconds = info.offset;
   t.is_dst = info.is_dst;
   return t;
@@ -346,7 +361,8 @@ void LocalTimeCursor::Refill(int64_t unix_seconds) {
 }
 
 const LocalTime& LocalTimeCursor::At(int64_t unix_ns) {
-  const int64_t seconds = FloorDiv(unix_ns, kNanosPerSecond);
+  const SplitNs split = SplitUnixNs(unix_ns);
+  const int64_t seconds = split.seconds;
   if (!valid_ || seconds < begin_s_ || seconds >= end_s_) Refill(seconds);
   // Within a segment the offset is constant, so the clock is plain
   // arithmetic on seconds since local midnight.
@@ -354,7 +370,7 @@ const LocalTime& LocalTimeCursor::At(int64_t unix_ns) {
   local_.hour = second_of_day / 3600;
   local_.minute = (second_of_day / 60) % 60;
   local_.second = second_of_day % 60;
-  local_.subsecond_ns = unix_ns - seconds * kNanosPerSecond;
+  local_.subsecond_ns = split.subsecond_ns;
   return local_;
 }
 

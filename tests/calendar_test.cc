@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -552,6 +553,74 @@ TEST(CalendarEncoder, HolidaysUseTheLocalDate) {
   block.holidays->alpha = 0.5;
   EXPECT_FLOAT_EQ(EncodeCalendar(block, {UtcNs(2026, 7, 4, 3, 30)}, &width)[0],
                   static_cast<float>(std::exp(-0.5)));
+}
+
+// Guards against signed overflow at the ends of int64 nanoseconds: the
+// subsecond part was computed as unix_ns − seconds·1e9, and for instants
+// before −9223372036 s (INT64_MIN up to INT64_MIN + 145224191 ns) that product
+// is below INT64_MIN — undefined behaviour that -fsanitize=undefined reports.
+// The expected civil times come from absl's own conversion of the instant.
+TEST(LocalTimeAt, ExtremeInt64TimestampsMatchAbslCivilTime) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (const char* zone_name : {"UTC", "America/New_York", "Asia/Kolkata"}) {
+    const absl::TimeZone zone = *LoadIanaTimeZone(zone_name, "zone");
+    LocalTimeCursor cursor(zone);
+    for (const int64_t ns : {kMin, kMin + 1, kMin + 145224191, kMin + 145224192,
+                             int64_t{-1}, int64_t{0}, kMax - 1, kMax}) {
+      const absl::Time instant = absl::FromUnixNanos(ns);
+      const absl::TimeZone::CivilInfo info = zone.At(instant);
+      // absl::ToUnixSeconds rounds toward the infinite past.
+      const int64_t whole_ns = absl::ToInt64Nanoseconds(
+          instant - absl::FromUnixSeconds(absl::ToUnixSeconds(instant)));
+      for (const LocalTime& t : {LocalTimeAt(zone, ns), cursor.At(ns)}) {
+        EXPECT_EQ(t.date, absl::CivilDay(info.cs)) << zone_name << " " << ns;
+        EXPECT_EQ(t.hour, info.cs.hour()) << zone_name << " " << ns;
+        EXPECT_EQ(t.minute, info.cs.minute()) << zone_name << " " << ns;
+        EXPECT_EQ(t.second, info.cs.second()) << zone_name << " " << ns;
+        EXPECT_EQ(t.subsecond_ns, whole_ns) << zone_name << " " << ns;
+        EXPECT_EQ(t.utc_offset_seconds, info.offset) << zone_name << " " << ns;
+      }
+    }
+  }
+  // The two ends spelled out (UTC).
+  const LocalTime min = LocalTimeAt(absl::UTCTimeZone(), kMin);
+  EXPECT_EQ(min.date, absl::CivilDay(1677, 9, 21));
+  EXPECT_EQ(min.hour * 3600 + min.minute * 60 + min.second, 12 * 60 + 43);
+  EXPECT_EQ(min.subsecond_ns, 145224192);
+  EXPECT_EQ(LocalTimeAt(absl::UTCTimeZone(), kMin + 1).subsecond_ns, 145224193);
+  const LocalTime max = LocalTimeAt(absl::UTCTimeZone(), kMax);
+  EXPECT_EQ(max.date, absl::CivilDay(2262, 4, 11));
+  EXPECT_EQ(max.hour * 3600 + max.minute * 60 + max.second, 23 * 3600 + 47 * 60 + 16);
+  EXPECT_EQ(max.subsecond_ns, 854775807);
+}
+
+// The same instants through the whole calendar block (INT64_MIN itself is
+// NaT, which observations reject; INT64_MIN + 1 is the earliest accepted),
+// with fractional fields so the subsecond part reaches the output.
+TEST(CalendarEncoder, ExtremeInt64TimestampsEncode) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  CalendarBlock block;
+  block.time_zone = "Europe/Paris";
+  block.fields = {CalendarField::kSecondOfMinute, CalendarField::kDayOfYear};
+  block.encoding = CalendarEncoding::kLinear;
+  block.fractional = true;
+  const std::vector<int64_t> times = {kMin + 1, kMin + 2, kMax - 1, kMax};
+  int64_t width = 0;
+  const std::vector<float> out = EncodeCalendar(block, times, &width);
+  ASSERT_EQ(width, 2);
+  const absl::TimeZone zone = *LoadIanaTimeZone(block.time_zone, "zone");
+  for (size_t r = 0; r < times.size(); ++r) {
+    const absl::Time instant = absl::FromUnixNanos(times[r]);
+    const absl::TimeZone::CivilInfo info = zone.At(instant);
+    const double fraction = absl::ToDoubleSeconds(
+        instant - absl::FromUnixSeconds(absl::ToUnixSeconds(instant)));
+    // GluonTS LINEAR: x/(n−1) − 0.5 with x = second + fraction, n = 60.
+    EXPECT_FLOAT_EQ(out[r * width], static_cast<float>(
+                                        (info.cs.second() + fraction) / 59.0 - 0.5))
+        << times[r];
+  }
 }
 
 TEST(LoadIanaTimeZone, UnknownAndUnsafeNamesAreRejected) {

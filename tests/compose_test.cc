@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
@@ -797,6 +798,43 @@ TEST(EncodeObservations, EmptyChunkKeepsTheState) {
   PHASOR_ASSERT_OK(empty.status);
   EXPECT_TRUE(empty.features.empty());
   ExpectSameState(empty.state, first.state);
+}
+
+// Guards against signed overflow on extreme timestamps: every block at the
+// ends of int64 nanoseconds (INT64_MIN itself is NaT and rejected), with
+// origins at the far end, so t − origin spans 2^64 ns. Under
+// -fsanitize=undefined this failed in the calendar block (its subsecond
+// part overflowed for instants before −9223372036 s); everywhere it must
+// give finite features.
+TEST(EncodeObservations, ExtremeTimestampsAndOriginsGiveFiniteFeatures) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const std::vector<int64_t> times = {kMin + 1, kMin + 2, -1, 0, kMax - 1, kMax};
+  const std::vector<float> values = {1, 2, 3, 4, 5, 6};
+  ObservationsView obs;
+  obs.num_channels = 1;
+  obs.timestamps = times;
+  obs.values.f32 = values;
+  for (const GapTransform transform :
+       {GapTransform::kRaw, GapTransform::kLog1p, GapTransform::kSinusoidal}) {
+    for (const int64_t origin : {kMin + 1, int64_t{0}, kMax}) {
+      TemporalSpec spec = FullSpec(FirstObservationPolicy::kSinceOrigin, transform);
+      spec.time->origin = OriginKind::kExplicit;
+      spec.time->origin_ns = origin;
+      spec.time2vec->origin = OriginKind::kExplicit;
+      spec.time2vec->origin_ns = origin;
+      spec.gaps->origin = OriginKind::kExplicit;
+      spec.gaps->origin_ns = origin;
+      const Result result = Encode(spec, obs, nullptr);
+      PHASOR_ASSERT_OK(result.status);
+      for (size_t i = 0; i < result.features.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(result.features[i]))
+            << "feature " << i << " origin " << origin;
+      }
+      EXPECT_EQ(result.state.first_timestamp_ns, kMin + 1);
+      EXPECT_EQ(result.state.last_timestamp_ns, kMax);
+    }
+  }
 }
 
 }  // namespace
