@@ -27,66 +27,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// --- Calls to services without generated stubs (health, reflection) -------
-// Debian ships no generated grpc.health.v1 / reflection types, so requests
-// are encoded by hand (they are one string field each) and responses read
-// with protobuf's UnknownFieldSet.
-
-void* Tag(intptr_t i) { return reinterpret_cast<void*>(i); }
-
-bool Await(grpc::CompletionQueue* cq, void* expected) {
-  void* tag = nullptr;
-  bool ok = false;
-  EXPECT_TRUE(cq->Next(&tag, &ok));
-  EXPECT_EQ(tag, expected);
-  return ok;
-}
-
-void Drain(grpc::CompletionQueue* cq) {
-  cq->Shutdown();
-  void* tag;
-  bool ok;
-  while (cq->Next(&tag, &ok)) {
-  }
-}
-
-grpc::ByteBuffer ToBuffer(const std::string& bytes) {
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
-}
-
-std::string FromBuffer(const grpc::ByteBuffer& buffer) {
-  grpc::Slice slice;
-  EXPECT_TRUE(buffer.DumpToSingleSlice(&slice).ok());
-  return std::string(reinterpret_cast<const char*>(slice.begin()), slice.size());
-}
-
-// A length-delimited field `number` holding `value` (< 128 bytes).
-std::string StringField(int number, const std::string& value) {
-  std::string out;
-  out.push_back(static_cast<char>(number << 3 | 2));
-  out.push_back(static_cast<char>(value.size()));
-  return out + value;
-}
-
-grpc::Status GenericUnary(const std::shared_ptr<grpc::Channel>& channel,
-                          const std::string& method, const std::string& request,
-                          std::string* response,
-                          const std::string& authorization = "") {
-  grpc::GenericStub stub(channel);
-  grpc::CompletionQueue cq;
-  auto context = Context();
-  if (!authorization.empty()) context->AddMetadata("authorization", authorization);
-  auto call = stub.PrepareUnaryCall(context.get(), method, ToBuffer(request), &cq);
-  call->StartCall();
-  grpc::ByteBuffer buffer;
-  grpc::Status status;
-  call->Finish(&buffer, &status, Tag(1));
-  Await(&cq, Tag(1));
-  if (status.ok()) *response = FromBuffer(buffer);
-  Drain(&cq);
-  return status;
-}
+// --- Health and reflection through grpc::GenericStub ---------------------
 
 // grpc.health.v1.HealthCheckResponse.status of `service`; -1 on error.
 int HealthStatus(const std::shared_ptr<grpc::Channel>& channel,
@@ -306,11 +247,7 @@ TEST(ShutdownTest, DrainEndsWatchesAndIdleStreamsAtOnce) {
   grpc::GenericStub generic(server.channel);
   grpc::CompletionQueue cq;
   auto watch_context = Context();
-  auto watch = generic.PrepareCall(watch_context.get(), "/grpc.health.v1.Health/Watch", &cq);
-  watch->StartCall(Tag(1));
-  ASSERT_TRUE(Await(&cq, Tag(1)));
-  watch->Write(ToBuffer(StringField(1, "")), Tag(2));
-  ASSERT_TRUE(Await(&cq, Tag(2)));
+  auto watch = StartHealthWatch(&generic, watch_context.get(), &cq, "");
   auto watch_status = [&]() {
     grpc::ByteBuffer buffer;
     watch->Read(&buffer, Tag(3));
@@ -464,11 +401,7 @@ TEST(BinaryTest, SigtermWithAnOpenWatchExitsWithinASecond) {
   grpc::GenericStub generic(channel);
   grpc::CompletionQueue cq;
   auto watch_context = Context();
-  auto watch = generic.PrepareCall(watch_context.get(), "/grpc.health.v1.Health/Watch", &cq);
-  watch->StartCall(Tag(1));
-  ASSERT_TRUE(Await(&cq, Tag(1)));
-  watch->Write(ToBuffer(StringField(1, "")), Tag(2));
-  ASSERT_TRUE(Await(&cq, Tag(2)));
+  auto watch = StartHealthWatch(&generic, watch_context.get(), &cq, "");
   grpc::ByteBuffer first;
   watch->Read(&first, Tag(3));
   ASSERT_TRUE(Await(&cq, Tag(3)));

@@ -178,4 +178,67 @@ std::string NpyFloat32(const std::vector<float>& values, int64_t rows, int64_t c
   return out;
 }
 
+bool Await(grpc::CompletionQueue* cq, void* expected) {
+  void* tag = nullptr;
+  bool ok = false;
+  EXPECT_TRUE(cq->Next(&tag, &ok));
+  EXPECT_EQ(tag, expected);
+  return ok;
+}
+
+void Drain(grpc::CompletionQueue* cq) {
+  cq->Shutdown();
+  void* tag;
+  bool ok;
+  while (cq->Next(&tag, &ok)) {
+  }
+}
+
+grpc::ByteBuffer ToBuffer(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string FromBuffer(const grpc::ByteBuffer& buffer) {
+  grpc::Slice slice;
+  EXPECT_TRUE(buffer.DumpToSingleSlice(&slice).ok());
+  return std::string(reinterpret_cast<const char*>(slice.begin()), slice.size());
+}
+
+std::string StringField(int number, const std::string& value) {
+  std::string out;
+  out.push_back(static_cast<char>(number << 3 | 2));
+  out.push_back(static_cast<char>(value.size()));
+  return out + value;
+}
+
+grpc::Status GenericUnary(const std::shared_ptr<grpc::Channel>& channel,
+                          const std::string& method, const std::string& request,
+                          std::string* response, const std::string& authorization) {
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  auto context = Context();
+  if (!authorization.empty()) context->AddMetadata("authorization", authorization);
+  auto call = stub.PrepareUnaryCall(context.get(), method, ToBuffer(request), &cq);
+  call->StartCall();
+  grpc::ByteBuffer buffer;
+  grpc::Status status;
+  call->Finish(&buffer, &status, Tag(1));
+  Await(&cq, Tag(1));
+  if (status.ok() && response != nullptr) *response = FromBuffer(buffer);
+  Drain(&cq);
+  return status;
+}
+
+std::unique_ptr<grpc::GenericClientAsyncReaderWriter> StartHealthWatch(
+    grpc::GenericStub* stub, grpc::ClientContext* context, grpc::CompletionQueue* cq,
+    const std::string& service) {
+  auto watch = stub->PrepareCall(context, "/grpc.health.v1.Health/Watch", cq);
+  watch->StartCall(Tag(1));
+  EXPECT_TRUE(Await(cq, Tag(1)));
+  watch->Write(ToBuffer(StringField(1, service)), Tag(2));
+  EXPECT_TRUE(Await(cq, Tag(2)));
+  return watch;
+}
+
 }  // namespace phasor::server::testing

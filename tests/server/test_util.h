@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include "absl/types/span.h"
@@ -58,6 +59,31 @@ std::string HttpGet(int port, const std::string& path);
 // The value of the Prometheus sample whose line starts with `series`
 // (metric name and labels exactly as exposed); -1 when absent.
 double MetricValue(const std::string& text, const std::string& series);
+
+// --- Raw calls ---------------------------------------------------------------
+// For bytes no generated stub would send, and for services called through
+// grpc::GenericStub: requests are encoded by hand (health's is one string
+// field) and responses read with protobuf's UnknownFieldSet.
+
+inline void* Tag(intptr_t i) { return reinterpret_cast<void*>(i); }
+// Expects the next event of `cq` to be `expected`; returns its ok.
+bool Await(grpc::CompletionQueue* cq, void* expected);
+// Shuts `cq` down and discards what is left in it.
+void Drain(grpc::CompletionQueue* cq);
+grpc::ByteBuffer ToBuffer(const std::string& bytes);
+std::string FromBuffer(const grpc::ByteBuffer& buffer);
+// A length-delimited field `number` holding `value` (< 128 bytes).
+std::string StringField(int number, const std::string& value);
+// A unary call of `method` with raw request bytes; the response bytes go to
+// `response` (may be null) when the call succeeds.
+grpc::Status GenericUnary(const std::shared_ptr<grpc::Channel>& channel,
+                          const std::string& method, const std::string& request,
+                          std::string* response, const std::string& authorization = "");
+// grpc.health.v1.Health/Watch of `service`, started on `cq` with its
+// request sent (tags 1 and 2 used and awaited).
+std::unique_ptr<grpc::GenericClientAsyncReaderWriter> StartHealthWatch(
+    grpc::GenericStub* stub, grpc::ClientContext* context, grpc::CompletionQueue* cq,
+    const std::string& service);
 
 // A temporary directory removed at destruction.
 class TempDir final {

@@ -19,45 +19,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-void* Tag(intptr_t i) { return reinterpret_cast<void*>(i); }
-
-bool Await(grpc::CompletionQueue* cq, void* expected) {
-  void* tag = nullptr;
-  bool ok = false;
-  EXPECT_TRUE(cq->Next(&tag, &ok));
-  EXPECT_EQ(tag, expected);
-  return ok;
-}
-
-void Drain(grpc::CompletionQueue* cq) {
-  cq->Shutdown();
-  void* tag;
-  bool ok;
-  while (cq->Next(&tag, &ok)) {
-  }
-}
-
-grpc::ByteBuffer ToBuffer(const std::string& bytes) {
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
-}
-
-// A unary call with raw request bytes.
 grpc::Status RawUnary(const std::shared_ptr<grpc::Channel>& channel,
                       const std::string& method, const std::string& request,
                       const std::string& authorization = "") {
-  grpc::GenericStub stub(channel);
-  grpc::CompletionQueue cq;
-  auto context = Context();
-  if (!authorization.empty()) context->AddMetadata("authorization", authorization);
-  auto call = stub.PrepareUnaryCall(context.get(), method, ToBuffer(request), &cq);
-  call->StartCall();
-  grpc::ByteBuffer response;
-  grpc::Status status;
-  call->Finish(&response, &status, Tag(1));
-  Await(&cq, Tag(1));
-  Drain(&cq);
-  return status;
+  return GenericUnary(channel, method, request, /*response=*/nullptr, authorization);
 }
 
 // Field 1 declared as 100 bytes long, with 2 present: no message parses it.
