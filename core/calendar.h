@@ -90,9 +90,19 @@ struct CalendarBlock {
 
 // Loads an IANA zone from the system tzdata; "" and "UTC" give UTC. Unknown
 // or unsafe names are INVALID_ARGUMENT on `field`:
-//   spec.temporal.calendar.time_zone: unknown IANA time zone "Mars/Base"
+//   spec.temporal.calendar.time_zone: unknown IANA time zone "Mars/Base" ...
+// A name reaches absl::LoadTimeZone (which caches every name it sees, for
+// good) only when it is on the zone list of the tzdata absl reads
+// ($TZDIR or /usr/share/zoneinfo): the zones and links of its tzdata.zi, or,
+// without that file, the compiled zone files of the tree. The list is read
+// once per process. Names over 64 bytes are rejected unread, and errors
+// quote at most 64 bytes of a name. Thread-safe.
 absl::StatusOr<absl::TimeZone> LoadIanaTimeZone(absl::string_view name,
                                                 absl::string_view field);
+
+// The zone list LoadIanaTimeZone reads from `zoneinfo_dir`, sorted: zone and
+// link names of its tzdata.zi, else the TZif files under it. For tests.
+std::vector<std::string> ReadZoneNames(const std::string& zoneinfo_dir);
 
 // Zone, fields (no repeats), encoding/fractional, holidays; a block selecting
 // no column is an error. Errors name `field_prefix`.time_zone, .fields[i], ...
