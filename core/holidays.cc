@@ -4,11 +4,13 @@
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/civil_time.h"
@@ -27,6 +29,17 @@ bool Digits(absl::string_view text, int* out) {
   return true;
 }
 
+// `text` quoted for an error: escaped, and cut to 32 bytes with its length
+// noted (a client may send a megabyte where a date belongs).
+std::string QuoteDateText(absl::string_view text) {
+  constexpr size_t kMaxQuotedBytes = 32;
+  if (text.size() <= kMaxQuotedBytes) {
+    return absl::StrCat("\"", absl::CHexEscape(text), "\"");
+  }
+  return absl::StrCat("\"", absl::CHexEscape(text.substr(0, kMaxQuotedBytes)),
+                      "...(", text.size(), " bytes)\"");
+}
+
 }  // namespace
 
 absl::StatusOr<absl::CivilDay> ParseIsoDate(absl::string_view text) {
@@ -37,14 +50,14 @@ absl::StatusOr<absl::CivilDay> ParseIsoDate(absl::string_view text) {
       !Digits(text.substr(0, 4), &year) || !Digits(text.substr(5, 2), &month) ||
       !Digits(text.substr(8, 2), &day)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("not a YYYY-MM-DD date: \"", text, "\""));
+        absl::StrCat("not a YYYY-MM-DD date: ", QuoteDateText(text)));
   }
   const absl::CivilDay civil(year, month, day);
   // CivilDay normalizes (2026-02-30 becomes 2026-03-02): a changed field
   // means the date does not exist.
   if (civil.year() != year || civil.month() != month || civil.day() != day) {
     return absl::InvalidArgumentError(
-        absl::StrCat("no such date: \"", text, "\""));
+        absl::StrCat("no such date: ", QuoteDateText(text)));
   }
   return civil;
 }

@@ -68,7 +68,14 @@ v1::DType DTypeToProto(DType dtype) {
 }
 
 std::string ShapeString(absl::Span<const int64_t> shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+  // Shapes come from clients and may have any number of entries; a message
+  // quotes at most kMaxShownDims of them (each at most 20 characters).
+  constexpr size_t kMaxShownDims = 8;
+  if (shape.size() <= kMaxShownDims) {
+    return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+  }
+  return absl::StrCat("[", absl::StrJoin(shape.subspan(0, kMaxShownDims), ","),
+                      ",...(", shape.size(), " dims)]");
 }
 
 absl::StatusOr<TensorView> CheckTensor(const v1::Tensor& tensor,

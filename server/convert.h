@@ -42,7 +42,9 @@ struct RequestLimits {
 // DTYPE_UNSPECIFIED and unknown values are INVALID_ARGUMENT at `field`.
 absl::StatusOr<DType> DTypeFromProto(v1::DType dtype, absl::string_view field);
 v1::DType DTypeToProto(DType dtype);
-// "[2,4,128]".
+// "[2,4,128]"; beyond 8 dimensions the first 8 and the count,
+// "[1,1,1,1,1,1,1,1,...(10000 dims)]", so a message quoting a client's shape
+// stays short.
 std::string ShapeString(absl::Span<const int64_t> shape);
 
 // A request tensor whose dtype, shape and byte count were checked.

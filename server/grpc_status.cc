@@ -1,33 +1,54 @@
 #include "server/grpc_status.h"
 
+#include <cassert>
 #include <optional>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "core/errors.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 
 namespace phasor::server {
 
+std::string CapUtf8(absl::string_view text, size_t max_bytes) {
+  assert(max_bytes >= 32);
+  if (text.size() <= max_bytes) return std::string(text);
+  // "...(" + up to 20 digits + " more bytes)" is at most 36 bytes; reserve
+  // the note's exact length for this cut.
+  size_t cut = max_bytes;
+  std::string note;
+  for (;;) {
+    note = absl::StrCat("...(", text.size() - cut, " more bytes)");
+    if (cut + note.size() <= max_bytes) break;
+    cut = max_bytes > note.size() ? max_bytes - note.size() : 0;
+  }
+  // Back off over continuation bytes (10xxxxxx) so no character is split.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  note = absl::StrCat("...(", text.size() - cut, " more bytes)");
+  return absl::StrCat(text.substr(0, cut), note);
+}
+
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   const auto code = static_cast<grpc::StatusCode>(status.code());
-  std::string message(status.message());
+  const std::string message = CapUtf8(status.message(), kMaxStatusMessageBytes);
   const std::optional<std::string> field = FieldPathOf(status);
   if (!field) return grpc::Status(code, message);
 
   google::rpc::BadRequest bad_request;
   google::rpc::BadRequest::FieldViolation* violation =
       bad_request.add_field_violations();
-  violation->set_field(*field);
+  violation->set_field(CapUtf8(*field, kMaxFieldPathBytes));
   // The message already reads "<field>: <description>"; the violation keeps
   // only the description.
   absl::string_view description = status.message();
-  const std::string prefix = *field + ": ";
-  if (description.substr(0, prefix.size()) == prefix) {
-    description.remove_prefix(prefix.size());
+  if (description.size() > field->size() + 1 &&
+      description.substr(0, field->size()) == *field &&
+      description.substr(field->size(), 2) == ": ") {
+    description.remove_prefix(field->size() + 2);
   }
-  violation->set_description(std::string(description));
+  violation->set_description(CapUtf8(description, kMaxDescriptionBytes));
 
   google::rpc::Status rpc_status;
   rpc_status.set_code(static_cast<int>(status.code()));

@@ -161,13 +161,28 @@ absl::StatusOr<std::unique_ptr<ProfileRegistry>> ProfileRegistry::FromProto(
   return registry;
 }
 
+namespace {
+
+// A client-sent name quoted for an error: 'name', cut to 64 bytes (at a
+// UTF-8 boundary) with its length noted, so a megabyte of name is never
+// copied into a message.
+std::string QuoteName(absl::string_view name) {
+  constexpr size_t kMaxQuotedBytes = 64;
+  if (name.size() <= kMaxQuotedBytes) return absl::StrCat("'", name, "'");
+  size_t cut = kMaxQuotedBytes;
+  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+  return absl::StrCat("'", name.substr(0, cut), "...(", name.size(), " bytes)'");
+}
+
+}  // namespace
+
 absl::StatusOr<const v1::Profile*> ProfileRegistry::FindProfile(
     absl::string_view name, absl::string_view field) const {
   auto it = profiles_.find(name);
   if (it == profiles_.end()) {
     return FieldError(absl::StatusCode::kNotFound, field,
-                      absl::StrCat("unknown profile '", name,
-                                   "' (ListProfiles shows the available ones)"));
+                      absl::StrCat("unknown profile ", QuoteName(name),
+                                   " (ListProfiles shows the available ones)"));
   }
   return &it->second;
 }
@@ -177,7 +192,7 @@ absl::StatusOr<const LearnedTable*> ProfileRegistry::FindLearnedTable(
   auto it = learned_tables_.find(name);
   if (it == learned_tables_.end()) {
     return FieldError(absl::StatusCode::kNotFound, field,
-                      absl::StrCat("unknown learned table '", name, "'"));
+                      absl::StrCat("unknown learned table ", QuoteName(name)));
   }
   return &it->second;
 }
@@ -187,7 +202,7 @@ absl::StatusOr<const Time2VecParameters*> ProfileRegistry::FindTime2Vec(
   auto it = time2vec_.find(name);
   if (it == time2vec_.end()) {
     return FieldError(absl::StatusCode::kNotFound, field,
-                      absl::StrCat("unknown Time2Vec parameter set '", name, "'"));
+                      absl::StrCat("unknown Time2Vec parameter set ", QuoteName(name)));
   }
   return &it->second;
 }
@@ -198,7 +213,7 @@ ProfileRegistry::FindHolidayCalendar(absl::string_view name,
   auto it = calendars_.find(name);
   if (it == calendars_.end()) {
     return FieldError(absl::StatusCode::kNotFound, field,
-                      absl::StrCat("unknown holiday calendar '", name, "'"));
+                      absl::StrCat("unknown holiday calendar ", QuoteName(name)));
   }
   return &it->second;
 }
