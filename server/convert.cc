@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/errors.h"
+#include "core/status_macros.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "Tensor bytes are little-endian; a big-endian host would need "
@@ -198,10 +199,9 @@ Positions PositionsInput::view() const {
   return Positions::Integers(integers_.span());
 }
 
-absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions& positions,
-                                               absl::string_view field,
-                                               const RequestLimits& limits) {
-  PositionsInput out;
+absl::StatusOr<int64_t> CountPositions(const v1::Positions& positions,
+                                       absl::string_view field,
+                                       const RequestLimits& limits) {
   switch (positions.kind_case()) {
     case v1::Positions::kRange: {
       const v1::Positions::Range& range = positions.range();
@@ -230,41 +230,62 @@ absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions& positions,
                               "start + (count − 1)·step overflows int64");
         }
       }
-      out.generated_.resize(range.count());
-      for (int64_t i = 0; i < range.count(); ++i) {
-        out.generated_[i] = range.start() + i * step;
-      }
-      out.size_ = range.count();
-      return out;
+      return range.count();
     }
     case v1::Positions::kValues: {
-      const std::string values_field = absl::StrCat(field, ".values");
       const DType allowed[] = {DType::kInt64, DType::kFloat64};
-      absl::StatusOr<TensorView> view = CheckTensor(
-          positions.values(), values_field, allowed, /*rank=*/1, limits);
-      if (!view.ok()) return view.status();
-      out.size_ = view->num_elements;
-      if (view->dtype == DType::kInt64) {
-        out.integers_ = TypedInput<int64_t>(*view);
-      } else {
-        out.is_real_ = true;
-        out.reals_ = TypedInput<double>(*view);
-        const absl::Span<const double> reals = out.reals_.span();
-        for (size_t i = 0; i < reals.size(); ++i) {
-          if (!std::isfinite(reals[i])) {
-            return InvalidField(absl::StrCat(values_field, "[", i, "]"),
-                                absl::StrCat("must be finite, got ", reals[i]));
-          }
-        }
-      }
-      // Positions::Reals of an empty span reads as integers; both are empty.
-      if (out.size_ == 0) out.is_real_ = false;
-      return out;
+      PHASOR_ASSIGN_OR_RETURN(
+          const TensorView view,
+          CheckTensor(positions.values(), absl::StrCat(field, ".values"), allowed,
+                      /*rank=*/1, limits));
+      return view.num_elements;
     }
     case v1::Positions::KIND_NOT_SET:
       break;
   }
   return InvalidField(field, "must set range or values");
+}
+
+absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions& positions,
+                                               absl::string_view field,
+                                               const RequestLimits& limits) {
+  PHASOR_ASSIGN_OR_RETURN(const int64_t count,
+                          CountPositions(positions, field, limits));
+  PositionsInput out;
+  out.size_ = count;
+  if (positions.has_range()) {
+    // 8 bytes per position: at most twice the smallest output a position
+    // can have (one fp16 pair), which the caller checked against its limits
+    // before decoding.
+    const v1::Positions::Range& range = positions.range();
+    const int64_t step = range.has_step() ? range.step() : 1;
+    out.generated_.resize(count);
+    for (int64_t i = 0; i < count; ++i) out.generated_[i] = range.start() + i * step;
+    return out;
+  }
+  // Values: CountPositions checked the tensor; no copy unless unaligned.
+  const std::string values_field = absl::StrCat(field, ".values");
+  TensorView view;
+  view.dtype = positions.values().dtype() == v1::INT64 ? DType::kInt64 : DType::kFloat64;
+  view.shape.push_back(count);
+  view.num_elements = count;
+  view.bytes = positions.values().data();
+  if (view.dtype == DType::kInt64) {
+    out.integers_ = TypedInput<int64_t>(view);
+  } else {
+    out.is_real_ = true;
+    out.reals_ = TypedInput<double>(view);
+    const absl::Span<const double> reals = out.reals_.span();
+    for (size_t i = 0; i < reals.size(); ++i) {
+      if (!std::isfinite(reals[i])) {
+        return InvalidField(absl::StrCat(values_field, "[", i, "]"),
+                            absl::StrCat("must be finite, got ", reals[i]));
+      }
+    }
+  }
+  // Positions::Reals of an empty span reads as integers; both are empty.
+  if (out.size_ == 0) out.is_real_ = false;
+  return out;
 }
 
 absl::Status ReplaceFieldPath(const absl::Status& status, absl::string_view path,
@@ -299,7 +320,7 @@ absl::Status PositionsStatusToWirePaths(const absl::Status& status,
 
 absl::Status CheckOutputSize(absl::Span<const int64_t> shape, DType dtype,
                              absl::string_view field,
-                             const RequestLimits& limits) {
+                             const RequestLimits& limits, int64_t extra_bytes) {
   int64_t elements = 1;
   bool overflow = false;
   for (int64_t extent : shape) overflow |= !CheckedMultiply(elements, extent, &elements);
@@ -310,11 +331,14 @@ absl::Status CheckOutputSize(absl::Span<const int64_t> shape, DType dtype,
                      " has more elements than the server's limit of ",
                      limits.max_elements, " per request"));
   }
-  const int64_t bytes = elements * static_cast<int64_t>(DTypeSize(dtype));
+  // elements <= max_elements (< 2^62), so neither product nor sum overflows
+  // for any extra_bytes below 2^62.
+  const int64_t bytes = elements * static_cast<int64_t>(DTypeSize(dtype)) + extra_bytes;
   if (bytes > limits.max_message_bytes) {
     return FieldError(
         absl::StatusCode::kResourceExhausted, field,
         absl::StrCat("the output ", ShapeString(shape), " ", DTypeName(dtype),
+                     extra_bytes > 0 ? " with the rest of the response" : "",
                      " is ", bytes, " bytes, over the server's message limit of ",
                      limits.max_message_bytes, " bytes"));
   }
@@ -323,10 +347,22 @@ absl::Status CheckOutputSize(absl::Span<const int64_t> shape, DType dtype,
 
 absl::Status CheckWidth(int64_t value, absl::string_view field,
                         const RequestLimits& limits) {
-  if (value <= limits.max_elements) return absl::OkStatus();
-  return FieldError(absl::StatusCode::kResourceExhausted, field,
-                    absl::StrCat(value, " is over the server's limit of ",
-                                 limits.max_elements, " elements per request"));
+  if (value > limits.max_elements) {
+    return FieldError(absl::StatusCode::kResourceExhausted, field,
+                      absl::StrCat(value, " is over the server's limit of ",
+                                   limits.max_elements, " elements per request"));
+  }
+  // One row of this width, in the narrowest output dtype (2 bytes), must fit
+  // a response: a wider spec could never produce a row, yet its per-request
+  // tables (a few doubles per column) would still be built.
+  if (value > limits.max_message_bytes / 2) {
+    return FieldError(
+        absl::StatusCode::kResourceExhausted, field,
+        absl::StrCat(value, " columns: one row (2 bytes a column at least) "
+                            "would exceed the server's message limit of ",
+                     limits.max_message_bytes, " bytes"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<DType> OutputDType(v1::DType requested, absl::string_view field,

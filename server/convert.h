@@ -114,10 +114,19 @@ class PositionsInput final {
   int64_t size_ = 0;
 };
 
+// The number of positions, with every check DecodePositions makes on the
+// range parameters or the tensor's dtype, shape and byte count, but without
+// allocating anything: handlers size their outputs from it (and reject them)
+// before a range is materialised.
+absl::StatusOr<int64_t> CountPositions(const v1::Positions& positions,
+                                       absl::string_view field,
+                                       const RequestLimits& limits);
+
 // `field` is the request field holding the Positions ("positions"). A range
 // with step 0, a negative count, arithmetic overflow, or a count over the
 // element limit is rejected; tensor values must be INT64 or FLOAT64 [N] and
-// finite.
+// finite. A range is materialised (8 bytes per position): callers check the
+// output its count implies first (CountPositions).
 absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions& positions,
                                                absl::string_view field,
                                                const RequestLimits& limits);
@@ -138,16 +147,21 @@ absl::Status PositionsStatusToWirePaths(const absl::Status& status,
 absl::Status ReplaceFieldPath(const absl::Status& status, absl::string_view path,
                               absl::string_view note = "");
 
-// Rejects an output of `elements` values of `dtype` that exceeds the element
+// Rejects an output of `shape` values of `dtype` that exceeds the element
 // or message limit; the error names `field`, the input that drives the size.
-// Elements that overflow int64 are reported as such.
+// Elements that overflow int64 are reported as such. `extra_bytes` (0..2^62)
+// counts other response fields sized by the request (e.g. RopeTables'
+// inv_freq) toward the message limit. Handlers call it before allocating
+// anything the output implies.
 absl::Status CheckOutputSize(absl::Span<const int64_t> shape, DType dtype,
                              absl::string_view field,
-                             const RequestLimits& limits);
+                             const RequestLimits& limits, int64_t extra_bytes = 0);
 
 // A width or count from a spec (a dim, a channel count) that sizes per-request
 // tables even when no row is produced: RESOURCE_EXHAUSTED at `field` above
-// the element limit, so a tiny request cannot ask for a huge allocation.
+// the element limit, or when one row of that width (2 bytes a column) would
+// not fit the message limit, so a tiny request cannot ask for a huge
+// allocation.
 absl::Status CheckWidth(int64_t value, absl::string_view field,
                         const RequestLimits& limits);
 

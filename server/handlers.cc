@@ -1,6 +1,7 @@
 #include "server/handlers.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -107,6 +108,19 @@ absl::Status RequireRotaryDim(const RopeSpec& rope, absl::string_view rpc,
   return CheckWidth(rope.rotary_dim, field, limits);
 }
 
+// Describe's response holds frequencies and wavelengths (`num_frequencies`
+// doubles each) and the similarity curve (`num_offsets` doubles): checked
+// against the message limit before any of them is computed. Offsets
+// outside core's range are left for core to reject (before it allocates).
+absl::Status CheckDescribeSize(int64_t num_frequencies, int64_t num_offsets,
+                               absl::string_view field, const RequestLimits& limits) {
+  constexpr int64_t kMaxOffsets = int64_t{1} << 20;  // core/describe.cc's bound.
+  const int64_t offsets = std::clamp<int64_t>(num_offsets, 0, kMaxOffsets);
+  const int64_t values = 2 * num_frequencies + offsets;  // No overflow: both < 2^62.
+  const int64_t shape[] = {values};
+  return CheckOutputSize(shape, DType::kFloat64, field, limits);
+}
+
 }  // namespace
 
 absl::Status HandleEncodePositions(const HandlerContext& context,
@@ -119,10 +133,11 @@ absl::Status HandleEncodePositions(const HandlerContext& context,
   PHASOR_ASSIGN_OR_RETURN(
       const DType output_dtype,
       OutputDType(request.output_dtype(), "output_dtype", kFloatOutputs));
+  // Sizes first, from the shapes alone: nothing is allocated (a range is
+  // not materialised) until the output they imply is within the limits.
   PHASOR_ASSIGN_OR_RETURN(
-      const PositionsInput positions_input,
-      DecodePositions(request.positions(), "positions", context.limits));
-  const Positions positions = positions_input.view();
+      const int64_t rows,
+      CountPositions(request.positions(), "positions", context.limits));
 
   // The encoder and its width.
   SinusoidalSpec sinusoidal;
@@ -146,7 +161,6 @@ absl::Status HandleEncodePositions(const HandlerContext& context,
     case v1::PositionalSpec::KIND_NOT_SET:
       return InvalidField("spec.positional", "set sinusoidal or learned");
   }
-  const int64_t rows = positions.size();
   const int64_t output_shape[] = {rows, dim};
   PHASOR_RETURN_IF_ERROR(
       CheckOutputSize(output_shape, output_dtype, "positions", context.limits));
@@ -164,6 +178,10 @@ absl::Status HandleEncodePositions(const HandlerContext& context,
     }
     content = FloatInput(view);
   }
+  PHASOR_ASSIGN_OR_RETURN(
+      const PositionsInput positions_input,
+      DecodePositions(request.positions(), "positions", context.limits));
+  const Positions positions = positions_input.view();
   PHASOR_RETURN_IF_ERROR(context.check_alive());
 
   const float content_scale =
@@ -200,9 +218,8 @@ absl::Status HandleApplyRope(const HandlerContext& context,
   PHASOR_RETURN_IF_ERROR(RequireKind(request, *spec, v1::EncoderSpec::kRope, "ApplyRope"));
   PHASOR_ASSIGN_OR_RETURN(const RopeSpec rope, RopeFromProto(spec->rope()));
   PHASOR_ASSIGN_OR_RETURN(
-      const PositionsInput positions_input,
-      DecodePositions(request.positions(), "positions", context.limits));
-  const Positions positions = positions_input.view();
+      const int64_t num_positions,
+      CountPositions(request.positions(), "positions", context.limits));
 
   if (!request.has_query()) return InvalidField("query", "is required");
   PHASOR_ASSIGN_OR_RETURN(const TensorView query_view,
@@ -221,6 +238,21 @@ absl::Status HandleApplyRope(const HandlerContext& context,
                                      context.limits.max_elements, " per request"));
     }
   }
+  // The head dimension sizes the frequency table even for a query with no
+  // tokens (and so no bytes): bounded like any width.
+  PHASOR_RETURN_IF_ERROR(CheckWidth(query_view.shape[2], "query.shape", context.limits));
+  // One position per token: a range is materialised only once its count
+  // matches the query the client paid for.
+  if (num_positions != query_view.shape[0]) {
+    // The same words as core's ValidateRopeOperands.
+    return InvalidField("positions",
+                        absl::StrCat("must have one position per query token (",
+                                     query_view.shape[0], "), got ", num_positions));
+  }
+  PHASOR_ASSIGN_OR_RETURN(
+      const PositionsInput positions_input,
+      DecodePositions(request.positions(), "positions", context.limits));
+  const Positions positions = positions_input.view();
   PHASOR_RETURN_IF_ERROR(context.check_alive());
 
   // The rotated tensors are written straight into the response's bytes.
@@ -268,6 +300,17 @@ absl::Status HandleRopeTables(const HandlerContext& context,
   PHASOR_ASSIGN_OR_RETURN(
       const DType output_dtype,
       OutputDType(request.output_dtype(), "output_dtype", kFloatOutputs));
+  // The output's size from the shapes alone, before the range is
+  // materialised or any table built: cos and sin [rows, rotary_dim/2] each,
+  // plus inv_freq (rotary_dim/2 doubles).
+  PHASOR_ASSIGN_OR_RETURN(
+      const int64_t rows,
+      CountPositions(request.positions(), "positions", context.limits));
+  const int64_t width = rope.rotary_dim / 2;
+  const int64_t both_shape[] = {2, rows, width};
+  PHASOR_RETURN_IF_ERROR(CheckOutputSize(both_shape, output_dtype, "positions",
+                                         context.limits,
+                                         /*extra_bytes=*/width * 8));
   PHASOR_ASSIGN_OR_RETURN(
       const PositionsInput positions_input,
       DecodePositions(request.positions(), "positions", context.limits));
@@ -279,13 +322,7 @@ absl::Status HandleRopeTables(const HandlerContext& context,
   PHASOR_RETURN_IF_ERROR(PositionsStatusToWirePaths(
       ValidateRopePositions(positions, frequencies, "positions"),
       request.positions(), "positions"));
-
-  const int64_t rows = positions.size();
-  const int64_t width = static_cast<int64_t>(frequencies.inv_freq.size());
-  // cos and sin together.
-  const int64_t both_shape[] = {2, rows, width};
-  PHASOR_RETURN_IF_ERROR(
-      CheckOutputSize(both_shape, output_dtype, "positions", context.limits));
+  assert(static_cast<int64_t>(frequencies.inv_freq.size()) == width);
 
   PHASOR_RETURN_IF_ERROR(context.check_alive());
   const int64_t shape[] = {rows, width};
@@ -352,6 +389,7 @@ absl::Status HandleDescribe(const HandlerContext& context,
                             const v1::DescribeRequest& request,
                             v1::DescribeResponse* response) {
   PHASOR_ASSIGN_OR_RETURN(const v1::EncoderSpec* spec, ResolveSpec(context, request));
+  const int64_t num_offsets = request.num_offsets() == 0 ? 64 : request.num_offsets();
   std::vector<double> frequencies;
   const char* unit = "positions";
   switch (spec->kind_case()) {
@@ -365,12 +403,18 @@ absl::Status HandleDescribe(const HandlerContext& context,
       PHASOR_RETURN_IF_ERROR(ValidateSinusoidalSpec(sinusoidal, kSinusoidalPrefix));
       PHASOR_RETURN_IF_ERROR(CheckWidth(sinusoidal.dim, "spec.positional.sinusoidal.dim",
                                         context.limits));
+      PHASOR_RETURN_IF_ERROR(CheckDescribeSize(sinusoidal.dim / 2, num_offsets,
+                                               "spec.positional.sinusoidal.dim",
+                                               context.limits));
       frequencies = SinusoidalFrequencies(sinusoidal);
       break;
     }
     case v1::EncoderSpec::kRope: {
       PHASOR_ASSIGN_OR_RETURN(const RopeSpec rope, RopeFromProto(spec->rope()));
       PHASOR_RETURN_IF_ERROR(RequireRotaryDim(rope, "Describe", context.limits));
+      PHASOR_RETURN_IF_ERROR(CheckDescribeSize(rope.rotary_dim / 2, num_offsets,
+                                               absl::StrCat(kRopePrefix, ".rotary_dim"),
+                                               context.limits));
       absl::StatusOr<RopeFrequencies> rope_frequencies = ComputeRopeFrequencies(
           rope, rope.rotary_dim, SpecSeqLen(spec->rope()), kRopePrefix);
       if (!rope_frequencies.ok()) {
@@ -390,6 +434,9 @@ absl::Status HandleDescribe(const HandlerContext& context,
       PHASOR_RETURN_IF_ERROR(ValidateTimeBlock(block, prefix));
       PHASOR_RETURN_IF_ERROR(
           CheckWidth(block.dim, absl::StrCat(prefix, ".dim"), context.limits));
+      PHASOR_RETURN_IF_ERROR(CheckDescribeSize(block.dim / 2, num_offsets,
+                                               absl::StrCat(prefix, ".dim"),
+                                               context.limits));
       for (double period : LadderPeriodsSeconds(block.dim / 2, block.min_period_seconds,
                                                 block.max_period_seconds)) {
         frequencies.push_back(kTwoPi / period);
@@ -400,7 +447,6 @@ absl::Status HandleDescribe(const HandlerContext& context,
     case v1::EncoderSpec::KIND_NOT_SET:
       return InvalidField("spec", "set positional, rope or temporal");
   }
-  const int64_t num_offsets = request.num_offsets() == 0 ? 64 : request.num_offsets();
   // The curve costs num_offsets × frequencies cosines.
   int64_t work = 0;
   if (CheckedMultiply(num_offsets, static_cast<int64_t>(frequencies.size()), &work) &&

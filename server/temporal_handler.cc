@@ -27,6 +27,11 @@ constexpr DType kChannelTypes[] = {DType::kInt32};
 constexpr DType kFeatureTypes[] = {DType::kFloat32, DType::kFloat16,
                                    DType::kBFloat16};
 
+// A channel's record in the response's SeriesState once it has been
+// observed: 2 bytes of framing, last_seen_ns (tag + varint, up to 11) and
+// last_value (tag + 8).
+constexpr int64_t kStateBytesPerChannel = 22;
+
 // Everything an ObservationsView points into.
 struct DecodedObservations {
   ObservationsView view;
@@ -182,6 +187,18 @@ absl::Status DecodeObservations(const v1::Observations& in,
     }
   }
   PHASOR_RETURN_IF_ERROR(CheckWidth(view.num_channels, channels_field, limits));
+  // The response's state holds one record per channel, and the call keeps a
+  // few copies of it (tracker, checkpoints, state, message) whatever the
+  // row count: the channel count is bounded by what those records cost in
+  // a response, so a request with no rows cannot name millions of channels.
+  if (view.num_channels > limits.max_message_bytes / kStateBytesPerChannel) {
+    return FieldError(
+        absl::StatusCode::kResourceExhausted, channels_field,
+        absl::StrCat(view.num_channels, " channels: their state in the response (",
+                     kStateBytesPerChannel, " bytes a channel once observed) "
+                     "would exceed the server's message limit of ",
+                     limits.max_message_bytes, " bytes"));
+  }
   if (in.num_channels() < 0) {
     return InvalidField("observations.num_channels",
                         absl::StrCat("must be >= 0, got ", in.num_channels()));
@@ -374,8 +391,18 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
   const int64_t rows = view.num_rows();
   PHASOR_RETURN_IF_ERROR(CheckWidth(layout.width, "spec.temporal", context.limits));
   const int64_t shape[] = {rows, layout.width};
-  PHASOR_RETURN_IF_ERROR(
-      CheckOutputSize(shape, output_dtype, "observations", context.limits));
+  // The state and the channel names (repeated in every per-channel schema
+  // entry) travel with the features.
+  int64_t names_bytes = 0;
+  for (const std::string& name : request.observations().channel_names()) {
+    names_bytes += static_cast<int64_t>(name.size()) + 2;  // ", "
+  }
+  int64_t per_channel_entries = 0;
+  for (const SchemaEntry& entry : layout.schema) per_channel_entries += entry.per_channel;
+  PHASOR_RETURN_IF_ERROR(CheckOutputSize(
+      shape, output_dtype, "observations", context.limits,
+      /*extra_bytes=*/view.num_channels * kStateBytesPerChannel +
+          names_bytes * per_channel_entries));
   PHASOR_RETURN_IF_ERROR(context.check_alive());
 
   SeriesState state_out;
