@@ -99,12 +99,13 @@ TEST(ExactPhase, ExactForWholeNanosecondPeriods) {
 }
 
 TEST(ExactPhase, TinyAndHugePeriods) {
-  // 2^-30 s (0.93 ns) is an exact double: turns = elapsed·2^30 / 10^9, whose
-  // fraction is an integer remainder.
-  const ExactPhase tiny(0x1p-30);
+  // 2^-29 s (1.86 ns, the smallest power of two the ladder accepts) is an
+  // exact double: turns = elapsed·2^29 / 10^9, whose fraction is an integer
+  // remainder.
+  const ExactPhase tiny(0x1p-29);
   for (__int128 elapsed : {static_cast<__int128>(123456789012345),
                            static_cast<__int128>(-987654321987654321)}) {
-    __int128 r = (elapsed * (static_cast<__int128>(1) << 30)) % 1000000000;
+    __int128 r = (elapsed * (static_cast<__int128>(1) << 29)) % 1000000000;
     if (r < 0) r += 1000000000;
     double exact = static_cast<double>(r) / 1e9;
     if (exact >= 0.5) exact -= 1.0;
@@ -153,7 +154,7 @@ TEST(ExactPhase, StepIsTheBitByBitQuotient) {
   // bits moved up, so together they pin every bit of the step.
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<double> log10_period(-9.0, 15.0);
-  std::vector<double> periods = {1e-9, 0x1p-30, 1.0, 37.0, 86400.0, 1e15,
+  std::vector<double> periods = {1e-9, 0x1p-29, 1.0, 37.0, 86400.0, 1e15,
                                  10 * 365.2425 * 86400.0};
   for (int i = 0; i < 2000; ++i) {
     periods.push_back(std::min(1e15, std::max(1e-9, std::pow(10.0, log10_period(rng)))));
