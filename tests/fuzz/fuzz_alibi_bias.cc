@@ -1,0 +1,15 @@
+// libFuzzer target: the AlibiBias RPC from request bytes to response, in
+// process. The input is a serialized phasor.v1.AlibiBiasRequest; seeds are in
+// corpus/alibi_bias/ (gen_corpus.py).
+#include <cstddef>
+#include <cstdint>
+
+#include "phasor/v1/encoder.pb.h"
+#include "server/handlers.h"
+#include "tests/fuzz/fuzz_util.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return phasor::fuzz::FuzzUnary<phasor::v1::AlibiBiasRequest,
+                                 phasor::v1::AlibiBiasResponse>(
+      data, size, &phasor::server::HandleAlibiBias);
+}

@@ -1,0 +1,273 @@
+#!/usr/bin/python3
+"""Writes the fuzz targets' seed corpora, tests/fuzz/corpus/<target>/.
+
+Run from anywhere with Debian's interpreter (numpy is python3-numpy):
+
+    /usr/bin/python3 tests/fuzz/gen_corpus.py
+
+Request seeds are written in protobuf text format here and encoded with
+`protoc --encode` against proto/phasor/v1/encoder.proto, so they are valid
+requests for the API as it stands; each is small (well under 1 KiB) and
+valid, so the fuzzer starts from the paths real calls take. Profile names
+("wpe", "rope", "vitals", "t2v", "demo") are those of tests/fuzz/fuzz_util.cc.
+The script replaces the whole corpus directory; the files are checked in.
+"""
+import io
+import json
+import os
+import shutil
+import struct
+import subprocess
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CORPUS = os.path.join(HERE, "corpus")
+# EncodeObservationsStream chunks are joined by this (fuzz_observation_stream.cc).
+CHUNK_SEPARATOR = b"\n--chunk--\n"
+
+FORMATS = {"FLOAT32": "<f4", "FLOAT16": "<f2", "FLOAT64": "<f8",
+           "INT64": "<i8", "INT32": "<i4", "UINT8": "<u1", "BOOL": "<u1"}
+
+
+def text_bytes(data):
+    """A protobuf text-format bytes literal."""
+    return '"' + "".join("\\%03o" % b for b in data) + '"'
+
+
+def tensor(dtype, shape, values):
+    if dtype == "BFLOAT16":
+        f32 = np.asarray(values, dtype="<f4").reshape(-1).view("<u4")
+        data = (f32 >> 16).astype("<u2").tobytes()
+    else:
+        data = np.asarray(values, dtype=FORMATS[dtype]).tobytes()
+    dims = " ".join("shape: %d" % d for d in shape)
+    return "{ %s dtype: %s data: %s }" % (dims, dtype, text_bytes(data))
+
+
+def encode(message, text):
+    return subprocess.run(
+        ["protoc", "--encode=phasor.v1." + message,
+         "--proto_path=" + os.path.join(ROOT, "proto"),
+         os.path.join(ROOT, "proto", "phasor", "v1", "encoder.proto")],
+        input=text.encode(), check=True, capture_output=True).stdout
+
+
+def write(target, seeds):
+    directory = os.path.join(CORPUS, target)
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory)
+    for i, data in enumerate(seeds):
+        with open(os.path.join(directory, "seed-%02d" % i), "wb") as f:
+            f.write(data)
+
+
+NS = 1_000_000_000
+# 2026-03-08 06:00 UTC: an hour before New York springs forward.
+DST_EVE = 1_772_949_600 * NS
+
+ENCODE_POSITIONS = [
+    "positions { range { start: 0 count: 8 } } spec { positional { sinusoidal { dim: 16 } } }",
+    "positions { values %s } spec { positional { sinusoidal { dim: 8 layout: SPLIT_SIN_COS "
+    "frequencies: TENSOR2TENSOR } } } content %s content_scale: 2.8284 output_dtype: FLOAT16"
+    % (tensor("INT64", [3], [0, 1, 1 << 40]), tensor("FLOAT32", [3, 8], range(24))),
+    "positions { values %s } spec { positional { sinusoidal { dim: 4 base: 500 "
+    "layout: SPLIT_COS_SIN } } } output_dtype: BFLOAT16"
+    % tensor("FLOAT64", [2], [0.5, -3.25]),
+    'positions { range { start: 1 count: 4 } } profile: "wpe"',
+    'positions { range { start: -6 count: 3 step: 3 } } profile: "wpe" content %s'
+    % tensor("BFLOAT16", [3, 4], range(12)),
+]
+
+APPLY_ROPE = [
+    "query %s positions { range { count: 2 } } spec { rope { rotary_dim: 4 } }"
+    % tensor("FLOAT32", [2, 2, 4], np.linspace(-1, 1, 16)),
+    "query %s key %s positions { values %s } spec { rope { rotary_dim: 4 layout: INTERLEAVED "
+    "scaling { yarn { factor: 4 original_max_position_embeddings: 16 } } } }"
+    % (tensor("FLOAT16", [2, 2, 6], np.linspace(-2, 2, 24)),
+       tensor("FLOAT16", [2, 1, 6], np.linspace(0, 1, 12)),
+       tensor("FLOAT64", [2], [0.0, 1.5])),
+    'query %s key %s positions { range { start: 100 count: 1 } } profile: "rope"'
+    % (tensor("BFLOAT16", [1, 4, 4], range(16)), tensor("BFLOAT16", [1, 2, 4], range(8))),
+    "query %s positions { values %s } spec { rope { rotary_dim: 8 base: 500000 "
+    "scaling { llama3 { factor: 8 original_max_position_embeddings: 8 } } "
+    "max_position_embeddings: 64 } }"
+    % (tensor("FLOAT32", [3, 1, 8], range(24)), tensor("INT64", [3], [0, 7, 63])),
+    "query %s positions { range { count: 2 } } spec { rope { rotary_dim: 4 "
+    "scaling { longrope { short_factor: 1 short_factor: 2 long_factor: 3 long_factor: 4 "
+    "factor: 4 original_max_position_embeddings: 1 } } fold_attention_factor: false } }"
+    % tensor("FLOAT32", [2, 1, 4], range(8)),
+]
+
+ROPE_TABLES = [
+    "positions { range { count: 4 } } spec { rope { rotary_dim: 8 } }",
+    'positions { range { start: 5 count: 3 step: 2 } } profile: "rope" output_dtype: FLOAT16',
+    "positions { values %s } spec { rope { rotary_dim: 4 scaling { dynamic { factor: 2 } } "
+    "max_position_embeddings: 4 seq_len: 12 } } output_dtype: BFLOAT16"
+    % tensor("FLOAT64", [2], [0.25, 11.0]),
+    "positions { range { count: 2 } } spec { rope { rotary_dim: 6 base: 1000 "
+    "scaling { ntk { factor: 3 } } } }",
+    "positions { range { count: 2 } } spec { rope { rotary_dim: 4 "
+    "scaling { linear { factor: 2 } } } }",
+]
+
+ALIBI_BIAS = [
+    "num_heads: 8 q_len: 4 k_len: 4 causal: true",
+    "num_heads: 6 q_len: 2 k_len: 5",
+    "num_heads: 12",
+    "num_heads: 3 q_len: 1 k_len: 3 causal: true output_dtype: FLOAT16",
+]
+
+DESCRIBE = [
+    "spec { positional { sinusoidal { dim: 16 } } }",
+    "spec { rope { rotary_dim: 8 base: 500000 } } num_offsets: 16",
+    "spec { temporal { time { dim: 6 min_period_seconds: 1 max_period_seconds: 3600 } } } "
+    "num_offsets: 8 offset_step: 0.5",
+    'profile: "vitals"',
+    'profile: "rope" num_offsets: 2',
+]
+
+FULL_TEMPORAL = (
+    "spec { temporal { content {} time { dim: 4 min_period_seconds: 60 "
+    "max_period_seconds: 86400 origin: UNIX_EPOCH } "
+    'time2vec { parameters: "t2v" } '
+    "gaps { first_observation: FLAG transform: LOG1P include_mask: true "
+    "include_last_value: true } "
+    'calendar { time_zone: "America/New_York" fields: HOUR_OF_DAY fields: DAY_OF_WEEK '
+    "fields: WEEK_OF_YEAR fractional: true include_utc_offset: true include_dst: true "
+    'holidays { dates: "2026-03-09" kernel: EXPONENTIAL alpha: 0.5 } } } }')
+
+WIDE = "observations { timestamps %s values %s }" % (
+    tensor("INT64", [4], [DST_EVE + i * 1800 * NS for i in range(4)]),
+    tensor("FLOAT32", [4, 2], [1, float("nan"), 2, 3, float("nan"), 4, 5, 6]))
+
+ENCODE_OBSERVATIONS = [
+    WIDE + " " + FULL_TEMPORAL,
+    "observations { event_times %s event_channels %s event_values %s num_channels: 3 } "
+    "spec { temporal { gaps { first_observation: SINCE_ORIGIN transform: SINUSOIDAL "
+    "sinusoidal_dim: 4 sinusoidal_min_period_seconds: 1 sinusoidal_max_period_seconds: 100 } } }"
+    % (tensor("INT64", [3], [0, NS, 5 * NS]), tensor("INT32", [3], [0, 2, 0]),
+       tensor("FLOAT64", [3], [1.5, -1, 2])),
+    WIDE + ' profile: "vitals" output_dtype: FLOAT16',
+    "observations { timestamps %s content %s } spec { temporal { content { scale: 2 } "
+    "time { dim: 8 min_period_seconds: 1 max_period_seconds: 1000 } "
+    'calendar { fields: MONTH_OF_YEAR fields: QUARTER } combine: SUM d_model: 8 } }'
+    % (tensor("INT64", [2], [0, 86400 * NS]), tensor("FLOAT32", [2, 8], range(16))),
+    "observations { timestamps %s values %s } spec { temporal { gaps {} } } "
+    "state { last_timestamp_ns: %d first_timestamp_ns: 0 channels { last_seen_ns: %d "
+    "last_value: 7 } }"
+    % (tensor("INT64", [1], [10 * NS]), tensor("FLOAT32", [1, 1], [8]), 9 * NS, 9 * NS),
+]
+
+STREAM_CHUNK = "observations { timestamps %s values %s }"
+STREAMS = [
+    [WIDE + " " + FULL_TEMPORAL,
+     STREAM_CHUNK % (tensor("INT64", [2], [DST_EVE + 7200 * NS, DST_EVE + 9000 * NS]),
+                     tensor("FLOAT32", [2, 2], [7, float("nan"), 8, 9]))],
+    [STREAM_CHUNK % (tensor("INT64", [1], [0]), tensor("FLOAT32", [1, 1], [1]))
+     + ' profile: "vitals"',
+     STREAM_CHUNK % (tensor("INT64", [1], [NS]), tensor("FLOAT32", [1, 1], [2])),
+     STREAM_CHUNK % (tensor("INT64", [2], [2 * NS, 3 * NS]),
+                     tensor("FLOAT32", [2, 1], [3, 4]))],
+    ["observations { event_times %s event_channels %s event_values %s num_channels: 2 } "
+     "spec { temporal { gaps { include_mask: true } } }"
+     % (tensor("INT64", [2], [0, NS]), tensor("INT32", [2], [0, 1]),
+        tensor("FLOAT32", [2], [1, 2])),
+     "observations { event_times %s event_channels %s event_values %s num_channels: 2 }"
+     % (tensor("INT64", [1], [2 * NS]), tensor("INT32", [1], [1]),
+        tensor("FLOAT32", [1], [3]))],
+]
+
+
+def npy_seeds():
+    seeds = []
+    for array in (np.arange(20, dtype="<f4").reshape(5, 4) / 10,
+                  np.array([1.5, -2.5, 3.0], dtype="<f8"),
+                  np.array(0.5, dtype="<f2"),
+                  np.arange(6, dtype="<i8").reshape(2, 3),
+                  np.array([True, False]),
+                  np.zeros((0, 3), dtype="<i4")):
+        f = io.BytesIO()
+        np.save(f, array)
+        seeds.append(f.getvalue())
+    # Version 2.0 (4-byte header length), written by hand as numpy does for
+    # headers over 64 KiB.
+    header = b"{'descr': '|u1', 'fortran_order': False, 'shape': (4,), }"
+    header += b" " * (-(12 + len(header) + 1) % 64) + b"\n"
+    seeds.append(b"\x93NUMPY\x02\x00" + struct.pack("<I", len(header)) + header
+                 + bytes([1, 2, 3, 4]))
+    return seeds
+
+
+def safetensors(tensors, metadata=None):
+    header, buffer = {}, b""
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, (dtype, shape, data) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(buffer), len(buffer) + len(data)]}
+        buffer += data
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + buffer
+
+
+def safetensors_seeds():
+    wpe = (np.arange(20, dtype="<f4") / 10).tobytes()
+    with open(os.path.join(ROOT, "tests", "data", "table.safetensors"), "rb") as f:
+        checked_in = f.read()
+    return [
+        checked_in,
+        safetensors({"wpe": ("F32", [5, 4], wpe)}),
+        safetensors({"wpe": ("F16", [2], np.array([1, -2], "<f2").tobytes())},
+                    {"format": "pt"}),
+        safetensors({"a": ("BF16", [1, 2], b"\x80\x3f\x00\x40"),
+                     "wpe": ("F64", [1], np.array([3.5], "<f8").tobytes()),
+                     "empty": ("F32", [0, 4], b"")}),
+    ]
+
+
+def timestamp_seeds():
+    seconds = [
+        [0.0, 1.5, 1_772_949_600.25],
+        [-2_208_988_800.0, 7_258_118_400.0],   # 1900-01-01, 2200-01-01.
+        [float("nan"), float("inf"), -1e300],
+        [9_223_372_036.854775, -9_223_372_036.854775],
+    ]
+    ns = [
+        [DST_EVE + i * 1800 * NS for i in range(6)],
+        [-(1 << 63), -(1 << 63) + 1, (1 << 63) - 1],
+        [1_761_458_400 * NS, 1_761_462_000 * NS],   # New York falls back, 2025-10-26.
+    ]
+    return ([struct.pack("<%dd" % len(s), *s) for s in seconds]
+            + [struct.pack("<%dq" % len(n), *n) for n in ns])
+
+
+TIME_ZONES = ["UTC", "America/New_York", "Europe/Paris", "Asia/Kolkata",
+              "Australia/Lord_Howe", "Etc/GMT+5", "", "Mars/Base", "../../etc/passwd",
+              "America/Argentina/Buenos_Aires"]
+
+
+def main():
+    proto = {
+        "encode_positions": ("EncodePositionsRequest", ENCODE_POSITIONS),
+        "apply_rope": ("ApplyRopeRequest", APPLY_ROPE),
+        "rope_tables": ("RopeTablesRequest", ROPE_TABLES),
+        "alibi_bias": ("AlibiBiasRequest", ALIBI_BIAS),
+        "describe": ("DescribeRequest", DESCRIBE),
+        "encode_observations": ("EncodeObservationsRequest", ENCODE_OBSERVATIONS),
+    }
+    for target, (message, texts) in proto.items():
+        write(target, [encode(message, t) for t in texts])
+    write("observation_stream",
+          [CHUNK_SEPARATOR.join(encode("EncodeObservationsRequest", c) for c in chunks)
+           for chunks in STREAMS])
+    write("npy", npy_seeds())
+    write("safetensors", safetensors_seeds())
+    write("timestamps", timestamp_seeds())
+    write("time_zone", [z.encode() for z in TIME_ZONES])
+
+
+if __name__ == "__main__":
+    main()
