@@ -385,12 +385,13 @@ TEST(BinaryTest, EnvironmentFlagsAndSigtermExitZero) {
   EXPECT_EQ(WaitExit(child), 0) << log;
 }
 
-// The binary with /metrics on, an open health Watch and a 10 s grace exits
-// within about a second of SIGTERM. Before, the watch held the drain for the
-// whole grace, and stopping the metrics listener added up to 2 s.
+// The binary with /metrics on, an open health Watch and a 20 s grace exits
+// within about a second of SIGTERM (the bound allows for a loaded machine).
+// Before, the watch held the drain for the whole grace, and stopping the
+// metrics listener added up to 2 s.
 TEST(BinaryTest, SigtermWithAnOpenWatchExitsWithinASecond) {
   Child child = Spawn({"--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
-                       "--shutdown_grace_seconds=10"},
+                       "--shutdown_grace_seconds=20"},
                       {});
   std::string log;
   const std::string line = ReadUntil(child, "(port ", &log);
@@ -426,7 +427,7 @@ TEST(BinaryTest, SigtermWithAnOpenWatchExitsWithinASecond) {
   ASSERT_EQ(kill(child.pid, SIGTERM), 0);
   ReadUntil(child, "stopped", &log);
   EXPECT_EQ(WaitExit(child), 0) << log;
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
   reader.join();
   // The watch saw NOT_SERVING and then its end.
   EXPECT_EQ(updates, 1);
