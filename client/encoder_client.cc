@@ -12,6 +12,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -24,10 +25,38 @@
 namespace phasor {
 namespace {
 
-absl::Status FromGrpcStatus(const grpc::Status& status) {
+// gRPC's transport reports a message over a limit as RESOURCE_EXHAUSTED
+// "Sent message larger than max (N vs. L)" or "Received message larger than
+// max (N vs. L)", from either end, without saying whose limit L is. The
+// client knows its own limit: when L is that, the limit was the client's.
+std::string ExplainMessageLimit(const std::string& message, int client_limit) {
+  const size_t at = message.find("message larger than max (");
+  if (at == std::string::npos) return message;
+  const size_t vs = message.find(" vs. ", at);
+  int64_t limit = -1;
+  if (vs == std::string::npos ||
+      !absl::SimpleAtoi(absl::string_view(message).substr(
+                            vs + 5, message.find(')', vs) - vs - 5),
+                        &limit)) {
+    return message;
+  }
+  if (limit == client_limit) {
+    return absl::StrCat(message,
+                        ": the client's message limit (ClientOptions::"
+                        "max_message_bytes, phasor-client --max_message_bytes or "
+                        "PHASOR_MAX_MESSAGE_BYTES raises it)");
+  }
+  return absl::StrCat(message,
+                      ": the server's message limit (phasor-server "
+                      "--max_message_bytes or PHASOR_MAX_MESSAGE_BYTES raises it)");
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status, int client_limit) {
   if (status.ok()) return absl::OkStatus();
   absl::Status out(static_cast<absl::StatusCode>(status.error_code()),
-                   status.error_message());
+                   status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED
+                       ? ExplainMessageLimit(status.error_message(), client_limit)
+                       : status.error_message());
   if (!status.error_details().empty()) {
     out.SetPayload(kGrpcStatusDetailsPayload,
                    absl::Cord(status.error_details()));
@@ -213,7 +242,7 @@ absl::StatusOr<v1::EncodePositionsResponse> EncoderClient::EncodePositions(
   v1::EncodePositionsResponse response;
   const grpc::Status status =
       stub_->EncodePositions(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (!status.ok()) return FromGrpcStatus(status, options_.max_message_bytes);
   return response;
 }
 
@@ -223,7 +252,7 @@ absl::StatusOr<v1::ApplyRopeResponse> EncoderClient::ApplyRope(
   PrepareContext(&context);
   v1::ApplyRopeResponse response;
   const grpc::Status status = stub_->ApplyRope(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (!status.ok()) return FromGrpcStatus(status, options_.max_message_bytes);
   return response;
 }
 
@@ -233,7 +262,7 @@ absl::StatusOr<v1::RopeTablesResponse> EncoderClient::RopeTables(
   PrepareContext(&context);
   v1::RopeTablesResponse response;
   const grpc::Status status = stub_->RopeTables(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (!status.ok()) return FromGrpcStatus(status, options_.max_message_bytes);
   return response;
 }
 
@@ -243,7 +272,7 @@ absl::StatusOr<v1::AlibiBiasResponse> EncoderClient::AlibiBias(
   PrepareContext(&context);
   v1::AlibiBiasResponse response;
   const grpc::Status status = stub_->AlibiBias(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (!status.ok()) return FromGrpcStatus(status, options_.max_message_bytes);
   return response;
 }
 
@@ -255,7 +284,7 @@ EncoderClient::EncodeObservations(
   v1::EncodeObservationsResponse response;
   const grpc::Status status =
       stub_->EncodeObservations(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (!status.ok()) return FromGrpcStatus(status, options_.max_message_bytes);
   return response;
 }
 
@@ -294,7 +323,7 @@ absl::Status EncoderClient::EncodeObservationsStream(
   writer.join();
   const grpc::Status status = stream->Finish();
   if (!callback_status.ok()) return callback_status;
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (!status.ok()) return FromGrpcStatus(status, options_.max_message_bytes);
   if (received != chunks.size()) {
     return absl::DataLossError(absl::StrCat(
         "EncodeObservationsStream: sent ", chunks.size(), " chunks, got ",
@@ -309,7 +338,7 @@ absl::StatusOr<v1::DescribeResponse> EncoderClient::Describe(
   PrepareContext(&context);
   v1::DescribeResponse response;
   const grpc::Status status = stub_->Describe(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (!status.ok()) return FromGrpcStatus(status, options_.max_message_bytes);
   return response;
 }
 
@@ -319,7 +348,7 @@ absl::StatusOr<v1::ListProfilesResponse> EncoderClient::ListProfiles() const {
   v1::ListProfilesResponse response;
   const grpc::Status status =
       stub_->ListProfiles(&context, v1::ListProfilesRequest(), &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (!status.ok()) return FromGrpcStatus(status, options_.max_message_bytes);
   return response;
 }
 
@@ -329,7 +358,7 @@ absl::StatusOr<v1::EchoResponse> EncoderClient::Echo(
   PrepareContext(&context);
   v1::EchoResponse response;
   const grpc::Status status = stub_->Echo(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (!status.ok()) return FromGrpcStatus(status, options_.max_message_bytes);
   return response;
 }
 
@@ -353,11 +382,11 @@ absl::StatusOr<ServingStatus> EncoderClient::CheckHealth(
                  });
   // The call's own deadline bounds this wait.
   done.WaitForNotification();
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (!status.ok()) return FromGrpcStatus(status, options_.max_message_bytes);
 
   std::vector<grpc::Slice> slices;
   const grpc::Status dump = response.Dump(&slices);
-  if (!dump.ok()) return FromGrpcStatus(dump);
+  if (!dump.ok()) return FromGrpcStatus(dump, options_.max_message_bytes);
   std::string response_bytes;
   for (const grpc::Slice& piece : slices) {
     response_bytes.append(reinterpret_cast<const char*>(piece.begin()),

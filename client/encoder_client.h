@@ -14,8 +14,9 @@
 // tls_cert_file and tls_key_file are set too. A bearer token is sent as the
 // "authorization: Bearer <token>" header on every Encoder call — also over
 // plaintext, which only makes sense on loopback or inside a trusted network.
-// Message limits apply to both directions and default to gRPC's 4 MiB; raise
-// them together with the server's --max_message_bytes.
+// Message limits apply to both directions and default to 64 MiB, as the
+// server's --max_message_bytes does. A call refused by a message limit says
+// whose limit it was (this client's or the server's) and what raises it.
 //
 // For a Kubernetes headless Service use a "dns:///" target with
 // load_balancing_policy = "round_robin": the channel then spreads calls over
@@ -50,8 +51,9 @@ struct ClientOptions {
   // Time limit of every call; for EncodeObservationsStream, of the whole
   // stream. Must be positive.
   absl::Duration deadline = absl::Seconds(30);
-  // Largest message sent or received, bytes. 4 MiB is gRPC's default.
-  int max_message_bytes = 4 << 20;
+  // Largest message sent or received, bytes; phasor-server's default too.
+  // (gRPC's own default is 4 MiB.)
+  int max_message_bytes = 64 << 20;
 
   // TLS. Setting any of these switches the channel to TLS.
   bool use_tls = false;

@@ -340,7 +340,9 @@ absl::Status CheckOutputSize(absl::Span<const int64_t> shape, DType dtype,
         absl::StrCat("the output ", ShapeString(shape), " ", DTypeName(dtype),
                      extra_bytes > 0 ? " with the rest of the response" : "",
                      " is ", bytes, " bytes, over the server's message limit of ",
-                     limits.max_message_bytes, " bytes"));
+                     limits.max_message_bytes,
+                     " bytes (phasor-server --max_message_bytes or "
+                     "PHASOR_MAX_MESSAGE_BYTES raises it)"));
   }
   return absl::OkStatus();
 }

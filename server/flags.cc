@@ -15,9 +15,10 @@ ABSL_FLAG(std::string, grpc_address, "0.0.0.0:50051",
           "host:port the gRPC server listens on.");
 ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
           "host:port of the Prometheus /metrics endpoint; empty disables it.");
-ABSL_FLAG(int64_t, max_message_bytes, int64_t{4} << 20,
-          "Largest request/response message in bytes (gRPC's default is 4 MiB; "
-          "clients must match a larger value).");
+ABSL_FLAG(int64_t, max_message_bytes, int64_t{64} << 20,
+          "Largest request/response message in bytes. Phasor's clients default "
+          "to the same 64 MiB; other gRPC clients default to 4 MiB and must "
+          "raise theirs to match.");
 ABSL_FLAG(int64_t, max_elements_per_request, int64_t{1} << 24,
           "Largest number of tensor elements one request may send or produce; "
           "above it the call fails with RESOURCE_EXHAUSTED.");

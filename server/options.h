@@ -17,9 +17,11 @@ struct ServerOptions {
   // host:port for the Prometheus /metrics endpoint; empty disables it. Port
   // 0 picks a free port.
   std::string metrics_address = "0.0.0.0:9464";
-  // Largest request and response message, bytes. gRPC's own default is
-  // 4 MiB; clients must raise theirs to match a larger value.
-  int64_t max_message_bytes = int64_t{4} << 20;
+  // Largest request and response message, bytes. 64 MiB fits real tensors
+  // (a 100,000-row panel of 21 float32 features is 8 MiB); the clients in
+  // client/ default to the same. gRPC's own default is 4 MiB: other clients
+  // must raise theirs to match.
+  int64_t max_message_bytes = int64_t{64} << 20;
   // Largest number of tensor elements one request may send or produce. 16M
   // float32 elements = 64 MiB, far above the default message limit; it
   // bounds the work a single tiny request (e.g. a huge position range) can

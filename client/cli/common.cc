@@ -18,9 +18,9 @@ ABSL_FLAG(std::string, target, "localhost:50051",
 ABSL_FLAG(int64_t, deadline_ms, 30000,
           "Deadline of each call in milliseconds (of the whole stream for "
           "encode-observations --stream)");
-ABSL_FLAG(int64_t, max_message_bytes, int64_t{4} << 20,
-          "Largest message sent or received, bytes (gRPC's default is 4 MiB; "
-          "match the server's --max_message_bytes)");
+ABSL_FLAG(int64_t, max_message_bytes, int64_t{64} << 20,
+          "Largest message sent or received, bytes; phasor-server's default "
+          "too. Environment: PHASOR_MAX_MESSAGE_BYTES (the flag wins)");
 ABSL_FLAG(bool, tls, false,
           "Use TLS with the system roots (implied by --tls_ca, --tls_cert)");
 ABSL_FLAG(std::string, tls_ca, "",

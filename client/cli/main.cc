@@ -4,11 +4,13 @@
 //
 // Flags may come before or after the command. Exit status: 0 on success,
 // 1 when the call (or reading/writing a file) fails, 2 on a usage error.
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -72,8 +74,25 @@ std::string Usage() {
   return usage;
 }
 
+// PHASOR_MAX_MESSAGE_BYTES, the variable that sets phasor-server's limit,
+// sets the client's too unless --max_message_bytes is given: one setting for
+// both ends of a shell or a pod.
+bool ApplyEnvironment() {
+  const char* value = std::getenv("PHASOR_MAX_MESSAGE_BYTES");
+  if (value == nullptr) return true;
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag("max_message_bytes");
+  std::string error;
+  if (flag == nullptr || !flag->ParseFrom(value, &error)) {
+    std::cerr << "phasor-client: PHASOR_MAX_MESSAGE_BYTES=" << value << ": " << error
+              << "\n";
+    return false;
+  }
+  return true;
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(Usage());
+  if (!ApplyEnvironment()) return 2;
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() != 2) {
     std::cerr << Usage() << "\n";

@@ -193,12 +193,13 @@ class Server:
         return self._log.read()
 
 
-def run_client(*args, timeout=CLIENT_TIMEOUT_S):
-    """Runs phasor-client; returns the CompletedProcess (never raises on a
-    non-zero exit, so tests can assert on failures)."""
+def run_client(*args, timeout=CLIENT_TIMEOUT_S, env=None):
+    """Runs phasor-client, with `env` added to the environment; returns the
+    CompletedProcess (never raises on a non-zero exit, so tests can assert on
+    failures)."""
     return subprocess.run([CLIENT_BIN, *map(str, args)], capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                          check=False)
+                          check=False, env={**os.environ, **(env or {})})
 
 
 def parse_metrics(text):

@@ -54,6 +54,9 @@ class LimitsTest(unittest.TestCase):
             "encode-positions", "--content", path, "--dim", 64)
         self.assertEqual(result.returncode, 1, result.stdout)
         self.assertIn("RESOURCE_EXHAUSTED", result.stderr)
+        # Whose limit, and what raises it.
+        self.assertIn("the server's message limit", result.stderr)
+        self.assertIn("phasor-server --max_message_bytes", result.stderr)
         with self.server.client() as client:
             self.assert_still_serving(client)
 
@@ -84,10 +87,41 @@ class LimitsTest(unittest.TestCase):
             "encode-positions", "--count", 100, "--dim", 64)
         self.assertEqual(result.returncode, 1, result.stdout)
         self.assertIn("RESOURCE_EXHAUSTED", result.stderr)
+        self.assertIn("the client's message limit", result.stderr)
+        self.assertIn("phasor-client --max_message_bytes", result.stderr)
+        # The environment variable sets the client's limit too; the flag
+        # wins over it.
+        result = harness.run_client(
+            "--target", self.server.target,
+            "encode-positions", "--count", 100, "--dim", 64,
+            env={"PHASOR_MAX_MESSAGE_BYTES": "4096"})
+        self.assertEqual(result.returncode, 1, result.stdout)
+        self.assertIn("the client's message limit", result.stderr)
         result = harness.run_client(
             "--target", self.server.target, "--max_message_bytes", 1 << 20,
             "encode-positions", "--count", 100, "--dim", 64)
         self.assertEqual(result.returncode, 0, result.stderr)
+
+
+class DefaultLimitsTest(unittest.TestCase):
+    """Server and clients default to 64 MiB: a 32 MiB result needs no flag."""
+
+    def test_32_mib_response_with_default_limits(self):
+        count, dim = 32768, 256  # 32 MiB of float32
+        with harness.Server([]) as server, \
+                tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "pe.npy")
+            result = harness.run_client(
+                "--target", server.target, "encode-positions",
+                "--count", count, "--dim", dim, "--out", path)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            np.testing.assert_array_equal(np.load(path).shape, (count, dim))
+            with server.client() as client:
+                encodings = client.encode_positions(count=count, dim=dim)
+            self.assertEqual(encodings.shape, (count, dim))
+            np.testing.assert_allclose(
+                encodings[[0, -1]],
+                reference.sinusoid(np.array([0, count - 1]), dim), atol=2e-6)
 
 
 if __name__ == "__main__":

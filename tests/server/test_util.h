@@ -20,7 +20,8 @@
 
 namespace phasor::server::testing {
 
-// Options for a test server: loopback, any free port, metrics off.
+// Options for a test server: loopback, any free port, metrics off, 4 MiB
+// message limit.
 ServerOptions TestOptions();
 
 // A started server plus a channel and stub connected to it.

@@ -19,6 +19,7 @@ Thread-safety: an EncoderClient may be shared by threads (grpc channels are).
 """
 
 import collections
+import os
 
 import grpc
 import numpy as np
@@ -44,7 +45,14 @@ RopeTables = collections.namedtuple(
 AlibiResult = collections.namedtuple("AlibiResult", ["slopes", "bias"])
 Features = collections.namedtuple("Features", ["features", "schema", "state"])
 
-_GRPC_DEFAULT_MESSAGE_BYTES = 4 << 20
+# phasor-server's default limit; PHASOR_MAX_MESSAGE_BYTES (which sets the
+# server's) sets this default too.
+_DEFAULT_MESSAGE_BYTES = 64 << 20
+
+
+def _default_message_bytes():
+    value = os.environ.get("PHASOR_MAX_MESSAGE_BYTES")
+    return int(value) if value else _DEFAULT_MESSAGE_BYTES
 
 
 def _read(path):
@@ -147,7 +155,7 @@ class EncoderClient:
     """A client for phasor.v1.Encoder. See the module docstring."""
 
     def __init__(self, target="localhost:50051", *, deadline_seconds=30.0,
-                 max_message_bytes=_GRPC_DEFAULT_MESSAGE_BYTES, tls=False,
+                 max_message_bytes=None, tls=False,
                  tls_ca=None, tls_cert=None, tls_key=None,
                  tls_server_name=None, token=None, token_file=None,
                  load_balancing_policy=None, channel_options=()):
@@ -157,7 +165,8 @@ class EncoderClient:
         server (system roots otherwise); tls_cert + tls_key answer a server
         that requires mutual TLS. `token`/`token_file` send
         "authorization: Bearer <token>" on every Encoder call.
-        max_message_bytes bounds both directions (gRPC's default is 4 MiB).
+        max_message_bytes bounds both directions: by default 64 MiB, as
+        phasor-server's, or $PHASOR_MAX_MESSAGE_BYTES when set.
         For a Kubernetes headless Service use target "dns:///name:50051" with
         load_balancing_policy="round_robin". channel_options: further gRPC
         channel arguments as (name, value) pairs.
@@ -165,6 +174,8 @@ class EncoderClient:
         if deadline_seconds <= 0:
             raise ValueError("deadline_seconds must be positive")
         self.deadline_seconds = deadline_seconds
+        if max_message_bytes is None:
+            max_message_bytes = _default_message_bytes()
         options = [("grpc.max_send_message_length", max_message_bytes),
                    ("grpc.max_receive_message_length", max_message_bytes)]
         if load_balancing_policy:
