@@ -2,6 +2,10 @@
 # Installs every Debian 12 package Phasor needs to build, test and run.
 # Idempotent: when everything is present it only checks and returns.
 # Used by the README's commands and by the Dockerfile's builder stage.
+#
+#   bash deploy/install-deps.sh          build and run (the Docker builder)
+#   bash deploy/install-deps.sh --test   also clang-14 and libFuzzer, for the
+#                                        sanitizer and fuzz tree of .ci/run
 set -euo pipefail
 
 packages=(
@@ -12,6 +16,14 @@ packages=(
   tzdata openssl curl
   python3 python3-numpy python3-grpcio python3-protobuf python3-yaml
 )
+case "${1:-}" in
+  "") ;;
+  --test)
+    # clang's OpenMP (libomp), sanitizer runtimes and libFuzzer.
+    packages+=(clang-14 libclang-rt-14-dev libomp-14-dev libfuzzer-14-dev)
+    ;;
+  *) echo "usage: $0 [--test]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
