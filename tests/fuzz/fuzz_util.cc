@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "google/protobuf/text_format.h"
+#include "core/dtype.h"
 #include "phasor/v1/encoder.pb.h"
+#include "server/convert.h"
 
 namespace phasor::fuzz {
 
@@ -57,23 +59,9 @@ std::unique_ptr<server::ProfileRegistry> LoadProfiles() {
 }
 
 // Bytes per element of a phasor.v1.DType; 0 when unknown.
-int64_t ElementBytes(int dtype) {
-  switch (dtype) {
-    case v1::FLOAT32:
-    case v1::INT32:
-      return 4;
-    case v1::FLOAT16:
-    case v1::BFLOAT16:
-      return 2;
-    case v1::FLOAT64:
-    case v1::INT64:
-      return 8;
-    case v1::UINT8:
-    case v1::BOOL:
-      return 1;
-    default:
-      return 0;
-  }
+int64_t ElementBytes(v1::DType dtype) {
+  const absl::StatusOr<DType> known = server::DTypeFromProto(dtype, "dtype");
+  return known.ok() ? static_cast<int64_t>(DTypeSize(*known)) : 0;
 }
 
 [[noreturn]] void Fail(const google::protobuf::Message& message, const char* what) {
