@@ -18,7 +18,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -264,15 +263,9 @@ bool SafeZoneName(absl::string_view name) {
 // errors echo at most this many bytes of a name.
 constexpr size_t kMaxZoneNameBytes = 64;
 
-// `name` for an error message: quoted, escaped, and cut to
-// kMaxZoneNameBytes with its full length noted, so a megabyte of name never
-// reaches a message.
+// `name` for an error message (core/errors.h).
 std::string QuoteZoneName(absl::string_view name) {
-  if (name.size() <= kMaxZoneNameBytes) {
-    return absl::StrCat("\"", absl::CHexEscape(name), "\"");
-  }
-  return absl::StrCat("\"", absl::CHexEscape(name.substr(0, kMaxZoneNameBytes)),
-                      "...(", name.size(), " bytes)\"");
+  return QuoteForError(name, kMaxZoneNameBytes);
 }
 
 // The zoneinfo directory absl reads: $TZDIR when set and non-empty (as

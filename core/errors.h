@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
@@ -32,6 +33,30 @@ inline absl::Status FieldError(absl::StatusCode code, absl::string_view field,
 inline absl::Status InvalidField(absl::string_view field,
                                  absl::string_view description) {
   return FieldError(absl::StatusCode::kInvalidArgument, field, description);
+}
+
+// The longest prefix of `text` of at most `max_bytes` bytes that does not
+// split a UTF-8 character (continuation bytes are 10xxxxxx).
+inline absl::string_view Utf8Prefix(absl::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return text.substr(0, cut);
+}
+
+// Text a client or a file chose, quoted for an error message: between
+// `quote`s, C-escaped (UTF-8 kept), and when longer than `max_bytes` cut there
+// at a character boundary with its full length noted,
+//   "Europe/AAAA...(1048583 bytes)"
+// so that a megabyte of input never reaches a message, while the words
+// around the quote (what to send instead) survive.
+inline std::string QuoteForError(absl::string_view text, size_t max_bytes,
+                                 absl::string_view quote = "\"") {
+  const absl::string_view kept = Utf8Prefix(text, max_bytes);
+  std::string out = absl::StrCat(quote, absl::Utf8SafeCHexEscape(kept));
+  if (kept.size() < text.size()) absl::StrAppend(&out, "...(", text.size(), " bytes)");
+  absl::StrAppend(&out, quote);
+  return out;
 }
 
 // The field path carried by `status`, if any.

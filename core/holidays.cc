@@ -10,7 +10,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/civil_time.h"
@@ -29,15 +28,10 @@ bool Digits(absl::string_view text, int* out) {
   return true;
 }
 
-// `text` quoted for an error: escaped, and cut to 32 bytes with its length
-// noted (a client may send a megabyte where a date belongs).
+// A date text quoted for an error (a client may send a megabyte where a
+// date belongs).
 std::string QuoteDateText(absl::string_view text) {
-  constexpr size_t kMaxQuotedBytes = 32;
-  if (text.size() <= kMaxQuotedBytes) {
-    return absl::StrCat("\"", absl::CHexEscape(text), "\"");
-  }
-  return absl::StrCat("\"", absl::CHexEscape(text.substr(0, kMaxQuotedBytes)),
-                      "...(", text.size(), " bytes)\"");
+  return QuoteForError(text, /*max_bytes=*/32);
 }
 
 }  // namespace

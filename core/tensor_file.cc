@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/dtype.h"
+#include "core/errors.h"
 #include "core/file.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -23,12 +24,10 @@ absl::Status Malformed(absl::string_view name, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(name, ": ", what));
 }
 
-// At most 40 bytes of text taken from the file, so that an error never
-// carries a megabyte of it.
-std::string Excerpt(absl::string_view text) {
-  constexpr size_t kMax = 40;
-  if (text.size() <= kMax) return std::string(text);
-  return absl::StrCat(text.substr(0, kMax), "...(", text.size(), " bytes)");
+// Text from the file quoted for an error: at most 40 bytes of it
+// (core/errors.h), so that an error never carries a megabyte of it.
+std::string Quote(absl::string_view text, absl::string_view quote = "\"") {
+  return QuoteForError(text, /*max_bytes=*/40, quote);
 }
 
 // count * element_bytes for an error message, or "more than <available>"
@@ -64,35 +63,21 @@ absl::StatusOr<int64_t> ElementCount(const std::vector<int64_t>& shape,
   return count;
 }
 
-enum class FileDType { kF16, kBF16, kF32, kF64 };
-
-size_t FileDTypeSize(FileDType t) {
-  switch (t) {
-    case FileDType::kF16:
-    case FileDType::kBF16:
-      return 2;
-    case FileDType::kF32:
-      return 4;
-    case FileDType::kF64:
-      return 8;
-  }
-  return 0;
-}
-
-// Widens little-endian elements to double. REQUIRES: data holds n elements.
-std::vector<double> Widen(const char* data, int64_t n, FileDType t) {
+// Widens little-endian elements to double. REQUIRES: t is kFloat16,
+// kBFloat16, kFloat32 or kFloat64, and data holds n elements.
+std::vector<double> Widen(const char* data, int64_t n, DType t) {
   std::vector<double> out(n);
   for (int64_t i = 0; i < n; ++i) {
     const unsigned char* p =
-        reinterpret_cast<const unsigned char*>(data) + i * FileDTypeSize(t);
+        reinterpret_cast<const unsigned char*>(data) + i * DTypeSize(t);
     switch (t) {
-      case FileDType::kF16:
+      case DType::kFloat16:
         out[i] = HalfToFloat(static_cast<uint16_t>(p[0] | (p[1] << 8)));
         break;
-      case FileDType::kBF16:
+      case DType::kBFloat16:
         out[i] = BFloat16ToFloat(static_cast<uint16_t>(p[0] | (p[1] << 8)));
         break;
-      case FileDType::kF32: {
+      case DType::kFloat32: {
         uint32_t bits = 0;
         for (int b = 3; b >= 0; --b) bits = (bits << 8) | p[b];
         float f;
@@ -100,7 +85,7 @@ std::vector<double> Widen(const char* data, int64_t n, FileDType t) {
         out[i] = f;
         break;
       }
-      case FileDType::kF64: {
+      case DType::kFloat64: {
         uint64_t bits = 0;
         for (int b = 7; b >= 0; --b) bits = (bits << 8) | p[b];
         double d;
@@ -108,6 +93,8 @@ std::vector<double> Widen(const char* data, int64_t n, FileDType t) {
         out[i] = d;
         break;
       }
+      default:  // Excluded by the REQUIRES.
+        break;
     }
   }
   return out;
@@ -142,7 +129,7 @@ class NpyHeaderParser final {
       std::string key;
       if (!String(&key)) return Error("npy header: expected a quoted key");
       if (!Consume(':')) {
-        return Error(absl::StrCat("npy header: no value for '", Excerpt(key), "'"));
+        return Error(absl::StrCat("npy header: no value for ", Quote(key, "'")));
       }
       bool repeated = false;
       if (key == "descr") {
@@ -168,8 +155,8 @@ class NpyHeaderParser final {
         header.shape.clear();
         PHASOR_RETURN_IF_ERROR(Tuple(&header.shape));
       } else {
-        return Error(absl::StrCat("npy header has an unknown key '",
-                                  Excerpt(key), "'"));
+        return Error(absl::StrCat("npy header has an unknown key ",
+                                  Quote(key, "'")));
       }
       if (repeated) {
         return Error(absl::StrCat("npy header repeats '", key, "'"));
@@ -306,9 +293,9 @@ absl::StatusOr<NpyArray> ParseNpyArray(absl::string_view bytes,
     if (header.descr == known.text) descr = &known;
   }
   if (descr == nullptr) {
-    return Malformed(name, absl::StrCat("unsupported .npy dtype '",
-                                        Excerpt(header.descr),
-                                        "' (little-endian f2/f4/f8/i4/i8/u1/b1 "
+    return Malformed(name, absl::StrCat("unsupported .npy dtype ",
+                                        Quote(header.descr, "'"),
+                                        " (little-endian f2/f4/f8/i4/i8/u1/b1 "
                                         "are supported)"));
   }
   array.dtype = descr->dtype;
@@ -335,25 +322,14 @@ absl::StatusOr<NpyArray> ParseNpyArray(absl::string_view bytes,
 absl::StatusOr<HostArray> ParseNpy(absl::string_view bytes,
                                    absl::string_view name) {
   PHASOR_ASSIGN_OR_RETURN(NpyArray npy, ParseNpyArray(bytes, name));
-  FileDType dtype;
-  switch (npy.dtype) {
-    case DType::kFloat16:
-      dtype = FileDType::kF16;
-      break;
-    case DType::kFloat32:
-      dtype = FileDType::kF32;
-      break;
-    case DType::kFloat64:
-      dtype = FileDType::kF64;
-      break;
-    default:
-      return Malformed(name, absl::StrCat("unsupported .npy dtype ",
-                                          DTypeName(npy.dtype),
-                                          " for a table (need <f2, <f4 or <f8)"));
+  if (npy.dtype != DType::kFloat16 && npy.dtype != DType::kFloat32 &&
+      npy.dtype != DType::kFloat64) {
+    return Malformed(name, absl::StrCat("unsupported .npy dtype ", DTypeName(npy.dtype),
+                                        " for a table (need <f2, <f4 or <f8)"));
   }
   HostArray array;
   array.shape = std::move(npy.shape);
-  array.values = Widen(npy.data.data(), npy.num_elements, dtype);
+  array.values = Widen(npy.data.data(), npy.num_elements, npy.dtype);
   return array;
 }
 
@@ -479,8 +455,8 @@ absl::StatusOr<HostArray> ParseSafetensors(absl::string_view bytes,
     if (offsets == nullptr || !offsets->is_array() || offsets->size() != 2 ||
         !AsNonNegativeInt((*offsets)[0], &begin) ||
         !AsNonNegativeInt((*offsets)[1], &end) || begin > end) {
-      return Malformed(name, absl::StrCat("tensor \"", Excerpt(key),
-                                          "\" has no valid data_offsets"));
+      return Malformed(name, absl::StrCat("tensor ", Quote(key),
+                                          " has no valid data_offsets"));
     }
     extents.emplace_back(begin, end);
   }
@@ -517,12 +493,12 @@ absl::StatusOr<HostArray> ParseSafetensors(absl::string_view bytes,
                   : header.find(std::string(tensor_name));
     if (it == header.end()) {
       return absl::NotFoundError(absl::StrCat(
-          name, ": no tensor named \"", Excerpt(tensor_name), "\""));
+          name, ": no tensor named ", Quote(tensor_name)));
     }
     entry = &*it;
     chosen = std::string(tensor_name);
   }
-  chosen = Excerpt(chosen);
+  chosen = Quote(chosen);
   // The data_offsets check above made `entry` an object with valid offsets.
   const auto field = [&](const char* key) -> const Json* {
     auto it = entry->find(key);
@@ -534,22 +510,22 @@ absl::StatusOr<HostArray> ParseSafetensors(absl::string_view bytes,
   if (dtype_json == nullptr || !dtype_json->is_string() ||
       shape_json == nullptr || !shape_json->is_array() ||
       offsets_json == nullptr) {
-    return Malformed(name, absl::StrCat("tensor \"", chosen,
-                                        "\" lacks dtype, shape or data_offsets"));
+    return Malformed(name, absl::StrCat("tensor ", chosen,
+                                        " lacks dtype, shape or data_offsets"));
   }
-  FileDType dtype;
+  DType dtype;
   const std::string& d = dtype_json->get_ref<const std::string&>();
   if (d == "F32") {
-    dtype = FileDType::kF32;
+    dtype = DType::kFloat32;
   } else if (d == "F64") {
-    dtype = FileDType::kF64;
+    dtype = DType::kFloat64;
   } else if (d == "F16") {
-    dtype = FileDType::kF16;
+    dtype = DType::kFloat16;
   } else if (d == "BF16") {
-    dtype = FileDType::kBF16;
+    dtype = DType::kBFloat16;
   } else {
-    return Malformed(name, absl::StrCat("tensor \"", chosen, "\" has dtype ",
-                                        Excerpt(d), "; need F16, BF16, F32 or F64"));
+    return Malformed(name, absl::StrCat("tensor ", chosen, " has dtype ",
+                                        Quote(d, /*quote=*/""), "; need F16, BF16, F32 or F64"));
   }
   HostArray array;
   for (const Json& dim : *shape_json) {
@@ -561,11 +537,11 @@ absl::StatusOr<HostArray> ParseSafetensors(absl::string_view bytes,
   AsNonNegativeInt((*offsets_json)[0], &begin);
   AsNonNegativeInt((*offsets_json)[1], &end);
   PHASOR_ASSIGN_OR_RETURN(const int64_t count, ElementCount(array.shape, name));
-  const uint64_t need = static_cast<uint64_t>(count) * FileDTypeSize(dtype);
+  const uint64_t need = static_cast<uint64_t>(count) * DTypeSize(dtype);
   if (static_cast<uint64_t>(count) > buffer.size() ||
       need != static_cast<uint64_t>(end - begin)) {
-    return Malformed(name, absl::StrCat("tensor \"", chosen, "\": shape needs ",
-                                        NeededBytes(count, FileDTypeSize(dtype),
+    return Malformed(name, absl::StrCat("tensor ", chosen, ": shape needs ",
+                                        NeededBytes(count, DTypeSize(dtype),
                                                     buffer.size()),
                                         " bytes, data_offsets give ", end - begin));
   }

@@ -23,10 +23,8 @@ std::string CapUtf8(absl::string_view text, size_t max_bytes) {
     if (cut + note.size() <= max_bytes) break;
     cut = max_bytes > note.size() ? max_bytes - note.size() : 0;
   }
-  // Back off over continuation bytes (10xxxxxx) so no character is split.
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  note = absl::StrCat("...(", text.size() - cut, " more bytes)");
-  return absl::StrCat(text.substr(0, cut), note);
+  const absl::string_view kept = Utf8Prefix(text, cut);
+  return absl::StrCat(kept, "...(", text.size() - kept.size(), " more bytes)");
 }
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {

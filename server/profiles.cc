@@ -163,15 +163,9 @@ absl::StatusOr<std::unique_ptr<ProfileRegistry>> ProfileRegistry::FromProto(
 
 namespace {
 
-// A client-sent name quoted for an error: 'name', cut to 64 bytes (at a
-// UTF-8 boundary) with its length noted, so a megabyte of name is never
-// copied into a message.
+// A client-sent name quoted for an error (core/errors.h).
 std::string QuoteName(absl::string_view name) {
-  constexpr size_t kMaxQuotedBytes = 64;
-  if (name.size() <= kMaxQuotedBytes) return absl::StrCat("'", name, "'");
-  size_t cut = kMaxQuotedBytes;
-  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
-  return absl::StrCat("'", name.substr(0, cut), "...(", name.size(), " bytes)'");
+  return QuoteForError(name, /*max_bytes=*/64, "'");
 }
 
 }  // namespace

@@ -32,8 +32,6 @@
 #include "server/grpc_status.h"
 #include "test_util.h"
 
-extern char** environ;
-
 namespace phasor::server::testing {
 namespace {
 
@@ -303,31 +301,9 @@ TEST_F(HardeningTest, ResponseFieldsSizedBySpecsAreCheckedFirst) {
 class ServerProcess final {
  public:
   ServerProcess() {
-    std::vector<std::string> args = {PHASOR_SERVER_BINARY, "--grpc_address=127.0.0.1:0",
-                                     "--metrics_address=", "--threads=2"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int fds[2];
-    EXPECT_EQ(pipe(fds), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], STDERR_FILENO);
-      close(fds[0]);
-      close(fds[1]);
-      execve(argv[0], argv.data(), environ);
-      _exit(127);
-    }
-    close(fds[1]);
-    stderr_ = fdopen(fds[0], "r");
-    char line[1024];
-    while (std::fgets(line, sizeof(line), stderr_) != nullptr) {
-      const char* at = std::strstr(line, "(port ");
-      if (at != nullptr) {
-        port_ = std::atoi(at + 6);
-        break;
-      }
-    }
+    child_ = Spawn({"--grpc_address=127.0.0.1:0", "--metrics_address=", "--threads=2"}, {});
+    std::string log;
+    port_ = ReadPort(child_, &log);
     grpc::ChannelArguments arguments;
     arguments.SetMaxReceiveMessageSize(64 << 20);
     arguments.SetMaxSendMessageSize(64 << 20);
@@ -336,11 +312,10 @@ class ServerProcess final {
     stub_ = v1::Encoder::NewStub(channel_);
   }
   ~ServerProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
+    if (child_.pid > 0) {
+      kill(child_.pid, SIGKILL);
+      WaitExit(child_);
     }
-    if (stderr_ != nullptr) std::fclose(stderr_);
   }
 
   bool started() const { return port_ > 0; }
@@ -348,7 +323,7 @@ class ServerProcess final {
 
   // A "VmRSS:"/"VmHWM:" line of /proc/<pid>/status, in bytes.
   int64_t StatusBytes(const std::string& key) const {
-    std::ifstream status(absl::StrCat("/proc/", pid_, "/status"));
+    std::ifstream status(absl::StrCat("/proc/", child_.pid, "/status"));
     std::string line;
     while (std::getline(status, line)) {
       if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + key.size()) * 1024;
@@ -357,8 +332,7 @@ class ServerProcess final {
   }
 
  private:
-  pid_t pid_ = -1;
-  FILE* stderr_ = nullptr;
+  Child child_;
   int port_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Encoder::Stub> stub_;

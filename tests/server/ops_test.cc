@@ -22,8 +22,6 @@
 #include "gtest/gtest.h"
 #include "test_util.h"
 
-extern char** environ;
-
 namespace phasor::server::testing {
 namespace {
 
@@ -361,60 +359,6 @@ class HealthWatcher final
 
 // --- The binary ----------------------------------------------------------------
 
-struct Child {
-  pid_t pid = -1;
-  FILE* stderr_stream = nullptr;
-};
-
-// Starts phasor-server with `args` and the extra environment `env`,
-// capturing its stderr.
-Child Spawn(const std::vector<std::string>& args, const std::vector<std::string>& env) {
-  std::vector<std::string> env_storage(env);
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "PHASOR_", 7) != 0) env_storage.emplace_back(*e);
-  }
-  std::vector<char*> envp;
-  for (std::string& e : env_storage) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_storage = {PHASOR_SERVER_BINARY};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  int pipe_fds[2];
-  EXPECT_EQ(pipe(pipe_fds), 0);
-  Child child;
-  child.pid = fork();
-  if (child.pid == 0) {
-    dup2(pipe_fds[1], STDERR_FILENO);
-    close(pipe_fds[0]);
-    close(pipe_fds[1]);
-    execve(argv[0], argv.data(), envp.data());
-    _exit(127);
-  }
-  close(pipe_fds[1]);
-  child.stderr_stream = fdopen(pipe_fds[0], "r");
-  return child;
-}
-
-// Reads stderr lines until one contains `needle` (returned) or EOF ("").
-std::string ReadUntil(Child& child, const std::string& needle, std::string* all) {
-  char line[1024];
-  while (std::fgets(line, sizeof(line), child.stderr_stream) != nullptr) {
-    all->append(line);
-    if (std::strstr(line, needle.c_str()) != nullptr) return line;
-  }
-  return "";
-}
-
-int WaitExit(Child& child) {
-  int status = 0;
-  waitpid(child.pid, &status, 0);
-  std::fclose(child.stderr_stream);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 TEST(BinaryTest, EnvironmentFlagsAndSigtermExitZero) {
   // The command line wins over the environment: the bogus PHASOR_GRPC_ADDRESS
   // is overridden, while the metrics address and grace come from the
@@ -424,11 +368,9 @@ TEST(BinaryTest, EnvironmentFlagsAndSigtermExitZero) {
                        "PHASOR_METRICS_ADDRESS=127.0.0.1:0",
                        "PHASOR_SHUTDOWN_GRACE_SECONDS=3", "PHASOR_ENABLE_ECHO=true"});
   std::string log;
-  const std::string line = ReadUntil(child, "(port ", &log);
-  ASSERT_FALSE(line.empty()) << log;
-  const int port = std::atoi(line.c_str() + line.find("(port ") + 6);
-  ASSERT_GT(port, 0) << line;
-  EXPECT_THAT(line, HasSubstr("metrics on 127.0.0.1:0"));
+  const int port = ReadPort(child, &log);
+  ASSERT_GT(port, 0) << log;
+  EXPECT_THAT(log, HasSubstr("metrics on 127.0.0.1:0"));
 
   auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                      grpc::InsecureChannelCredentials());
@@ -455,9 +397,8 @@ TEST(BinaryTest, SigtermWithAnOpenWatchExitsWithinASecond) {
                        "--shutdown_grace_seconds=20"},
                       {});
   std::string log;
-  const std::string line = ReadUntil(child, "(port ", &log);
-  ASSERT_FALSE(line.empty()) << log;
-  const int port = std::atoi(line.c_str() + line.find("(port ") + 6);
+  const int port = ReadPort(child, &log);
+  ASSERT_GT(port, 0) << log;
   auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                      grpc::InsecureChannelCredentials());
   // A health-checking client, on gRPC's callback API: its connection is
@@ -487,9 +428,8 @@ TEST(BinaryTest, SigtermWithAnOpenWatchExitsWithinASecond) {
 TEST(BinaryTest, ClientCausedLibraryLogLinesAreRateLimited) {
   Child child = Spawn({"--grpc_address=127.0.0.1:0", "--metrics_address="}, {});
   std::string log;
-  const std::string line = ReadUntil(child, "(port ", &log);
-  ASSERT_FALSE(line.empty()) << log;
-  const int port = std::atoi(line.c_str() + line.find("(port ") + 6);
+  const int port = ReadPort(child, &log);
+  ASSERT_GT(port, 0) << log;
   auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                      grpc::InsecureChannelCredentials());
   v1::EncodePositionsRequest request;

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,6 +17,8 @@
 #include "absl/strings/str_split.h"
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
+
+extern char** environ;
 
 namespace phasor::server::testing {
 
@@ -242,6 +245,57 @@ std::unique_ptr<grpc::GenericClientAsyncReaderWriter> StartHealthWatch(
   watch->Write(ToBuffer(StringField(1, service)), Tag(2));
   EXPECT_TRUE(Await(cq, Tag(2)));
   return watch;
+}
+
+Child Spawn(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  std::vector<std::string> env_storage(env);
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "PHASOR_", 7) != 0) env_storage.emplace_back(*e);
+  }
+  std::vector<char*> envp;
+  for (std::string& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_storage = {PHASOR_SERVER_BINARY};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int pipe_fds[2];
+  EXPECT_EQ(pipe(pipe_fds), 0);
+  Child child;
+  child.pid = fork();
+  if (child.pid == 0) {
+    dup2(pipe_fds[1], STDERR_FILENO);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  child.stderr_stream = fdopen(pipe_fds[0], "r");
+  return child;
+}
+
+std::string ReadUntil(Child& child, const std::string& needle, std::string* all) {
+  char line[1024];
+  while (std::fgets(line, sizeof(line), child.stderr_stream) != nullptr) {
+    all->append(line);
+    if (std::strstr(line, needle.c_str()) != nullptr) return line;
+  }
+  return "";
+}
+
+int ReadPort(Child& child, std::string* all) {
+  const std::string line = ReadUntil(child, "(port ", all);
+  return line.empty() ? 0 : std::atoi(line.c_str() + line.find("(port ") + 6);
+}
+
+int WaitExit(Child& child) {
+  int status = 0;
+  waitpid(child.pid, &status, 0);
+  std::fclose(child.stderr_stream);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 }  // namespace phasor::server::testing

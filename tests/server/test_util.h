@@ -4,7 +4,10 @@
 #ifndef PHASOR_TESTS_SERVER_TEST_UTIL_H_
 #define PHASOR_TESTS_SERVER_TEST_UTIL_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +88,26 @@ grpc::Status GenericUnary(const std::shared_ptr<grpc::Channel>& channel,
 std::unique_ptr<grpc::GenericClientAsyncReaderWriter> StartHealthWatch(
     grpc::GenericStub* stub, grpc::ClientContext* context, grpc::CompletionQueue* cq,
     const std::string& service);
+
+// --- The phasor-server binary ---------------------------------------------------
+
+// A phasor-server process started by Spawn, its stderr readable.
+struct Child {
+  pid_t pid = -1;
+  FILE* stderr_stream = nullptr;
+};
+
+// Starts the phasor-server binary with `args` and the extra environment `env`
+// (the test's own PHASOR_* variables are dropped), capturing its stderr.
+Child Spawn(const std::vector<std::string>& args, const std::vector<std::string>& env);
+// Reads stderr lines into `all` until one contains `needle` (returned) or
+// EOF ("").
+std::string ReadUntil(Child& child, const std::string& needle, std::string* all);
+// The gRPC port from the startup line ("... (port N) ..."); 0 if the server
+// never printed it.
+int ReadPort(Child& child, std::string* all);
+// Waits for the process; its exit code, or -1 if a signal ended it.
+int WaitExit(Child& child);
 
 // A temporary directory removed at destruction.
 class TempDir final {
