@@ -200,9 +200,10 @@ std::string CalendarFieldMeaning(CalendarField field, const CalendarBlock& c) {
 }
 
 void Add(std::vector<SchemaEntry>* schema, int64_t* offset, std::string block,
-         int64_t width, std::string meaning, bool per_channel = false) {
-  schema->push_back(
-      {std::move(block), *offset, width, std::move(meaning), per_channel});
+         int64_t width, std::string meaning, bool per_channel = false,
+         bool names_zone = false) {
+  schema->push_back({std::move(block), *offset, width, std::move(meaning),
+                     per_channel, names_zone});
   *offset += width;
 }
 
@@ -375,11 +376,12 @@ absl::StatusOr<FeatureLayout> TemporalFeatureLayout(
     const std::string zone = cal.time_zone.empty() ? "UTC" : cal.time_zone;
     if (cal.include_utc_offset) {
       Add(&schema, &offset, "calendar.utc_offset", 1,
-          absl::StrCat("hours east of UTC in ", zone));
+          absl::StrCat("hours east of UTC in ", zone), false, /*names_zone=*/true);
     }
     if (cal.include_dst) {
       Add(&schema, &offset, "calendar.dst", 1,
-          absl::StrCat("1 while DST is in effect in ", zone));
+          absl::StrCat("1 while DST is in effect in ", zone), false,
+          /*names_zone=*/true);
     }
     if (cal.holidays.has_value()) {
       const HolidaysBlock& h = *cal.holidays;

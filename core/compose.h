@@ -95,6 +95,8 @@ struct SchemaEntry {
   // The columns run over the C channels in order (values, mask, per-channel
   // gaps), so a caller may append its channel names to the meaning.
   bool per_channel = false;
+  // The meaning names the spec's calendar time zone (UTC offset, DST).
+  bool names_zone = false;
 };
 
 struct FeatureLayout {
