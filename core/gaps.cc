@@ -183,13 +183,25 @@ GapsEncoder::GapsEncoder(const GapsBlock& block, int64_t num_channels)
   }
 }
 
+namespace {
+
+// The gap as a double, rounded once to nearest. Gaps almost always fit
+// int64, whose conversion is one instruction; the 128-bit one is a library
+// call. Both round the same integer the same way.
+double GapToDouble(__int128 gap_ns) {
+  const auto narrow = static_cast<int64_t>(gap_ns);
+  return narrow == gap_ns ? static_cast<double>(narrow) : static_cast<double>(gap_ns);
+}
+
+}  // namespace
+
 void GapsEncoder::Transform(__int128 gap_ns, double* out) const {
   switch (block_.transform) {
     case GapTransform::kRaw:
-      out[0] = static_cast<double>(gap_ns) / unit_ns_;
+      out[0] = GapToDouble(gap_ns) / unit_ns_;
       return;
     case GapTransform::kLog1p: {
-      const double x = static_cast<double>(gap_ns) / unit_ns_;
+      const double x = GapToDouble(gap_ns) / unit_ns_;
       out[0] = std::copysign(std::log1p(std::fabs(x)), x);
       return;
     }
