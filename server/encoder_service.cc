@@ -11,6 +11,7 @@
 #include <grpcpp/support/proto_buffer_writer.h>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/arena.h"
 #include "core/errors.h"
 #include "server/grpc_status.h"
 #include "server/handlers.h"
@@ -178,12 +179,14 @@ class EncoderService::StreamReactor final
   }
 
   absl::Status EncodeChunk() {
-    v1::EncodeObservationsRequest request;
+    google::protobuf::Arena arena;  // As in Unary.
+    auto& request = *google::protobuf::Arena::CreateMessage<v1::EncodeObservationsRequest>(&arena);
     absl::Status status = ParseMessage(
         request_bytes_, absl::StrCat("chunk ", chunks_read_, " of the stream"),
         &request);
     if (status.ok()) status = CheckAlive(*context_);
-    v1::EncodeObservationsResponse response;
+    auto& response =
+        *google::protobuf::Arena::CreateMessage<v1::EncodeObservationsResponse>(&arena);
     if (status.ok()) {
       status = RunHandler(*service_, *context_, [&](const HandlerContext& handler_context) {
         return HandleEncodeObservations(handler_context, request, &stream_, &response);
@@ -332,10 +335,13 @@ grpc::ServerUnaryReactor* EncoderService::Unary(
   // The token before the bytes: a caller without it learns nothing about
   // what the server would make of its request.
   absl::Status status = Authorize(*context);
-  Request request;
+  // One arena for both messages: a panel's request and response hold a
+  // SeriesState per series, which would otherwise be an allocation each.
+  google::protobuf::Arena arena;
+  Request& request = *google::protobuf::Arena::CreateMessage<Request>(&arena);
   if (status.ok()) status = ParseMessage(*request_bytes, "the request", &request);
   if (status.ok()) status = CheckAlive(*context);
-  Response response;
+  Response& response = *google::protobuf::Arena::CreateMessage<Response>(&arena);
   if (status.ok()) {
     status = RunHandler(*this, *context, [&](const HandlerContext& handler_context) {
       return handler(handler_context, request, &response);
