@@ -66,8 +66,7 @@ std::string StartServer(pid_t *pid) {
   const std::string threads =
       absl::StrCat("--threads=", threads_env != nullptr ? threads_env : "0");
   int fds[2];
-  if (pipe(fds) != 0)
-    std::abort();
+  if (pipe(fds) != 0) std::abort();
   *pid = fork();
   if (*pid == 0) {
     dup2(fds[1], STDERR_FILENO);
@@ -179,13 +178,11 @@ void BM_SingleSeriesCalls4Threads(benchmark::State &state) {
       threads.emplace_back([&] {
         for (size_t i = next++; i < setup->singles.size(); i = next++) {
           auto response = setup->client->EncodeObservations(setup->singles[i]);
-          if (!response.ok())
-            failed = true;
+          if (!response.ok()) failed = true;
         }
       });
     }
-    for (std::thread &thread : threads)
-      thread.join();
+    for (std::thread &thread : threads) thread.join();
     if (failed) {
       state.SkipWithError("a single-series call failed");
       return;
@@ -227,8 +224,7 @@ int Main(int argc, char **argv) {
   }
   // Up to 30 s for the server to answer.
   for (int attempt = 0;; ++attempt) {
-    if (setup->client->CheckHealth("").ok())
-      break;
+    if (setup->client->CheckHealth("").ok()) break;
     if (attempt == 300) {
       std::fprintf(stderr, "server at %s does not answer\n",
                    options.target.c_str());
@@ -244,8 +240,7 @@ int Main(int argc, char **argv) {
   const auto panel = times.find("BM_PanelSplitting");
   if (panel != times.end()) {
     for (const auto &[name, seconds] : times) {
-      if (name == panel->first)
-        continue;
+      if (name == panel->first) continue;
       std::printf("ratio %s / BM_PanelSplitting: %.2f (%.3f s vs %.3f s)\n",
                   name.c_str(), seconds / panel->second, seconds,
                   panel->second);
@@ -258,7 +253,7 @@ int Main(int argc, char **argv) {
   return 0;
 }
 
-} // namespace
-} // namespace phasor::bench
+}  // namespace
+}  // namespace phasor::bench
 
 int main(int argc, char **argv) { return phasor::bench::Main(argc, argv); }
