@@ -56,13 +56,13 @@ struct Setup {
   std::vector<v1::EncodeObservationsRequest> singles;
   int64_t rows = 0;
 };
-Setup *setup = nullptr;
+Setup* setup = nullptr;
 // Mean seconds per iteration of each benchmark, for the ratio line.
-std::map<std::string, double> *seconds_per_iteration = nullptr;
+std::map<std::string, double>* seconds_per_iteration = nullptr;
 
 // Starts phasor-server with a free port; returns "127.0.0.1:port".
-std::string StartServer(pid_t *pid) {
-  const char *threads_env = std::getenv("PHASOR_BENCH_SERVER_THREADS");
+std::string StartServer(pid_t* pid) {
+  const char* threads_env = std::getenv("PHASOR_BENCH_SERVER_THREADS");
   const std::string threads =
       absl::StrCat("--threads=", threads_env != nullptr ? threads_env : "0");
   int fds[2];
@@ -74,14 +74,14 @@ std::string StartServer(pid_t *pid) {
     close(fds[1]);
     execl(PHASOR_SERVER_BINARY, PHASOR_SERVER_BINARY,
           "--grpc_address=127.0.0.1:0", "--metrics_address=", threads.c_str(),
-          static_cast<char *>(nullptr));
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   close(fds[1]);
-  FILE *stream = fdopen(fds[0], "r");
+  FILE* stream = fdopen(fds[0], "r");
   char line[4096];
   while (std::fgets(line, sizeof(line), stream) != nullptr) {
-    const char *port = std::strstr(line, "(port ");
+    const char* port = std::strstr(line, "(port ");
     if (port != nullptr) {
       // The server keeps writing to stderr; a thread drains the pipe.
       std::thread([stream] {
@@ -105,7 +105,7 @@ void CheckSameFeatures() {
     std::exit(1);
   }
   std::string joined;
-  for (const auto &request : setup->singles) {
+  for (const auto& request : setup->singles) {
     auto single = setup->client->EncodeObservations(request);
     if (!single.ok()) {
       std::fprintf(stderr, "single call failed: %s\n",
@@ -114,7 +114,7 @@ void CheckSameFeatures() {
     }
     joined += single->features().data();
   }
-  const v1::Tensor &features = panel->features();
+  const v1::Tensor& features = panel->features();
   if (features.shape_size() != 2 || features.shape(0) != setup->rows ||
       features.shape(1) != 21 || features.data() != joined) {
     std::fprintf(stderr,
@@ -124,7 +124,7 @@ void CheckSameFeatures() {
   }
 }
 
-void Record(benchmark::State &state, const char *name, double seconds) {
+void Record(benchmark::State& state, const char* name, double seconds) {
   (*seconds_per_iteration)[name] =
       seconds / static_cast<double>(state.iterations());
   state.counters["rows_per_s"] =
@@ -133,7 +133,7 @@ void Record(benchmark::State &state, const char *name, double seconds) {
                          benchmark::Counter::kIsRate);
 }
 
-void BM_PanelSplitting(benchmark::State &state) {
+void BM_PanelSplitting(benchmark::State& state) {
   PanelStats stats;
   const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
@@ -151,10 +151,10 @@ void BM_PanelSplitting(benchmark::State &state) {
   state.counters["calls"] = static_cast<double>(stats.calls);
 }
 
-void BM_SingleSeriesCalls(benchmark::State &state) {
+void BM_SingleSeriesCalls(benchmark::State& state) {
   const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    for (const auto &request : setup->singles) {
+    for (const auto& request : setup->singles) {
       auto response = setup->client->EncodeObservations(request);
       if (!response.ok()) {
         state.SkipWithError(response.status().ToString().c_str());
@@ -168,7 +168,7 @@ void BM_SingleSeriesCalls(benchmark::State &state) {
              .count());
 }
 
-void BM_SingleSeriesCalls4Threads(benchmark::State &state) {
+void BM_SingleSeriesCalls4Threads(benchmark::State& state) {
   const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     std::atomic<size_t> next{0};
@@ -182,7 +182,7 @@ void BM_SingleSeriesCalls4Threads(benchmark::State &state) {
         }
       });
     }
-    for (std::thread &thread : threads) thread.join();
+    for (std::thread& thread : threads) thread.join();
     if (failed) {
       state.SkipWithError("a single-series call failed");
       return;
@@ -199,11 +199,11 @@ BENCHMARK(BM_SingleSeriesCalls4Threads)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-int Main(int argc, char **argv) {
+int Main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   setup = new Setup;
   seconds_per_iteration = new std::map<std::string, double>;
-  const char *target = std::getenv("PHASOR_BENCH_TARGET");
+  const char* target = std::getenv("PHASOR_BENCH_TARGET");
   ClientOptions options;
   options.target =
       target != nullptr ? std::string(target) : StartServer(&setup->server_pid);
@@ -236,10 +236,10 @@ int Main(int argc, char **argv) {
 
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  const auto &times = *seconds_per_iteration;
+  const auto& times = *seconds_per_iteration;
   const auto panel = times.find("BM_PanelSplitting");
   if (panel != times.end()) {
-    for (const auto &[name, seconds] : times) {
+    for (const auto& [name, seconds] : times) {
       if (name == panel->first) continue;
       std::printf("ratio %s / BM_PanelSplitting: %.2f (%.3f s vs %.3f s)\n",
                   name.c_str(), seconds / panel->second, seconds,
@@ -256,4 +256,4 @@ int Main(int argc, char **argv) {
 }  // namespace
 }  // namespace phasor::bench
 
-int main(int argc, char **argv) { return phasor::bench::Main(argc, argv); }
+int main(int argc, char** argv) { return phasor::bench::Main(argc, argv); }
