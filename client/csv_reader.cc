@@ -34,9 +34,12 @@ absl::StatusOr<std::vector<CsvRecord>> ParseCsv(absl::string_view text,
       std::string field;
       if (at < text.size() && text[at] == '"') {
         const size_t open = at++;
+        const int64_t open_line = line;
+        const size_t open_line_start = line_start;
         while (true) {
           if (at >= text.size()) {
-            line_start = std::min(line_start, open);
+            line = open_line;
+            line_start = open_line_start;
             return error(open, "unterminated quoted field");
           }
           const char c = text[at];
