@@ -25,17 +25,17 @@
 namespace phasor::bench {
 namespace {
 
-constexpr int64_t kSeries = 10000;
-constexpr int64_t kRows = 100;
-
 const WorkloadP& Workload() {
-  static const WorkloadP* workload = new WorkloadP(kSeries, kRows);
+  static const WorkloadP* workload = new WorkloadP(MakeWorkloadP());
   return *workload;
 }
 
+int64_t NumSeries() { return Workload().shape.series; }
+int64_t NumRows() { return static_cast<int64_t>(Workload().timestamps_ns.size()); }
+
 int64_t Width() {
   const absl::StatusOr<FeatureLayout> layout =
-      TemporalFeatureLayout(WorkloadP::Spec(), WorkloadP::kChannels, 0);
+      TemporalFeatureLayout(WorkloadPCoreSpec(), Workload().shape.channels, 0);
   if (!layout.ok()) {
     std::fprintf(stderr, "%s\n", layout.status().ToString().c_str());
     std::exit(1);
@@ -52,58 +52,59 @@ void Check(const absl::Status& status) {
 
 void EncodeWholePanel(int threads, std::vector<float>* out,
                       std::vector<SeriesState>* states) {
-  const WorkloadP& w = Workload();
-  Check(EncodePanel(WorkloadP::Spec(), w.Panel(), /*zones=*/{}, /*states_in=*/{},
+  Check(EncodePanel(WorkloadPCoreSpec(), WorkloadPPanel(Workload()), /*zones=*/{},
+                    /*states_in=*/{},
                     ExecutionOptions{.max_threads = threads}, absl::MakeSpan(*out),
                     absl::MakeSpan(*states)));
 }
 
 void BM_Panel(benchmark::State& state, int threads) {
-  const WorkloadP& w = Workload();
-  std::vector<float> out(w.num_rows() * Width());
-  std::vector<SeriesState> states(kSeries);
+  std::vector<float> out(NumRows() * Width());
+  std::vector<SeriesState> states(NumSeries());
   for (auto _ : state) {
     EncodeWholePanel(threads, &out, &states);
     benchmark::ClobberMemory();
   }
-  state.SetItemsProcessed(state.iterations() * w.num_rows());
+  state.SetItemsProcessed(state.iterations() * NumRows());
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.size()) * 4);
 }
 
 void BM_PerSeries(benchmark::State& state, int threads) {
   const WorkloadP& w = Workload();
-  const TemporalSpec spec = WorkloadP::Spec();
+  const PanelView panel = WorkloadPPanel(w);
+  const TemporalSpec spec = WorkloadPCoreSpec();
   const int64_t width = Width();
-  std::vector<float> out(w.num_rows() * width);
-  std::vector<SeriesState> states(kSeries);
+  std::vector<float> out(NumRows() * width);
+  std::vector<SeriesState> states(NumSeries());
   for (auto _ : state) {
-    for (int64_t s = 0; s < kSeries; ++s) {
-      const ObservationsView series = w.Series(s);
-      Check(EncodeObservations(
-          spec, series, nullptr, ExecutionOptions{.max_threads = threads},
-          absl::MakeSpan(out).subspan(w.offsets[s] * width, series.num_rows() * width),
-          &states[s]));
+    for (int64_t s = 0; s < NumSeries(); ++s) {
+      const ObservationsView series = panel.Series(s);
+      Check(EncodeObservations(spec, series, nullptr,
+                               ExecutionOptions{.max_threads = threads},
+                               absl::MakeSpan(out).subspan(w.series_offsets[s] * width,
+                                                           series.num_rows() * width),
+                               &states[s]));
     }
     benchmark::ClobberMemory();
   }
-  state.SetItemsProcessed(state.iterations() * w.num_rows());
+  state.SetItemsProcessed(state.iterations() * NumRows());
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.size()) * 4);
 }
 
 void BM_Memcpy(benchmark::State& state) {
-  const int64_t bytes = Workload().num_rows() * Width() * 4;
+  const int64_t bytes = NumRows() * Width() * 4;
   std::vector<char> from(bytes, 1), to(bytes, 0);
   for (auto _ : state) {
     std::memcpy(to.data(), from.data(), from.size());
     benchmark::ClobberMemory();
   }
-  state.SetItemsProcessed(state.iterations() * Workload().num_rows());
+  state.SetItemsProcessed(state.iterations() * NumRows());
   state.SetBytesProcessed(state.iterations() * bytes);
 }
 
 void Dump(const std::string& dir) {
-  std::vector<float> out(Workload().num_rows() * Width());
-  std::vector<SeriesState> states(kSeries);
+  std::vector<float> out(NumRows() * Width());
+  std::vector<SeriesState> states(NumSeries());
   EncodeWholePanel(1, &out, &states);
   WriteRaw(dir, "panel_p.bin", out.data(), out.size() * sizeof(float));
 }

@@ -1,6 +1,8 @@
 #include "client/encoder_client.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <utility>
 
@@ -14,9 +16,11 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "core/file.h"
+#include "client/tensor_io.h"
 #include "core/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/rpc/error_details.pb.h"
@@ -393,6 +397,592 @@ absl::StatusOr<ServingStatus> EncoderClient::CheckHealth(
                           piece.size());
   }
   return DecodeHealthCheckResponse(response_bytes);
+}
+
+namespace {
+
+// --- Panels: planning and joining (EncodeObservationsPanel) ----------------
+
+// Every per-row tensor of Observations, wide and long; a sub-panel carries
+// rows [begin, end) of each one present.
+constexpr v1::Tensor* (v1::Observations::*kRowTensorsMutable[])() = {
+    &v1::Observations::mutable_timestamps,
+    &v1::Observations::mutable_values,
+    &v1::Observations::mutable_mask,
+    &v1::Observations::mutable_event_times,
+    &v1::Observations::mutable_event_channels,
+    &v1::Observations::mutable_event_values,
+    &v1::Observations::mutable_content,
+};
+constexpr const v1::Tensor& (v1::Observations::*kRowTensors[])() const = {
+    &v1::Observations::timestamps,   &v1::Observations::values,
+    &v1::Observations::mask,         &v1::Observations::event_times,
+    &v1::Observations::event_channels, &v1::Observations::event_values,
+    &v1::Observations::content,
+};
+constexpr bool (v1::Observations::*kHasRowTensor[])() const = {
+    &v1::Observations::has_timestamps,   &v1::Observations::has_values,
+    &v1::Observations::has_mask,         &v1::Observations::has_event_times,
+    &v1::Observations::has_event_channels, &v1::Observations::has_event_values,
+    &v1::Observations::has_content,
+};
+constexpr int kNumRowTensors = 7;
+
+// Protobuf framing (tags, length prefixes, shape varints) is a few bytes per
+// tensor and per field; this much per call covers it with room to spare.
+constexpr int64_t kFramingSlackBytes = 4096;
+// A SeriesState with C channels: two int64 times (≤ 11 bytes each with tag)
+// plus, per channel, two int64 times and two doubles (≤ 42 bytes with
+// framing). Rounded up.
+int64_t SeriesStateBytesBound(int64_t channels) { return 32 + 48 * channels; }
+
+// How series s's time zone travels (Observations.time_zones comment).
+enum class TimeZoneMode { kShared, kIndexed, kPerSeries };
+
+// One planned sub-call: series [series_begin, series_end) and rows
+// [row_begin, row_end) of the panel. `continues` marks a chunk that starts
+// inside series_begin: it needs the state the previous call returned.
+struct SubCall {
+  int64_t series_begin = 0;
+  int64_t series_end = 0;
+  int64_t row_begin = 0;
+  int64_t row_end = 0;
+  bool continues = false;
+};
+
+// What the planner knows about a panel it can cut; nullopt-like `ok` false
+// when the request is malformed (it is then sent as is, for the server to
+// name the field).
+struct PanelShape {
+  bool ok = false;
+  bool single = false;             // No series_offsets: one series.
+  int64_t rows = 0;                // R
+  std::vector<int64_t> offsets;    // [S+1]
+  int64_t request_row_bytes = 0;   // Sum over row tensors of one row's bytes.
+  int64_t channels = 0;            // C, for the state size bound.
+  bool set_num_channels = false;   // Long layout: pin C in every sub-call.
+  TimeZoneMode time_zone_mode = TimeZoneMode::kShared;
+  std::vector<v1::SeriesState> states;  // [S] or empty.
+};
+
+int64_t RowBytes(const v1::Tensor& tensor) {
+  int64_t bytes = DTypeBytes(tensor.dtype());
+  for (int d = 1; d < tensor.shape_size(); ++d) bytes *= tensor.shape(d);
+  return bytes;
+}
+
+PanelShape InspectPanel(const v1::EncodeObservationsRequest& request) {
+  PanelShape shape;
+  const v1::Observations& observations = request.observations();
+  const bool wide = observations.has_timestamps();
+  if (wide == observations.has_event_times()) return shape;
+  shape.rows = wide ? observations.timestamps().shape_size() > 0
+                          ? observations.timestamps().shape(0)
+                          : -1
+                    : observations.event_times().shape_size() > 0
+                          ? observations.event_times().shape(0)
+                          : -1;
+  if (shape.rows < 0) return shape;
+  for (int i = 0; i < kNumRowTensors; ++i) {
+    if (!(observations.*kHasRowTensor[i])()) continue;
+    const v1::Tensor& tensor = (observations.*kRowTensors[i])();
+    if (tensor.shape_size() < 1 || tensor.shape(0) != shape.rows ||
+        !CheckedElementCount(tensor, "").ok()) {
+      return shape;
+    }
+    shape.request_row_bytes += RowBytes(tensor);
+  }
+
+  if (observations.has_series_offsets()) {
+    const v1::Tensor& offsets = observations.series_offsets();
+    if (offsets.dtype() != v1::INT64 || offsets.shape_size() != 1 ||
+        offsets.shape(0) < 2 || !CheckedElementCount(offsets, "").ok()) {
+      return shape;
+    }
+    shape.offsets.resize(static_cast<size_t>(offsets.shape(0)));
+    std::memcpy(shape.offsets.data(), offsets.data().data(),
+                offsets.data().size());
+    if (shape.offsets.front() != 0 || shape.offsets.back() != shape.rows) {
+      return shape;
+    }
+    for (size_t s = 1; s < shape.offsets.size(); ++s) {
+      if (shape.offsets[s] < shape.offsets[s - 1]) return shape;
+    }
+    if (request.has_state()) return shape;  // A panel uses `states`.
+    const int64_t series = offsets.shape(0) - 1;
+    if (request.states_size() != 0 && request.states_size() != series) {
+      return shape;
+    }
+    shape.states.assign(request.states().begin(), request.states().end());
+  } else {
+    if (request.states_size() != 0) return shape;
+    shape.single = true;
+    shape.offsets = {0, shape.rows};
+    if (request.has_state()) shape.states.push_back(request.state());
+  }
+  const int64_t series = static_cast<int64_t>(shape.offsets.size()) - 1;
+
+  if (observations.has_time_zone_index()) {
+    const v1::Tensor& index = observations.time_zone_index();
+    if (index.dtype() != v1::INT32 || index.shape_size() != 1 ||
+        index.shape(0) != series || !CheckedElementCount(index, "").ok()) {
+      return shape;
+    }
+    shape.time_zone_mode = TimeZoneMode::kIndexed;
+  } else if (series > 1 && observations.time_zones_size() == series) {
+    shape.time_zone_mode = TimeZoneMode::kPerSeries;
+  }
+
+  // C as the server derives it for the whole panel (Observations.num_channels
+  // comment). A long chunk may not show every channel, so the long layout
+  // pins it in every sub-call; wide chunks read it from the values' width.
+  if (observations.num_channels() > 0) {
+    shape.channels = observations.num_channels();
+  } else if (wide) {
+    if (observations.has_values() && observations.values().shape_size() == 2) {
+      shape.channels = observations.values().shape(1);
+    }
+  } else if (observations.channel_names_size() > 0) {
+    shape.channels = observations.channel_names_size();
+  } else {
+    for (const v1::SeriesState& state : shape.states) {
+      shape.channels = std::max<int64_t>(shape.channels, state.channels_size());
+    }
+    if (shape.channels == 0 && observations.has_event_channels()) {
+      const v1::Tensor& channels = observations.event_channels();
+      if (channels.dtype() != v1::INT32) return shape;
+      const size_t count = channels.data().size() / sizeof(int32_t);
+      int32_t largest = -1;
+      for (size_t i = 0; i < count; ++i) {
+        int32_t channel;
+        std::memcpy(&channel, channels.data().data() + i * sizeof(int32_t),
+                    sizeof(channel));
+        if (channel < 0) return shape;
+        largest = std::max(largest, channel);
+      }
+      shape.channels = largest + 1;
+    }
+    shape.set_num_channels = shape.channels > 0;
+  }
+  shape.ok = true;
+  return shape;
+}
+
+// The request without rows, offsets, time zone indices or states: what every
+// sub-call shares.
+v1::EncodeObservationsRequest TemplateRequest(
+    const v1::EncodeObservationsRequest& request, const PanelShape& shape) {
+  v1::EncodeObservationsRequest shared = request;
+  v1::Observations* observations = shared.mutable_observations();
+  observations->clear_timestamps();
+  observations->clear_values();
+  observations->clear_mask();
+  observations->clear_event_times();
+  observations->clear_event_channels();
+  observations->clear_event_values();
+  observations->clear_content();
+  observations->clear_series_offsets();
+  observations->clear_time_zone_index();
+  if (shape.time_zone_mode == TimeZoneMode::kPerSeries) {
+    observations->clear_time_zones();
+  }
+  if (shape.set_num_channels) observations->set_num_channels(shape.channels);
+  shared.clear_state();
+  shared.clear_states();
+  return shared;
+}
+
+// Rows [begin, end) of a row tensor (shape[0] = rows).
+void CopyRows(const v1::Tensor& from, int64_t begin, int64_t end,
+              v1::Tensor* to) {
+  to->set_dtype(from.dtype());
+  *to->mutable_shape() = from.shape();
+  to->set_shape(0, end - begin);
+  const int64_t row_bytes = RowBytes(from);
+  to->set_data(from.data().data() + begin * row_bytes,
+               static_cast<size_t>((end - begin) * row_bytes));
+}
+
+// The sub-call's request: `shared` plus its rows, offsets, time zones and
+// states. `carried` is the previous chunk's state for a continuing chunk.
+v1::EncodeObservationsRequest BuildSubRequest(
+    const v1::EncodeObservationsRequest& request,
+    const v1::EncodeObservationsRequest& shared, const PanelShape& shape,
+    const SubCall& call, const v1::SeriesState* carried) {
+  v1::EncodeObservationsRequest sub = shared;
+  const v1::Observations& from = request.observations();
+  v1::Observations* to = sub.mutable_observations();
+  for (int i = 0; i < kNumRowTensors; ++i) {
+    if (!(from.*kHasRowTensor[i])()) continue;
+    CopyRows((from.*kRowTensors[i])(), call.row_begin, call.row_end,
+             (to->*kRowTensorsMutable[i])());
+  }
+  std::vector<int64_t> offsets;
+  offsets.reserve(static_cast<size_t>(call.series_end - call.series_begin + 1));
+  offsets.push_back(0);
+  for (int64_t s = call.series_begin + 1; s < call.series_end; ++s) {
+    offsets.push_back(shape.offsets[s] - call.row_begin);
+  }
+  offsets.push_back(call.row_end - call.row_begin);
+  const int64_t series = call.series_end - call.series_begin;
+  *to->mutable_series_offsets() = TensorFromInt64s(offsets, {series + 1});
+
+  switch (shape.time_zone_mode) {
+    case TimeZoneMode::kShared:
+      break;
+    case TimeZoneMode::kIndexed: {
+      v1::Tensor* index = to->mutable_time_zone_index();
+      CopyRows(from.time_zone_index(), call.series_begin, call.series_end,
+               index);
+      break;
+    }
+    case TimeZoneMode::kPerSeries:
+      for (int64_t s = call.series_begin; s < call.series_end; ++s) {
+        to->add_time_zones(from.time_zones(static_cast<int>(s)));
+      }
+      break;
+  }
+
+  if (carried != nullptr || !shape.states.empty()) {
+    for (int64_t s = call.series_begin; s < call.series_end; ++s) {
+      if (s == call.series_begin && carried != nullptr) {
+        *sub.add_states() = *carried;
+      } else if (!shape.states.empty()) {
+        *sub.add_states() = shape.states[static_cast<size_t>(s)];
+      } else {
+        sub.add_states();  // An empty entry starts its series.
+      }
+    }
+  }
+  return sub;
+}
+
+// Per-call costs, bytes, and what one call may carry.
+struct Budget {
+  int64_t request_limit = 0;   // For rows and per-series parts of a request.
+  int64_t response_limit = 0;  // Likewise for a response.
+  int64_t request_per_row = 0;
+  int64_t response_per_row = 0;
+  int64_t request_per_series = 0;  // Offset, time zone; plus the state in.
+  int64_t response_per_series = 0;  // Offset and the state out.
+};
+
+int64_t RequestSeriesBytes(const Budget& budget, const PanelShape& shape,
+                           int64_t s) {
+  return budget.request_per_series +
+         (shape.states.empty()
+              ? 0
+              : static_cast<int64_t>(
+                    shape.states[static_cast<size_t>(s)].ByteSizeLong()));
+}
+
+// Cuts the panel greedily, in row order: whole series while both the request
+// and the response fit, and a series that fits no call alone into chunks of
+// as many rows as fit. RESOURCE_EXHAUSTED when not even one row fits.
+absl::StatusOr<std::vector<SubCall>> PlanSubCalls(const PanelShape& shape,
+                                                  const Budget& budget) {
+  std::vector<SubCall> calls;
+  const int64_t series = static_cast<int64_t>(shape.offsets.size()) - 1;
+  SubCall open;
+  int64_t open_request = 0, open_response = 0;
+  bool has_open = false;
+  auto flush = [&] {
+    if (has_open) calls.push_back(open);
+    has_open = false;
+    open_request = open_response = 0;
+  };
+  for (int64_t s = 0; s < series; ++s) {
+    const int64_t rows = shape.offsets[s + 1] - shape.offsets[s];
+    const int64_t request_bytes =
+        RequestSeriesBytes(budget, shape, s) + rows * budget.request_per_row;
+    const int64_t response_bytes =
+        budget.response_per_series + rows * budget.response_per_row;
+    if (has_open && (open_request + request_bytes > budget.request_limit ||
+                     open_response + response_bytes > budget.response_limit)) {
+      flush();
+    }
+    if (request_bytes <= budget.request_limit &&
+        response_bytes <= budget.response_limit) {
+      if (!has_open) {
+        open = SubCall{s, s, shape.offsets[s], shape.offsets[s], false};
+        has_open = true;
+      }
+      open.series_end = s + 1;
+      open.row_end = shape.offsets[s + 1];
+      open_request += request_bytes;
+      open_response += response_bytes;
+      continue;
+    }
+    // Too large alone: consecutive chunks, each but the first continuing
+    // from its predecessor's state (whose size the bound covers).
+    const int64_t state_in = std::max(
+        RequestSeriesBytes(budget, shape, s),
+        budget.request_per_series + SeriesStateBytesBound(shape.channels));
+    const int64_t by_request =
+        budget.request_per_row > 0
+            ? (budget.request_limit - state_in) / budget.request_per_row
+            : rows;
+    const int64_t by_response =
+        budget.response_per_row > 0
+            ? (budget.response_limit - budget.response_per_series) /
+                  budget.response_per_row
+            : rows;
+    const int64_t chunk_rows = std::min(by_request, by_response);
+    if (chunk_rows < 1) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "observations.series[", s, "]: one row needs ",
+          budget.request_per_row, " request bytes and ",
+          budget.response_per_row,
+          " response bytes, more than a call may carry under the message "
+          "limit; raise max_message_bytes"));
+    }
+    for (int64_t begin = shape.offsets[s]; begin < shape.offsets[s + 1];
+         begin += chunk_rows) {
+      calls.push_back(SubCall{s, s + 1, begin,
+                              std::min(begin + chunk_rows, shape.offsets[s + 1]),
+                              begin > shape.offsets[s]});
+    }
+  }
+  flush();
+  return calls;
+}
+
+// The server names rows as observations.series[k]... with k counted within
+// the sub-call; this shifts k to the panel's numbering.
+std::string RenumberSeries(absl::string_view message, int64_t first_series) {
+  constexpr absl::string_view kSeries = "series[";
+  std::string out;
+  size_t at = 0;
+  while (true) {
+    const size_t found = message.find(kSeries, at);
+    if (found == absl::string_view::npos) break;
+    const size_t digits = found + kSeries.size();
+    const size_t close = message.find(']', digits);
+    int64_t index;
+    if (close == absl::string_view::npos ||
+        !absl::SimpleAtoi(message.substr(digits, close - digits), &index)) {
+      absl::StrAppend(&out, message.substr(at, digits - at));
+      at = digits;
+      continue;
+    }
+    absl::StrAppend(&out, message.substr(at, digits - at),
+                    index + first_series);
+    at = close;
+  }
+  absl::StrAppend(&out, message.substr(at));
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::EncodeObservationsResponse>
+EncoderClient::EncodeObservationsPanel(
+    const v1::EncodeObservationsRequest& request, const PanelOptions& panel,
+    PanelStats* stats) const {
+  PanelStats local_stats;
+  PanelStats& counts = stats != nullptr ? *stats : local_stats;
+  counts = PanelStats();
+  const PanelShape shape = InspectPanel(request);
+  const int64_t limit = panel.max_call_bytes > 0
+                            ? panel.max_call_bytes
+                            : int64_t{options_.max_message_bytes};
+  if (!shape.ok || shape.rows == 0) {
+    counts.calls = 1;
+    return EncodeObservations(request);
+  }
+
+  // The feature width F and dtype, the schema and the response's fixed
+  // part: from the same request with zero rows (series 0 only, empty).
+  const v1::EncodeObservationsRequest shared = TemplateRequest(request, shape);
+  v1::EncodeObservationsResponse probe;
+  {
+    const SubCall zero_rows{/*series_begin=*/0, /*series_end=*/1,
+                            /*row_begin=*/0, /*row_end=*/0,
+                            /*continues=*/false};
+    const v1::EncodeObservationsRequest probe_request =
+        BuildSubRequest(request, shared, shape, zero_rows, nullptr);
+    counts.probe_calls = 1;
+    PHASOR_ASSIGN_OR_RETURN(probe, EncodeObservations(probe_request));
+  }
+  const v1::Tensor& probe_features = probe.features();
+  if (probe_features.shape_size() != 2) {
+    return absl::DataLossError(absl::StrCat(
+        "EncodeObservationsPanel: the zero-row call returned features of shape ",
+        ShapeString(probe_features), ", not [0, F]"));
+  }
+  const int64_t width = probe_features.shape(1);
+  const int64_t element_bytes = DTypeBytes(probe_features.dtype());
+
+  Budget budget;
+  const int64_t slack = kFramingSlackBytes + limit / 128;
+  budget.request_per_row = shape.request_row_bytes;
+  budget.response_per_row = width * element_bytes;
+  budget.request_per_series =
+      sizeof(int64_t) + 2 +
+      (shape.time_zone_mode == TimeZoneMode::kIndexed ? sizeof(int32_t) : 0);
+  budget.response_per_series =
+      sizeof(int64_t) + 3 + SeriesStateBytesBound(shape.channels);
+  budget.request_limit =
+      limit - static_cast<int64_t>(shared.ByteSizeLong()) - slack;
+  if (shape.time_zone_mode == TimeZoneMode::kPerSeries) {
+    // Names are small; the longest one bounds each series' share.
+    int64_t longest = 0;
+    for (const std::string& name : request.observations().time_zones()) {
+      longest = std::max<int64_t>(longest, static_cast<int64_t>(name.size()));
+    }
+    budget.request_per_series += longest + 2;
+  }
+  budget.response_limit =
+      limit - static_cast<int64_t>(probe.ByteSizeLong()) - slack;
+
+  const int64_t series = static_cast<int64_t>(shape.offsets.size()) - 1;
+  const bool fits =
+      static_cast<int64_t>(request.ByteSizeLong()) <= limit - slack &&
+      series * budget.response_per_series + shape.rows * budget.response_per_row <=
+          budget.response_limit;
+  if (fits) {
+    counts.calls = 1;
+    return EncodeObservations(request);
+  }
+  PHASOR_ASSIGN_OR_RETURN(const std::vector<SubCall> plan,
+                          PlanSubCalls(shape, budget));
+  counts.calls = static_cast<int64_t>(plan.size());
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (plan[i].continues &&
+        (i == 0 || !plan[i - 1].continues ||
+         plan[i - 1].series_begin != plan[i].series_begin)) {
+      ++counts.series_split;
+    }
+  }
+
+  // The joined response, filled in place as sub-calls finish.
+  v1::EncodeObservationsResponse joined;
+  *joined.mutable_schema() = probe.schema();
+  v1::Tensor* features = joined.mutable_features();
+  features->set_dtype(probe_features.dtype());
+  features->add_shape(shape.rows);
+  features->add_shape(width);
+  std::string* feature_bytes = features->mutable_data();
+  feature_bytes->resize(static_cast<size_t>(shape.rows * width * element_bytes));
+  std::vector<v1::SeriesState> states(static_cast<size_t>(series));
+
+  struct Call {
+    grpc::ClientContext context;
+    v1::EncodeObservationsRequest request;
+    v1::EncodeObservationsResponse response;
+    grpc::Status status;
+  };
+  std::vector<std::unique_ptr<Call>> calls(plan.size());
+  std::vector<bool> launched(plan.size(), false), finished(plan.size(), false);
+  absl::Mutex mutex;
+  std::vector<size_t> completed;  // Guarded by mutex.
+  const int max_in_flight = std::max(1, panel.max_in_flight);
+  int in_flight = 0;
+  size_t first_unlaunched = 0, done = 0;
+  absl::Status error;
+
+  while (done < plan.size()) {
+    // Start every call whose predecessor state is known, in row order, up
+    // to max_in_flight.
+    for (size_t i = first_unlaunched; error.ok() && i < plan.size() &&
+                                      in_flight < max_in_flight;
+         ++i) {
+      if (launched[i]) continue;
+      if (plan[i].continues && !finished[i - 1]) continue;
+      const v1::SeriesState* carried =
+          plan[i].continues
+              ? &states[static_cast<size_t>(plan[i].series_begin)]
+              : nullptr;
+      auto call = std::make_unique<Call>();
+      call->request = BuildSubRequest(request, shared, shape, plan[i], carried);
+      PrepareContext(&call->context);
+      Call* raw = call.get();
+      calls[i] = std::move(call);
+      launched[i] = true;
+      ++in_flight;
+      stub_->async()->EncodeObservations(
+          &raw->context, &raw->request, &raw->response,
+          [raw, i, &mutex, &completed](grpc::Status status) {
+            raw->status = std::move(status);
+            absl::MutexLock lock(&mutex);
+            completed.push_back(i);
+          });
+    }
+    while (first_unlaunched < plan.size() && launched[first_unlaunched]) {
+      ++first_unlaunched;
+    }
+    if (in_flight == 0) break;  // Only after an error: nothing left to wait on.
+
+    std::vector<size_t> ready;
+    {
+      absl::MutexLock lock(&mutex);
+      mutex.Await(absl::Condition(
+          +[](std::vector<size_t>* pending) { return !pending->empty(); },
+          &completed));
+      ready.swap(completed);
+    }
+    for (const size_t i : ready) {
+      --in_flight;
+      ++done;
+      finished[i] = true;
+      std::unique_ptr<Call> call = std::move(calls[i]);
+      const SubCall& part = plan[i];
+      if (!error.ok()) continue;
+      if (!call->status.ok()) {
+        const absl::Status status =
+            FromGrpcStatus(call->status, options_.max_message_bytes);
+        error = absl::Status(
+            status.code(),
+            absl::StrCat("panel sub-call for series [", part.series_begin,
+                         ", ", part.series_end, ") rows [", part.row_begin,
+                         ", ", part.row_end, ")",
+                         part.continues ? " (continuing the series)" : "",
+                         ": ",
+                         RenumberSeries(status.message(), part.series_begin)));
+        status.ForEachPayload(
+            [&](absl::string_view url, const absl::Cord& payload) {
+              error.SetPayload(url, payload);
+            });
+        for (size_t j = 0; j < calls.size(); ++j) {
+          if (calls[j] != nullptr) calls[j]->context.TryCancel();
+        }
+        continue;
+      }
+      const v1::Tensor& got = call->response.features();
+      const int64_t rows = part.row_end - part.row_begin;
+      if (got.dtype() != features->dtype() || got.shape_size() != 2 ||
+          got.shape(0) != rows || got.shape(1) != width ||
+          static_cast<int64_t>(got.data().size()) != rows * width * element_bytes ||
+          call->response.states_size() != part.series_end - part.series_begin) {
+        error = absl::DataLossError(absl::StrCat(
+            "panel sub-call for series [", part.series_begin, ", ",
+            part.series_end, "): expected features [", rows, ",", width, "] ",
+            DTypeString(features->dtype()), " and ",
+            part.series_end - part.series_begin, " states, got ",
+            DTypeString(got.dtype()), " ", ShapeString(got), " and ",
+            call->response.states_size()));
+        for (size_t j = 0; j < calls.size(); ++j) {
+          if (calls[j] != nullptr) calls[j]->context.TryCancel();
+        }
+        continue;
+      }
+      std::memcpy(feature_bytes->data() + part.row_begin * width * element_bytes,
+                  got.data().data(), got.data().size());
+      for (int64_t s = part.series_begin; s < part.series_end; ++s) {
+        states[static_cast<size_t>(s)] = std::move(
+            *call->response.mutable_states(static_cast<int>(s - part.series_begin)));
+      }
+    }
+  }
+  if (!error.ok()) return error;
+
+  if (shape.single) {
+    *joined.mutable_state() = std::move(states.front());
+  } else {
+    for (v1::SeriesState& state : states) *joined.add_states() = std::move(state);
+    *joined.mutable_series_offsets() = request.observations().series_offsets();
+  }
+  return joined;
 }
 
 }  // namespace phasor

@@ -27,6 +27,7 @@
 #ifndef PHASOR_CLIENT_ENCODER_CLIENT_H_
 #define PHASOR_CLIENT_ENCODER_CLIENT_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -69,6 +70,29 @@ struct ClientOptions {
   std::string bearer_token;
   // gRPC load-balancing policy, e.g. "round_robin"; empty = pick_first.
   std::string load_balancing_policy;
+};
+
+// How EncoderClient::EncodeObservationsPanel splits a panel.
+struct PanelOptions {
+  // Sub-calls in flight at once on the client's channel. More overlap the
+  // server's work with the transfers; each holds one sub-request and its
+  // response in memory (at most max_call_bytes each). Default 4.
+  int max_in_flight = 4;
+  // Largest request or response one sub-call may carry, bytes; 0 = the
+  // client's max_message_bytes. Lower values split more finely (more calls
+  // in flight for a panel that would fit in one call). Keep it at or below
+  // the server's --max_message_bytes too: the client cannot see that limit.
+  int64_t max_call_bytes = 0;
+};
+
+// What EncodeObservationsPanel did, for tests and logs.
+struct PanelStats {
+  // Calls that carried rows (1 when the panel went in one piece).
+  int64_t calls = 0;
+  // Series cut into consecutive chunks joined by their state.
+  int64_t series_split = 0;
+  // The zero-row call that learnt the feature width F (0 or 1).
+  int64_t probe_calls = 0;
 };
 
 // grpc.health.v1 serving states, numbered as in the health protocol.
@@ -120,6 +144,27 @@ class EncoderClient final {
       const v1::AlibiBiasRequest& request) const;
   absl::StatusOr<v1::EncodeObservationsResponse> EncodeObservations(
       const v1::EncodeObservationsRequest& request) const;
+  // EncodeObservations for a panel of any size: the same response as one
+  // EncodeObservations call with the whole panel, bytewise, without the
+  // message limit. When the request or its response would exceed
+  // max_call_bytes, the panel is cut at series boundaries into sub-panels
+  // (a series too large for one call alone is cut into consecutive chunks,
+  // each continued from the state the previous chunk returned), sent
+  // concurrently over this client's channel with at most max_in_flight in
+  // flight, and the features (in row order), states and series offsets are
+  // joined. The feature width F is learnt from one zero-row call first.
+  //
+  // `request` is a panel (observations.series_offsets set) or a single
+  // series; for a single series the response carries `state`, as
+  // EncodeObservations' does. A request the client cannot cut (malformed
+  // offsets or row tensors) is sent as it is, so the server's error names
+  // the field. The first failing sub-call's error is returned, its message
+  // prefixed with the series range it covered; calls still in flight are
+  // cancelled. Every sub-call has the client's deadline.
+  absl::StatusOr<v1::EncodeObservationsResponse> EncodeObservationsPanel(
+      const v1::EncodeObservationsRequest& request,
+      const PanelOptions& panel = PanelOptions(),
+      PanelStats* stats = nullptr) const;
   // Sends `chunks` over one EncodeObservationsStream and hands each response
   // to `on_response`, in order, as it arrives. A non-OK return from
   // `on_response` cancels the stream and is returned. Requests are written

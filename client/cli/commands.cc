@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <fstream>
 #include <iostream>
@@ -13,11 +14,13 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/common.h"
+#include "client/cli/panel_csv.h"
 #include "client/tensor_io.h"
 #include "core/file.h"
 #include "core/status_macros.h"
@@ -117,6 +120,31 @@ ABSL_FLAG(bool, stream, false,
           "encode-observations: send the series in chunks over "
           "EncodeObservationsStream");
 ABSL_FLAG(int64_t, chunk_rows, 1024, "Rows (or events) per streamed chunk");
+
+// Panels from one CSV table (client/cli/panel_csv.h).
+ABSL_FLAG(std::string, observations_csv, "",
+          "encode-observations: a CSV table of many series, long "
+          "(series,time,channel,value) or wide (series,time,<channels...>), "
+          "sent as one panel; the client splits it to fit the message limit");
+ABSL_FLAG(std::string, csv_layout, "auto",
+          "--observations_csv layout: auto (long when the other columns are "
+          "exactly channel,value) | long | wide");
+ABSL_FLAG(std::string, series_column, "series",
+          "--observations_csv: the column naming each row's series");
+ABSL_FLAG(std::string, time_column, "time",
+          "--observations_csv: the time column: int ns since the epoch, "
+          "decimal seconds, or ISO 8601 (UTC without an offset)");
+ABSL_FLAG(std::string, time_zone_column, "",
+          "--observations_csv: a column with each series' IANA time zone for "
+          "the calendar block (one zone per series); empty = the spec's");
+ABSL_FLAG(std::string, series_offsets_out, "",
+          "--observations_csv: write the series offsets [S+1] here (.npy or "
+          "CSV); with a .npy --out they default to <out>.series_offsets.npy");
+ABSL_FLAG(int32_t, max_in_flight, 4,
+          "--observations_csv: sub-calls in flight when the panel is split");
+ABSL_FLAG(int64_t, max_call_bytes, 0,
+          "--observations_csv: largest request or response per sub-call, "
+          "bytes; 0 = --max_message_bytes");
 
 // Describe.
 ABSL_FLAG(int64_t, num_offsets, 0,
@@ -688,7 +716,161 @@ absl::Status RunAlibi(const EncoderClient& client) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// `text` as one CSV field: quoted when it holds a comma, quote or line break.
+std::string CsvField(absl::string_view text) {
+  if (text.find_first_of(",\"\r\n") == absl::string_view::npos) {
+    return std::string(text);
+  }
+  std::string quoted = "\"";
+  for (const char c : text) {
+    if (c == '"') quoted.push_back('"');
+    quoted.push_back(c);
+  }
+  quoted.push_back('"');
+  return quoted;
+}
+
+// Column names from the schema: "<block>" for one column, "<block>.<j>" for
+// column j of a wider entry.
+std::vector<std::string> ColumnNames(
+    const v1::EncodeObservationsResponse& response) {
+  std::vector<std::string> names;
+  for (const v1::SchemaEntry& entry : response.schema()) {
+    for (int64_t j = 0; j < entry.width(); ++j) {
+      names.push_back(entry.width() == 1 ? entry.block()
+                                         : absl::StrCat(entry.block(), ".", j));
+    }
+  }
+  return names;
+}
+
+// Features as CSV with a header (series, then one name per column) and the
+// series key in front of every row.
+absl::Status WritePanelCsv(const v1::EncodeObservationsResponse& response,
+                           const std::vector<std::string>& series_keys,
+                           const std::vector<int64_t>& offsets,
+                           const std::string& path) {
+  const std::string body = TensorToCsv(response.features());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(path, ": cannot open for writing"));
+  }
+  std::vector<std::string> header = {"series"};
+  for (std::string& name : ColumnNames(response)) {
+    header.push_back(CsvField(name));
+  }
+  out << absl::StrJoin(header, ",") << "\n";
+  size_t series = 0;
+  int64_t row = 0;
+  for (const absl::string_view line :
+       absl::StrSplit(body, '\n', absl::SkipEmpty())) {
+    while (series + 1 < offsets.size() - 1 && row >= offsets[series + 1]) {
+      ++series;
+    }
+    out << CsvField(series_keys[series]) << "," << line << "\n";
+    ++row;
+  }
+  out.close();
+  if (!out) return absl::DataLossError(absl::StrCat(path, ": write failed"));
+  std::cerr << "wrote features " << DTypeString(response.features().dtype())
+            << " " << ShapeString(response.features())
+            << " with a series column to " << path << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status RunPanelCsv(const EncoderClient& client, const std::string& path) {
+  if (absl::GetFlag(FLAGS_stream) || !absl::GetFlag(FLAGS_state).empty() ||
+      !absl::GetFlag(FLAGS_timestamps).empty() ||
+      !absl::GetFlag(FLAGS_event_times).empty()) {
+    return absl::InvalidArgumentError(
+        "--observations_csv takes no --stream, --state, --timestamps or "
+        "--event_times: the table is the whole input");
+  }
+  PanelCsvOptions options;
+  const std::string layout = absl::AsciiStrToLower(absl::GetFlag(FLAGS_csv_layout));
+  if (layout == "long") {
+    options.layout = PanelCsvLayout::kLong;
+  } else if (layout == "wide") {
+    options.layout = PanelCsvLayout::kWide;
+  } else if (layout != "auto") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--csv_layout: '", layout, "' is not one of auto, long, wide"));
+  }
+  options.series_column = absl::GetFlag(FLAGS_series_column);
+  options.time_column = absl::GetFlag(FLAGS_time_column);
+  options.time_zone_column = absl::GetFlag(FLAGS_time_zone_column);
+  const std::string names = absl::GetFlag(FLAGS_channel_names);
+  if (!names.empty()) {
+    options.channel_names = absl::StrSplit(names, ',');
+  }
+  PHASOR_ASSIGN_OR_RETURN(const std::string text,
+                          ReadFileToString(path, "--observations_csv"));
+  PHASOR_ASSIGN_OR_RETURN(PanelCsv panel, ReadPanelCsv(text, path, options));
+
+  v1::EncodeObservationsRequest request;
+  *request.mutable_observations() = std::move(panel.observations);
+  PHASOR_RETURN_IF_ERROR(SetConfig(&request, [](v1::EncoderSpec*) {
+    return absl::InvalidArgumentError(
+        "give --spec 'temporal { ... }' or --profile");
+  }));
+  PHASOR_ASSIGN_OR_RETURN(const v1::DType output_dtype, OutputDTypeFromFlag());
+  request.set_output_dtype(output_dtype);
+
+  PanelOptions split;
+  split.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  split.max_call_bytes = absl::GetFlag(FLAGS_max_call_bytes);
+  PanelStats stats;
+  PHASOR_ASSIGN_OR_RETURN(const v1::EncodeObservationsResponse response,
+                          client.EncodeObservationsPanel(request, split, &stats));
+  const v1::Tensor& offsets_tensor = request.observations().series_offsets();
+  std::vector<int64_t> offsets(static_cast<size_t>(offsets_tensor.shape(0)));
+  std::memcpy(offsets.data(), offsets_tensor.data().data(),
+              offsets_tensor.data().size());
+  std::cerr << "panel: " << panel.series_keys.size() << " series, "
+            << offsets.back() << (panel.long_layout ? " events" : " rows")
+            << ", " << stats.calls << (stats.calls == 1 ? " call" : " calls")
+            << (stats.series_split > 0
+                    ? absl::StrCat(" (", stats.series_split,
+                                   " series cut into chunks)")
+                    : "")
+            << "\n";
+  PrintSchema(response);
+
+  const std::string out = OutFlag();
+  std::string offsets_out = absl::GetFlag(FLAGS_series_offsets_out);
+  if (out.empty() || absl::EndsWithIgnoreCase(out, ".npy")) {
+    PHASOR_RETURN_IF_ERROR(Emit(response.features(), "features", out));
+    if (offsets_out.empty() && !out.empty()) {
+      offsets_out = absl::StrCat(out.substr(0, out.size() - 4),
+                                 ".series_offsets.npy");
+    }
+    if (out.empty()) {
+      std::cout << "series (in order of first appearance): "
+                << absl::StrJoin(panel.series_keys.begin(),
+                                 panel.series_keys.begin() +
+                                     std::min<size_t>(panel.series_keys.size(), 16),
+                                 ", ")
+                << (panel.series_keys.size() > 16 ? ", ..." : "") << "\n";
+    }
+  } else {
+    PHASOR_RETURN_IF_ERROR(
+        WritePanelCsv(response, panel.series_keys, offsets, out));
+  }
+  if (!offsets_out.empty() || out.empty()) {
+    PHASOR_RETURN_IF_ERROR(
+        Emit(response.series_offsets(), "series offsets", offsets_out));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status RunEncodeObservations(const EncoderClient& client) {
+  const std::string panel_csv = absl::GetFlag(FLAGS_observations_csv);
+  if (!panel_csv.empty()) return RunPanelCsv(client, panel_csv);
   v1::EncodeObservationsRequest request;
   PHASOR_ASSIGN_OR_RETURN(*request.mutable_observations(),
                           ObservationsFromFlags());

@@ -245,6 +245,139 @@ profile {{
         # The server carries gap state across chunks: identical bytes.
         np.testing.assert_array_equal(np.load(streamed), np.load(whole))
 
+    # --- Panels from one CSV table (--observations_csv) ---------------------
+
+    PANEL_SPEC = ("temporal { content {} time { dim: 4 } "
+                  "gaps { include_mask: true } calendar { "
+                  "time_zone: \"America/New_York\" fields: [HOUR_OF_DAY] } }")
+
+    @staticmethod
+    def _panel_series(count=40, rows=30, channels=("hr", "spo2")):
+        """Series key -> (times ns [rows], values [rows, C] with NaNs)."""
+        series = {}
+        start = 1_704_067_200 * 10**9
+        for s in range(count):
+            t = start + s * 7919 * 10**9 + np.arange(rows) * 600 * 10**9 \
+                + (np.arange(rows) * 2654435761 % 600_000) * 10**6
+            v = np.sin(0.01 * (s * rows + np.arange(rows)[:, None])
+                       + np.arange(len(channels)))
+            v[(np.arange(rows)[:, None] + s + np.arange(len(channels))) % 4 == 0] = np.nan
+            series[f"patient {s}, ward \"{s % 3}\""] = (t, v)
+        return series
+
+    def _direct_panel(self, series, channels, zones=None, long=False):
+        """One EncodeObservations panel call through the Python stubs."""
+        import grpc
+        from phasor_client import pb, to_tensor, from_tensor
+        from phasor_client import _stubs
+        stub = _stubs.load().encoder_pb2_grpc.EncoderStub(
+            grpc.insecure_channel(self.server.target, options=[
+                ("grpc.max_receive_message_length", 64 << 20),
+                ("grpc.max_send_message_length", 64 << 20)]))
+        request = pb.EncodeObservationsRequest()
+        from google.protobuf import text_format
+        text_format.Parse(self.PANEL_SPEC, request.spec)
+        obs = request.observations
+        keys = list(series)
+        offsets = np.cumsum([0] + [len(series[k][0]) for k in keys])
+        obs.series_offsets.CopyFrom(to_tensor(offsets.astype(np.int64)))
+        obs.channel_names.extend(channels)
+        if long:
+            times, chans, vals = [], [], []
+            for k in keys:
+                t, v = series[k]
+                for i in range(len(t)):
+                    for c in range(len(channels)):
+                        times.append(t[i]); chans.append(c); vals.append(v[i, c])
+            obs.event_times.CopyFrom(to_tensor(np.array(times, np.int64)))
+            obs.event_channels.CopyFrom(to_tensor(np.array(chans, np.int32)))
+            obs.event_values.CopyFrom(to_tensor(np.array(vals, np.float64)))
+            obs.num_channels = len(channels)
+            offsets = offsets * len(channels)
+            obs.series_offsets.CopyFrom(to_tensor(offsets.astype(np.int64)))
+        else:
+            obs.timestamps.CopyFrom(to_tensor(
+                np.concatenate([series[k][0] for k in keys]).astype(np.int64)))
+            obs.values.CopyFrom(to_tensor(
+                np.concatenate([series[k][1] for k in keys]).astype(np.float64)))
+        if zones is not None:
+            names = sorted(set(zones))
+            obs.time_zones.extend(names)
+            obs.time_zone_index.CopyFrom(to_tensor(
+                np.array([names.index(z) for z in zones], np.int32)))
+        response = stub.EncodeObservations(request, timeout=60)
+        return from_tensor(response.features), from_tensor(response.series_offsets)
+
+    @staticmethod
+    def _csv_cell(text):
+        if any(c in text for c in ',"\n'):
+            return '"' + text.replace('"', '""') + '"'
+        return text
+
+    def test_encode_observations_panel_wide_csv(self):
+        channels = ("hr", "spo2")
+        series = self._panel_series(channels=channels)
+        keys = list(series)
+        zones = ["Asia/Kolkata" if i % 2 else "UTC" for i in range(len(keys))]
+        # Rows interleaved across series (not contiguous), times as ISO 8601
+        # for even series and ns for odd ones.
+        lines = ["series,time,hr,spo2,zone"]
+        for i in range(len(series[keys[0]][0])):
+            for s, k in enumerate(keys):
+                t, v = series[k]
+                when = (np.datetime_as_string(np.datetime64(int(t[i]), "ns"))
+                        + "Z") if s % 2 == 0 else str(t[i])
+                cells = ["" if np.isnan(x) else repr(float(x)) for x in v[i]]
+                lines.append(",".join([self._csv_cell(k), when, *cells, zones[s]]))
+        table = self._write_csv("panel_wide.csv", "\n".join(lines) + "\n")
+        out = self.path("panel_wide_features.csv")
+        result = self.call("encode-observations", "--observations_csv", table,
+                           "--time_zone_column", "zone",
+                           "--spec", self.PANEL_SPEC,
+                           "--max_call_bytes", 20000, "--out", out)
+        self.assertIn(f"panel: {len(keys)} series", result.stderr)
+        self.assertNotIn(" 1 call", result.stderr)  # Split by the client.
+        expected, expected_offsets = self._direct_panel(series, channels, zones)
+
+        import csv
+        with open(out, newline="") as f:
+            rows = list(csv.reader(f))
+        header, body = rows[0], rows[1:]
+        self.assertEqual(header[0], "series")
+        self.assertEqual(len(header), 1 + expected.shape[1])
+        got = np.array([[float(x) for x in row[1:]] for row in body],
+                       dtype=np.float32)
+        np.testing.assert_array_equal(got, expected)
+        got_keys = [row[0] for row in body]
+        want_keys = [k for k, n in zip(keys, np.diff(expected_offsets))
+                     for _ in range(n)]
+        self.assertEqual(got_keys, want_keys)
+
+    def test_encode_observations_panel_long_csv(self):
+        channels = ("hr", "spo2")
+        series = self._panel_series(count=25, channels=channels)
+        keys = list(series)
+        lines = ["series,time,channel,value"]
+        for k in keys:  # Contiguous; float seconds times.
+            t, v = series[k]
+            for i in range(len(t)):
+                seconds = f"{t[i] // 10**9}.{t[i] % 10**9:09d}"
+                for c, name in enumerate(channels):
+                    value = "" if np.isnan(v[i, c]) else repr(float(v[i, c]))
+                    lines.append(f"{self._csv_cell(k)},{seconds},{name},{value}")
+        table = self._write_csv("panel_long.csv", "\n".join(lines) + "\n")
+        out = self.path("panel_long_features.npy")
+        result = self.call("encode-observations", "--observations_csv", table,
+                           "--spec", self.PANEL_SPEC,
+                           "--max_call_bytes", 20000, "--out", out)
+        self.assertIn("events", result.stderr)
+        expected, expected_offsets = self._direct_panel(series, channels,
+                                                        long=True)
+        np.testing.assert_array_equal(np.load(out), expected)
+        np.testing.assert_array_equal(
+            np.load(self.path("panel_long_features.series_offsets.npy")),
+            expected_offsets)
+
     def test_describe_prints_ladder(self):
         result = self.call("describe", "--dim", 32, "--num_offsets", 131,
                            "--show_similarity")
