@@ -40,7 +40,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "bench/workload_p.h"
+#include "bench/workload_p_request.h"
 #include "benchmark/benchmark.h"
 #include "client/encoder_client.h"
 

@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "bench/workload_p.h"
+#include "bench/workload_p_request.h"
 #include "client/encoder_client.h"
 #include "client/tensor_io.h"
 #include "gmock/gmock.h"
