@@ -200,10 +200,26 @@ std::string CalendarFieldMeaning(CalendarField field, const CalendarBlock& c) {
 }
 
 void Add(std::vector<SchemaEntry>* schema, int64_t* offset, std::string block,
-         int64_t width, std::string meaning, bool per_channel = false) {
-  schema->push_back(
-      {std::move(block), *offset, width, std::move(meaning), per_channel});
+         int64_t width, std::string meaning, bool per_channel = false,
+         bool names_zone = false) {
+  schema->push_back({std::move(block), *offset, width, std::move(meaning),
+                     per_channel, names_zone});
   *offset += width;
+}
+
+// `out` holds exactly rows · width floats.
+absl::Status CheckOutput(absl::Span<const float> out, int64_t rows, int64_t width) {
+  const auto size = static_cast<int64_t>(out.size());
+  // Compared by division: rows · width can overflow for a hostile caller.
+  const bool fits = width == 0 ? size == 0
+                               : size % width == 0 && size / width == rows;
+  if (!fits) {
+    return InvalidField("features",
+                        absl::StrCat("output holds ", out.size(),
+                                     " floats; rows ", rows, " x width ", width,
+                                     " needed"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -360,11 +376,12 @@ absl::StatusOr<FeatureLayout> TemporalFeatureLayout(
     const std::string zone = cal.time_zone.empty() ? "UTC" : cal.time_zone;
     if (cal.include_utc_offset) {
       Add(&schema, &offset, "calendar.utc_offset", 1,
-          absl::StrCat("hours east of UTC in ", zone));
+          absl::StrCat("hours east of UTC in ", zone), false, /*names_zone=*/true);
     }
     if (cal.include_dst) {
       Add(&schema, &offset, "calendar.dst", 1,
-          absl::StrCat("1 while DST is in effect in ", zone));
+          absl::StrCat("1 while DST is in effect in ", zone), false,
+          /*names_zone=*/true);
     }
     if (cal.holidays.has_value()) {
       const HolidaysBlock& h = *cal.holidays;
@@ -409,20 +426,381 @@ absl::Status EncodeObservations(const TemporalSpec& spec,
                             observations.content.empty()
                                 ? 0
                                 : observations.content_dim));
-  const int64_t rows = observations.num_rows();
-  const int64_t width = layout.width;
-  const auto size = static_cast<int64_t>(out.size());
-  // Compared by division: rows · width can overflow for a hostile caller.
-  const bool fits = width == 0 ? size == 0
-                               : size % width == 0 && size / width == rows;
-  if (!fits) {
-    return InvalidField("features",
-                        absl::StrCat("output holds ", out.size(),
-                                     " floats; rows ", rows, " x width ", width,
-                                     " needed"));
-  }
+  PHASOR_RETURN_IF_ERROR(CheckOutput(out, observations.num_rows(), layout.width));
   return EncodeValidatedObservations(spec, layout, observations, state_in,
                                      options, out, state_out);
+}
+
+namespace {
+
+// Rows encoded together: each block fills its columns for the whole tile
+// before the next block runs, and the tile is converted to float32 at once.
+constexpr int64_t kTileRows = 64;
+
+// What a call prepares once and shares among its series and threads.
+struct Prepared {
+  const TemporalSpec* spec = nullptr;
+  const PanelView* panel = nullptr;
+  absl::Span<const SeriesState* const> states_in;
+  ResolvedBlocks resolved;
+  bool sum = false;
+  int64_t width = 0;
+  int64_t channels = 0;
+  int64_t content_dim = 0;
+  double content_scale = 1.0;
+  std::optional<TimeSinusoid> time;
+  std::optional<Time2Vec> time2vec;
+  std::optional<GapsEncoder> gaps;
+  // One per time zone of the call (the spec's, or the panel's list).
+  std::vector<CalendarEncoder> calendars;
+
+  const SeriesState* state_in(int64_t s) const {
+    return states_in.empty() ? nullptr : states_in[s];
+  }
+  int32_t zone(int64_t s) const {
+    return panel->zone_index.empty() ? 0 : panel->zone_index[s];
+  }
+};
+
+absl::Status Prepare(const TemporalSpec& spec, const FeatureLayout& layout,
+                     const PanelView& panel, absl::Span<const absl::TimeZone> zones,
+                     absl::Span<const SeriesState* const> states_in,
+                     Prepared* p) {
+  const ObservationsView& obs = panel.rows;
+  p->spec = &spec;
+  p->panel = &panel;
+  p->states_in = states_in;
+  p->resolved = Resolve(spec);
+  p->sum = spec.combine == CombineMode::kSum;
+  p->width = layout.width;
+  p->channels = obs.num_channels;
+  p->content_dim = obs.content.empty() ? 0 : obs.content_dim;
+  p->content_scale = spec.content.has_value() ? spec.content->scale : 1.0;
+  const ResolvedBlocks& r = p->resolved;
+  if (r.time.has_value()) {
+    p->time.emplace(r.time->dim, r.time->min_period_seconds,
+                    r.time->max_period_seconds);
+  }
+  if (spec.time2vec.has_value()) p->time2vec.emplace(*spec.time2vec);
+  if (r.gaps.has_value()) p->gaps.emplace(*r.gaps, p->channels);
+  if (spec.calendar.has_value()) {
+    const int64_t d_model = p->sum ? spec.d_model : 0;
+    if (zones.empty()) {
+      PHASOR_ASSIGN_OR_RETURN(
+          const absl::TimeZone zone,
+          LoadIanaTimeZone(spec.calendar->time_zone,
+                           "spec.temporal.calendar.time_zone"));
+      p->calendars.emplace_back(*spec.calendar, zone, d_model,
+                                /*max_table_rows=*/obs.num_rows());
+    } else {
+      // SUM tables of all zones together stay within the output's rows.
+      const int64_t table_rows =
+          obs.num_rows() / static_cast<int64_t>(zones.size());
+      p->calendars.reserve(zones.size());
+      for (const absl::TimeZone& zone : zones) {
+        p->calendars.emplace_back(*spec.calendar, zone, d_model, table_rows);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A series' origins, from its state or its first row.
+struct SeriesOrigins {
+  int64_t time = 0;
+  int64_t time2vec = 0;
+  int64_t gaps = 0;
+};
+
+SeriesOrigins OriginsOf(const Prepared& p, int64_t s) {
+  const SeriesState* state = p.state_in(s);
+  const int64_t begin = p.panel->series_offsets[s];
+  const int64_t end = p.panel->series_offsets[s + 1];
+  const int64_t first_ns = state != nullptr && state->has_rows
+                               ? state->first_timestamp_ns
+                               : (end > begin ? p.panel->rows.row_times()[begin] : 0);
+  SeriesOrigins o;
+  const ResolvedBlocks& r = p.resolved;
+  if (r.time.has_value()) {
+    o.time = ResolveOriginNs(r.time->origin, r.time->origin_ns, first_ns);
+  }
+  if (p.spec->time2vec.has_value()) {
+    o.time2vec = ResolveOriginNs(p.spec->time2vec->origin,
+                                 p.spec->time2vec->origin_ns, first_ns);
+  }
+  if (r.gaps.has_value()) {
+    o.gaps = ResolveOriginNs(r.gaps->origin, r.gaps->origin_ns, first_ns);
+  }
+  return o;
+}
+
+// Sets `tracker` to the memory of series s before its first row.
+void StartSeries(const Prepared& p, int64_t s, GapTracker* tracker) {
+  const SeriesState* state = p.state_in(s);
+  if (state != nullptr) {
+    tracker->Reset(*state);
+  } else {
+    tracker->Reset(p.channels);
+  }
+}
+
+// One thread's working memory, allocated once per chunk.
+class ChunkScratch {
+ public:
+  explicit ChunkScratch(const Prepared& p)
+      : tile_(static_cast<size_t>(kTileRows * p.width)),
+        term_(p.sum ? static_cast<size_t>(kTileRows * p.width) : 0),
+        writers_(p.calendars.size()),
+        calendars_(&p.calendars) {}
+
+  double* tile() { return tile_.data(); }
+  double* term() { return term_.data(); }
+  GapTracker& tracker() { return tracker_; }
+  // The calendar writer of zone z, made on first use; null without a
+  // calendar block.
+  CalendarEncoder::Writer* writer(int32_t z) {
+    if (writers_.empty()) return nullptr;
+    if (!writers_[z].has_value()) writers_[z].emplace((*calendars_)[z]);
+    return &*writers_[z];
+  }
+
+ private:
+  std::vector<double> tile_;
+  std::vector<double> term_;
+  GapTracker tracker_{0};
+  std::vector<std::optional<CalendarEncoder::Writer>> writers_;
+  const std::vector<CalendarEncoder>* calendars_;
+};
+
+// Encodes rows [begin, begin + n) of one series (n <= kTileRows) into
+// out[begin · width ...]. With `track`, scratch's tracker holds the series'
+// memory before `begin` and is advanced past the tile.
+void EncodeTile(const Prepared& p, const SeriesOrigins& o, int64_t begin,
+                int64_t n, bool track, CalendarEncoder::Writer* writer,
+                ChunkScratch* scratch, float* out) {
+  const ObservationsView& obs = p.panel->rows;
+  const absl::Span<const int64_t> times = obs.row_times();
+  const TemporalSpec& s = *p.spec;
+  const int64_t width = p.width;
+  const int64_t channels = p.channels;
+  double* const tile = scratch->tile();
+  double* const term = scratch->term();
+  // CONCAT: each block writes its columns of row i at tile + i·width +
+  // column. SUM: each block writes row i at term + i·width (all d_model
+  // columns), which is then added to the tile, in block order.
+  int64_t column = 0;
+  const auto target = [&](int64_t i) {
+    return p.sum ? term + i * width : tile + i * width + column;
+  };
+  const auto done = [&](int64_t block_width) {
+    if (p.sum) {
+      for (int64_t k = 0; k < n * width; ++k) tile[k] += term[k];
+    } else {
+      column += block_width;
+    }
+  };
+  if (p.sum) std::fill(tile, tile + n * width, 0.0);
+
+  if (s.content.has_value()) {
+    if (p.content_dim > 0) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float* src = obs.content.data() + (begin + i) * p.content_dim;
+        double* dst = target(i);
+        for (int64_t j = 0; j < p.content_dim; ++j) {
+          dst[j] = static_cast<double>(src[j]) * p.content_scale;
+        }
+      }
+      done(p.content_dim);
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        double* dst = target(i);
+        for (int64_t c = 0; c < channels; ++c) {
+          double value = 0.0;
+          const bool observed = obs.ObservedAt(begin + i, c, &value);
+          dst[c] = observed ? value : 0.0;
+          dst[channels + c] = observed ? 1.0 : 0.0;
+        }
+      }
+      done(2 * channels);
+    }
+  }
+  if (p.time.has_value()) {
+    for (int64_t i = 0; i < n; ++i) {
+      p.time->Encode(ElapsedNs(times[begin + i], o.time), target(i));
+    }
+    done(p.time->dim());
+  }
+  if (p.time2vec.has_value()) {
+    for (int64_t i = 0; i < n; ++i) {
+      p.time2vec->Encode(ElapsedNs(times[begin + i], o.time2vec), target(i));
+    }
+    done(p.time2vec->width());
+  }
+  GapTracker& tracker = scratch->tracker();
+  if (p.gaps.has_value()) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t r = begin + i;
+      tracker.BeginRow(times[r]);
+      p.gaps->EncodeRow(tracker, obs, r, times[r], o.gaps, target(i));
+      tracker.ObserveRow(obs, r);
+    }
+    done(p.gaps->width());
+  } else if (track) {
+    for (int64_t r = begin; r < begin + n; ++r) {
+      tracker.BeginRow(times[r]);
+      tracker.ObserveRow(obs, r);
+    }
+  }
+  if (writer != nullptr) {
+    for (int64_t i = 0; i < n; ++i) writer->Encode(times[begin + i], target(i));
+    done(p.calendars.front().width());
+  }
+  float* dst = out + begin * width;
+  for (int64_t k = 0; k < n * width; ++k) dst[k] = static_cast<float>(tile[k]);
+}
+
+}  // namespace
+
+absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
+                                  const FeatureLayout& layout,
+                                  const PanelView& panel,
+                                  absl::Span<const absl::TimeZone> zones,
+                                  absl::Span<const SeriesState* const> states_in,
+                                  const ExecutionOptions& options,
+                                  absl::Span<float> out,
+                                  absl::Span<SeriesState> states_out) {
+  Prepared p;
+  PHASOR_RETURN_IF_ERROR(Prepare(spec, layout, panel, zones, states_in, &p));
+  const ObservationsView& obs = panel.rows;
+  const absl::Span<const int64_t> times = obs.row_times();
+  const absl::Span<const int64_t> offsets = panel.series_offsets;
+  const int64_t num_series = panel.num_series();
+  const int64_t rows = obs.num_rows();
+  const int64_t width = p.width;
+  const bool write_states = !states_out.empty();
+  assert(static_cast<int64_t>(out.size()) == rows * width);
+  assert(!write_states || static_cast<int64_t>(states_out.size()) == num_series);
+
+  // Early stop is polled about once per grain of work: per output row the
+  // work is `width` values, per serial-pass row it is the channels visited.
+  const int64_t grain = std::max<int64_t>(options.grain_elements, 1);
+  const int64_t rows_per_poll =
+      std::max<int64_t>(1, grain / std::max<int64_t>(width, 1));
+  const int64_t observe_cost = obs.layout == ObservationLayout::kWide
+                                   ? std::max<int64_t>(p.channels, 1)
+                                   : 1;
+  const int64_t serial_rows_per_poll = std::max<int64_t>(1, grain / observe_cost);
+  const auto cancelled = [] {
+    return absl::CancelledError(
+        "stopped early: the caller no longer wants the result");
+  };
+
+  // Polls fall between tiles, so a tile is at most a poll's worth of rows.
+  const int64_t tile_rows = std::min(kTileRows, rows_per_poll);
+  const ChunkPlan plan = PlanChunks(options, rows, width);
+  const bool parallel = plan.chunks > 1;
+  // With several chunks, a serial pass over the gaps memory comes first: it
+  // records the memory where each chunk begins (the chunk then continues the
+  // series it starts in from there) and every series' final state. With one
+  // chunk, the encoding pass does both.
+  std::vector<GapTracker> chunk_start;
+  if (parallel && (p.gaps.has_value() || write_states)) {
+    GapTracker walker(0);
+    int64_t next_chunk = 0;
+    int64_t since_poll = 0;
+    for (int64_t s = 0; s < num_series; ++s) {
+      StartSeries(p, s, &walker);
+      for (int64_t r = offsets[s]; r < offsets[s + 1]; ++r) {
+        if (++since_poll >= serial_rows_per_poll) {
+          since_poll = 0;
+          if (StopRequested(options)) return cancelled();
+        }
+        if (p.gaps.has_value() && next_chunk < plan.chunks &&
+            r == plan.begin(next_chunk)) {
+          chunk_start.push_back(walker);
+          ++next_chunk;
+        }
+        walker.BeginRow(times[r]);
+        walker.ObserveRow(obs, r);
+      }
+      if (write_states) walker.ToState(&states_out[s]);
+    }
+  }
+
+  std::atomic<bool> stopped{false};
+  const bool track = p.gaps.has_value() || (write_states && !parallel);
+  const auto encode_chunk = [&](int64_t begin, int64_t end) {
+    ChunkScratch scratch(p);
+    // In parallel, from the series holding row `begin` (empty series hold
+    // none) to the last one starting before `end`; serially, every series,
+    // so that empty ones get their states too.
+    int64_t s = parallel ? std::upper_bound(offsets.begin(), offsets.end(), begin) -
+                               offsets.begin() - 1
+                         : 0;
+    int64_t since_poll = rows_per_poll;  // Poll before the first tile.
+    for (; s < num_series; ++s) {
+      if (parallel && offsets[s] >= end) break;
+      const int64_t lo = std::max(begin, offsets[s]);
+      const int64_t hi = std::min(end, offsets[s + 1]);
+      if (track) {
+        if (lo == offsets[s]) {
+          StartSeries(p, s, &scratch.tracker());
+        } else {
+          scratch.tracker() = chunk_start[begin / plan.step];
+        }
+      }
+      const SeriesOrigins origins = OriginsOf(p, s);
+      CalendarEncoder::Writer* writer = scratch.writer(p.zone(s));
+      for (int64_t r = lo; r < hi; r += tile_rows) {
+        if (since_poll >= rows_per_poll) {
+          since_poll = 0;
+          if (stopped.load(std::memory_order_relaxed) || StopRequested(options)) {
+            stopped.store(true, std::memory_order_relaxed);
+            return;
+          }
+        }
+        const int64_t n = std::min(tile_rows, hi - r);
+        EncodeTile(p, origins, r, n, track, writer, &scratch, out.data());
+        since_poll += n;
+      }
+      if (write_states && !parallel) scratch.tracker().ToState(&states_out[s]);
+    }
+  };
+  if (parallel) {
+    RunChunks(plan, rows, encode_chunk);
+  } else {
+    encode_chunk(0, rows);
+  }
+  if (stopped.load()) return cancelled();
+  return absl::OkStatus();
+}
+
+absl::Status EncodePanel(const TemporalSpec& spec, const PanelView& panel,
+                         absl::Span<const absl::TimeZone> zones,
+                         absl::Span<const SeriesState* const> states_in,
+                         const ExecutionOptions& options, absl::Span<float> out,
+                         absl::Span<SeriesState> states_out) {
+  PHASOR_RETURN_IF_ERROR(ValidateTemporalSpec(spec));
+  if (!zones.empty() && !spec.calendar.has_value()) {
+    return InvalidField("observations.time_zones",
+                        "per-series time zones need a calendar block");
+  }
+  PHASOR_RETURN_IF_ERROR(ValidatePanel(panel, states_in,
+                                       static_cast<int64_t>(zones.size())));
+  const ObservationsView& rows = panel.rows;
+  PHASOR_ASSIGN_OR_RETURN(
+      const FeatureLayout layout,
+      TemporalFeatureLayout(spec, rows.num_channels,
+                            rows.content.empty() ? 0 : rows.content_dim));
+  PHASOR_RETURN_IF_ERROR(CheckOutput(out, rows.num_rows(), layout.width));
+  if (!states_out.empty() &&
+      static_cast<int64_t>(states_out.size()) != panel.num_series()) {
+    return InvalidField("states", absl::StrCat("output holds ", states_out.size(),
+                                               " states for ", panel.num_series(),
+                                               " series"));
+  }
+  return EncodeValidatedPanel(spec, layout, panel, zones, states_in, options, out,
+                              states_out);
 }
 
 absl::Status EncodeValidatedObservations(const TemporalSpec& spec,
@@ -432,166 +810,18 @@ absl::Status EncodeValidatedObservations(const TemporalSpec& spec,
                                          const ExecutionOptions& options,
                                          absl::Span<float> out,
                                          SeriesState* state_out) {
-  const int64_t channels = observations.num_channels;
-  const int64_t content_dim =
-      observations.content.empty() ? 0 : observations.content_dim;
-  const int64_t rows = observations.num_rows();
-  const int64_t width = layout.width;
-  assert(static_cast<int64_t>(out.size()) == rows * width);
-
-  const TemporalSpec& s = spec;
-  const ResolvedBlocks r = Resolve(spec);
-  const bool sum = s.combine == CombineMode::kSum;
-  const absl::Span<const int64_t> times = observations.row_times();
-  const GapTracker start =
-      state_in != nullptr ? GapTracker(*state_in) : GapTracker(channels);
-  const int64_t first_ns =
-      start.has_rows() ? start.first_timestamp_ns() : (rows > 0 ? times[0] : 0);
-
-  // Per-request tables.
-  std::optional<TimeSinusoid> time;
-  int64_t time_origin_ns = 0;
-  if (r.time.has_value()) {
-    time.emplace(r.time->dim, r.time->min_period_seconds,
-                 r.time->max_period_seconds);
-    time_origin_ns =
-        ResolveOriginNs(r.time->origin, r.time->origin_ns, first_ns);
-  }
-  std::optional<Time2Vec> time2vec;
-  int64_t time2vec_origin_ns = 0;
-  if (s.time2vec.has_value()) {
-    time2vec.emplace(*s.time2vec);
-    time2vec_origin_ns =
-        ResolveOriginNs(s.time2vec->origin, s.time2vec->origin_ns, first_ns);
-  }
-  std::optional<GapsEncoder> gaps;
-  if (r.gaps.has_value()) {
-    gaps.emplace(*r.gaps, channels,
-                 ResolveOriginNs(r.gaps->origin, r.gaps->origin_ns, first_ns));
-  }
-  std::optional<CalendarEncoder> calendar;
-  if (s.calendar.has_value()) {
-    PHASOR_ASSIGN_OR_RETURN(
-        const absl::TimeZone zone,
-        LoadIanaTimeZone(s.calendar->time_zone, "spec.temporal.calendar.time_zone"));
-    calendar.emplace(*s.calendar, zone, sum ? s.d_model : 0,
-                     /*max_table_rows=*/rows);
-  }
-
-  // Early stop is polled about once per grain of work: per output row the
-  // work is `width` values, per serial-pass row it is the channels visited.
-  const int64_t grain = std::max<int64_t>(options.grain_elements, 1);
-  const int64_t rows_per_poll = std::max<int64_t>(1, grain / std::max<int64_t>(width, 1));
-  const int64_t observe_cost =
-      observations.layout == ObservationLayout::kWide ? std::max<int64_t>(channels, 1) : 1;
-  const int64_t serial_rows_per_poll = std::max<int64_t>(1, grain / observe_cost);
-  const auto cancelled = [] {
-    return absl::CancelledError(
-        "stopped early: the caller no longer wants the result");
-  };
-
-  // Serial pass: the gaps memory, checkpointed every `stride` rows so each
-  // parallel chunk can start from the nearest checkpoint at or before it.
-  // A checkpoint holds C channel records, so with many channels there are
-  // fewer of them (chunks then replay more rows, O(1) each for events).
-  const int64_t max_checkpoints = std::clamp<int64_t>(
-      kMaxCheckpointChannels / std::max<int64_t>(channels, 1), 1, 256);
-  const int64_t stride =
-      std::max<int64_t>(256, (rows + max_checkpoints - 1) / max_checkpoints);
-  std::vector<GapTracker> checkpoints;
-  GapTracker walker = start;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (r % serial_rows_per_poll == 0 && StopRequested(options)) return cancelled();
-    if (gaps.has_value() && r % stride == 0) checkpoints.push_back(walker);
-    walker.BeginRow(times[r]);
-    walker.ObserveRow(observations, r);
-  }
-
-  const double content_scale = s.content.has_value() ? s.content->scale : 1.0;
-  std::atomic<bool> stopped{false};
-  ParallelFor(options, rows, width, [&](int64_t begin, int64_t end) {
-    std::vector<double> row(static_cast<size_t>(width));
-    std::vector<double> term(sum ? static_cast<size_t>(width) : 0);
-    std::optional<GapTracker> tracker;
-    if (gaps.has_value()) {
-      const int64_t checkpoint = begin / stride;
-      tracker.emplace(checkpoints[checkpoint]);
-      for (int64_t r = checkpoint * stride; r < begin; ++r) {
-        tracker->BeginRow(times[r]);
-        tracker->ObserveRow(observations, r);
-      }
-    }
-    std::optional<CalendarEncoder::Writer> calendar_writer;
-    if (calendar.has_value()) calendar_writer.emplace(*calendar);
-
-    for (int64_t r = begin; r < end; ++r) {
-      if ((r - begin) % rows_per_poll == 0 &&
-          (stopped.load(std::memory_order_relaxed) || StopRequested(options))) {
-        stopped.store(true, std::memory_order_relaxed);
-        return;
-      }
-      const int64_t t = times[r];
-      if (tracker.has_value()) tracker->BeginRow(t);
-      double* p = row.data();
-      // CONCAT: each block writes its own columns and advances p.
-      // SUM: each block writes `term`, which is added to the row.
-      auto emit = [&](int64_t block_width) {
-        if (sum) {
-          for (int64_t j = 0; j < width; ++j) row[j] += term[j];
-        } else {
-          p += block_width;
-        }
-      };
-      double* target = sum ? term.data() : p;
-      if (sum) std::fill(row.begin(), row.end(), 0.0);
-
-      if (s.content.has_value()) {
-        target = sum ? term.data() : p;
-        if (content_dim > 0) {
-          const float* src = observations.content.data() + r * content_dim;
-          for (int64_t j = 0; j < content_dim; ++j) {
-            target[j] = static_cast<double>(src[j]) * content_scale;
-          }
-          emit(content_dim);
-        } else {
-          for (int64_t c = 0; c < channels; ++c) {
-            double value = 0.0;
-            const bool observed = observations.ObservedAt(r, c, &value);
-            target[c] = observed ? value : 0.0;
-            target[channels + c] = observed ? 1.0 : 0.0;
-          }
-          emit(2 * channels);
-        }
-      }
-      if (time.has_value()) {
-        target = sum ? term.data() : p;
-        time->Encode(ElapsedNs(t, time_origin_ns), target);
-        emit(time->dim());
-      }
-      if (time2vec.has_value()) {
-        target = sum ? term.data() : p;
-        time2vec->Encode(ElapsedNs(t, time2vec_origin_ns), target);
-        emit(time2vec->width());
-      }
-      if (gaps.has_value()) {
-        target = sum ? term.data() : p;
-        gaps->EncodeRow(*tracker, observations, r, t, target);
-        emit(gaps->width());
-      }
-      if (calendar_writer.has_value()) {
-        target = sum ? term.data() : p;
-        calendar_writer->Encode(t, target);
-        emit(calendar->width());
-      }
-
-      float* dst = out.data() + r * width;
-      for (int64_t j = 0; j < width; ++j) dst[j] = static_cast<float>(row[j]);
-      if (tracker.has_value()) tracker->ObserveRow(observations, r);
-    }
-  });
-
-  if (stopped.load()) return cancelled();
-  if (state_out != nullptr) *state_out = walker.ToState();
+  const int64_t offsets[] = {0, observations.num_rows()};
+  const PanelView panel{observations, offsets, {}};
+  const SeriesState* const states_in[] = {state_in};
+  // state_out may be state_in, which the encoding reads until it ends.
+  SeriesState result;
+  PHASOR_RETURN_IF_ERROR(EncodeValidatedPanel(
+      spec, layout, panel, /*zones=*/{},
+      state_in != nullptr ? absl::MakeConstSpan(states_in)
+                          : absl::Span<const SeriesState* const>(),
+      options, out,
+      state_out != nullptr ? absl::MakeSpan(&result, 1) : absl::Span<SeriesState>()));
+  if (state_out != nullptr) *state_out = std::move(result);
   return absl::OkStatus();
 }
 

@@ -21,20 +21,29 @@
 // it back with the next chunk gives the same bytes as one call on the whole
 // series, for any split. The FIRST_OBSERVATION origin travels in the state.
 //
-// Determinism: the gaps memory is advanced in one serial pass that records
-// checkpoints; rows are then encoded in parallel (ParallelFor over rows, one
-// writer per row), each chunk replaying from its checkpoint. Every row is a
-// pure function of its inputs and the state before it, so output bytes are
-// identical for any thread count and any chunking.
+// Panels: EncodePanel encodes S series of the same channels in one call
+// (observations.h PanelView), each with its own state in and out and,
+// optionally, its own time zone. Each series' features are the bytes a call
+// with that series alone gives.
+//
+// Determinism: rows of all series are split into contiguous chunks
+// (ParallelFor's plan, one writer per row). With one chunk a single pass
+// encodes the rows and advances each series' gaps memory. With several, a
+// serial pass over the gaps memory first records where each chunk begins and
+// every series' final state; each chunk then continues the series it starts
+// in from there. Every row is a pure function of its inputs and the memory
+// before it, so output bytes are identical for any thread count, chunking or
+// grouping of series into panels.
 //
 // Early stop: EncodeObservations polls options.stop_requested
 // (core/parallel.h) between blocks of about grain_elements outputs and, once
 // it returns true, returns CANCELLED with the output unspecified.
 //
-// Memory: besides the output, a call holds O(C) state per thread, at most
-// kMaxCheckpointChannels channel records of gaps checkpoints, and per-request
-// tables sized by the spec's widths; SUM calendar tables are built only while
-// they hold no more values than the output (calendar.h).
+// Memory: besides the output (features and states), a call holds per thread
+// a tile of 64 rows, O(C) gaps memory and a calendar writer per time zone
+// used, one O(C) gaps record per chunk, and per-request tables sized by the
+// spec's widths; SUM calendar tables are built only while they hold no more
+// values than the output (calendar.h). Nothing is allocated per series.
 //
 // Thread-safety: all functions are reentrant; concurrent calls are safe.
 #ifndef PHASOR_CORE_COMPOSE_H_
@@ -48,6 +57,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "core/calendar.h"
 #include "core/continuous_time.h"
@@ -85,6 +95,8 @@ struct SchemaEntry {
   // The columns run over the C channels in order (values, mask, per-channel
   // gaps), so a caller may append its channel names to the meaning.
   bool per_channel = false;
+  // The meaning names the spec's calendar time zone (UTC offset, DST).
+  bool names_zone = false;
 };
 
 struct FeatureLayout {
@@ -132,9 +144,31 @@ absl::Status EncodeValidatedObservations(const TemporalSpec& spec,
                                          absl::Span<float> out,
                                          SeriesState* state_out);
 
-// Upper bound on the channel records gaps checkpoints may hold in one call
-// (about 40 MB): with many channels, checkpoints are taken less often.
-inline constexpr int64_t kMaxCheckpointChannels = int64_t{1} << 20;
+// Writes the features of every series of `panel`, stacked in row order,
+// into `out` ([rows, F]) and, when `states_out` is non-empty (S entries,
+// none of them one of `states_in`), each series' state after its last row.
+// `states_in` is empty (all series new) or holds S entries, null for a new
+// series. `zones` lists the time zones `panel.zone_index` points into; when
+// it is empty every series uses the spec's calendar zone. Validates like
+// EncodeObservations (ValidatePanel for the panel; errors name
+// observations.series[s]...).
+absl::Status EncodePanel(const TemporalSpec& spec, const PanelView& panel,
+                         absl::Span<const absl::TimeZone> zones,
+                         absl::Span<const SeriesState* const> states_in,
+                         const ExecutionOptions& options, absl::Span<float> out,
+                         absl::Span<SeriesState> states_out);
+
+// EncodePanel for a caller that validated everything itself (the server):
+// spec, ValidatePanel(panel, states_in, zones.size()), layout and sizes.
+// Returns OK, or CANCELLED when options.stop_requested stopped it.
+absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
+                                  const FeatureLayout& layout,
+                                  const PanelView& panel,
+                                  absl::Span<const absl::TimeZone> zones,
+                                  absl::Span<const SeriesState* const> states_in,
+                                  const ExecutionOptions& options,
+                                  absl::Span<float> out,
+                                  absl::Span<SeriesState> states_out);
 
 }  // namespace phasor
 

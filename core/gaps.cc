@@ -52,19 +52,32 @@ int64_t GapsWidth(const GapsBlock& block, int64_t num_channels) {
   return width;
 }
 
-GapTracker::GapTracker(int64_t num_channels) : channels_(num_channels) {}
+GapTracker::GapTracker(int64_t num_channels) { Reset(num_channels); }
 
-GapTracker::GapTracker(const SeriesState& state)
-    : has_rows_(state.has_rows),
-      first_ns_(state.first_timestamp_ns),
-      last_ns_(state.last_timestamp_ns),
-      channels_(state.channels.size()) {
+GapTracker::GapTracker(const SeriesState& state) { Reset(state); }
+
+void GapTracker::Reset(int64_t num_channels) {
+  has_rows_ = false;
+  first_ns_ = 0;
+  last_ns_ = 0;
+  has_previous_row_ = false;
+  previous_row_ns_ = 0;
+  channels_.assign(static_cast<size_t>(num_channels), Channel{});
+  current_.clear();
+}
+
+void GapTracker::Reset(const SeriesState& state) {
+  Reset(static_cast<int64_t>(state.channels.size()));
+  has_rows_ = state.has_rows;
+  first_ns_ = state.first_timestamp_ns;
+  last_ns_ = state.last_timestamp_ns;
   for (size_t c = 0; c < state.channels.size(); ++c) {
     const ChannelState& in = state.channels[c];
     Channel& ch = channels_[c];
     if (in.seen && in.last_seen_ns == state.last_timestamp_ns) {
       ch.current_seen = true;
       ch.current_value = in.last_value;
+      if (current_.capacity() == 0) current_.reserve(channels_.size());
       current_.push_back(static_cast<int64_t>(c));
       ch.history_seen = in.seen_before_last;
       ch.history_ns = in.before_last_seen_ns;
@@ -83,27 +96,31 @@ GapTracker::GapTracker(const SeriesState& state)
 
 SeriesState GapTracker::ToState() const {
   SeriesState state;
-  state.has_rows = has_rows_;
-  state.first_timestamp_ns = first_ns_;
-  state.last_timestamp_ns = last_ns_;
-  state.channels.resize(channels_.size());
+  ToState(&state);
+  return state;
+}
+
+void GapTracker::ToState(SeriesState* out) const {
+  out->has_rows = has_rows_;
+  out->first_timestamp_ns = first_ns_;
+  out->last_timestamp_ns = last_ns_;
+  out->channels.resize(channels_.size());
   for (size_t c = 0; c < channels_.size(); ++c) {
     const Channel& ch = channels_[c];
-    ChannelState& out = state.channels[c];
-    out.seen_before_last = ch.history_seen;
-    out.before_last_seen_ns = ch.history_ns;
-    out.before_last_value = ch.history_value;
+    ChannelState& channel = out->channels[c];
+    channel.seen_before_last = ch.history_seen;
+    channel.before_last_seen_ns = ch.history_ns;
+    channel.before_last_value = ch.history_value;
     if (ch.current_seen) {
-      out.seen = true;
-      out.last_seen_ns = last_ns_;
-      out.last_value = ch.current_value;
+      channel.seen = true;
+      channel.last_seen_ns = last_ns_;
+      channel.last_value = ch.current_value;
     } else {
-      out.seen = ch.history_seen;
-      out.last_seen_ns = ch.history_ns;
-      out.last_value = ch.history_value;
+      channel.seen = ch.history_seen;
+      channel.last_seen_ns = ch.history_ns;
+      channel.last_value = ch.history_value;
     }
   }
-  return state;
 }
 
 void GapTracker::BeginRow(int64_t t_ns) {
@@ -154,11 +171,9 @@ void GapTracker::ObserveRow(const ObservationsView& observations, int64_t row) {
   }
 }
 
-GapsEncoder::GapsEncoder(const GapsBlock& block, int64_t num_channels,
-                         int64_t origin_ns)
+GapsEncoder::GapsEncoder(const GapsBlock& block, int64_t num_channels)
     : block_(block),
       num_channels_(num_channels),
-      origin_ns_(origin_ns),
       value_width_(GapValueWidth(block)),
       width_(GapsWidth(block, num_channels)),
       unit_ns_(block.unit_seconds * 1e9) {
@@ -186,13 +201,14 @@ void GapsEncoder::Transform(__int128 gap_ns, double* out) const {
 
 void GapsEncoder::EncodeRow(const GapTracker& tracker,
                             const ObservationsView& observations, int64_t row,
-                            int64_t t_ns, double* out) const {
+                            int64_t t_ns, int64_t origin_ns,
+                            double* out) const {
   const bool flag_policy =
       block_.first_observation == FirstObservationPolicy::kFlag;
   // The gap to use when there is no earlier event.
   const __int128 no_history_gap =
       block_.first_observation == FirstObservationPolicy::kSinceOrigin
-          ? ElapsedNs(t_ns, origin_ns_)
+          ? ElapsedNs(t_ns, origin_ns)
           : 0;
   double* p = out;
   if (block_.global_delta) {

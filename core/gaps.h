@@ -82,7 +82,14 @@ class GapTracker final {
   // REQUIRES: ValidateSeriesState(state, ...).ok().
   explicit GapTracker(const SeriesState& state);
 
+  // Start over, as the constructors do, keeping the storage (a panel reuses
+  // one tracker for all its series).
+  void Reset(int64_t num_channels);
+  void Reset(const SeriesState& state);
+
   SeriesState ToState() const;
+  // Writes the state into *out, reusing its storage.
+  void ToState(SeriesState* out) const;
 
   bool has_rows() const { return has_rows_; }
   int64_t first_timestamp_ns() const { return first_ns_; }
@@ -123,20 +130,21 @@ class GapTracker final {
   std::vector<int64_t> current_;  // Channels with current_seen set.
 };
 
-// The gaps block, prepared once per request.
+// The gaps block, prepared once per request and shared by its series.
 class GapsEncoder final {
  public:
-  // `origin_ns` is the resolved SINCE_ORIGIN origin.
   // REQUIRES: ValidateGapsBlock(block, ...).ok().
-  GapsEncoder(const GapsBlock& block, int64_t num_channels, int64_t origin_ns);
+  GapsEncoder(const GapsBlock& block, int64_t num_channels);
 
   int64_t width() const { return width_; }
 
-  // Writes width() values for row `row` at time t_ns.
+  // Writes width() values for row `row` at time t_ns. `origin_ns` is the
+  // series' resolved SINCE_ORIGIN origin.
   // REQUIRES: tracker.BeginRow(t_ns) called for this row and ObserveRow not
   // yet.
   void EncodeRow(const GapTracker& tracker, const ObservationsView& observations,
-                 int64_t row, int64_t t_ns, double* out) const;
+                 int64_t row, int64_t t_ns, int64_t origin_ns,
+                 double* out) const;
 
  private:
   // Writes the transformed gap (value_width_ values).
@@ -144,7 +152,6 @@ class GapsEncoder final {
 
   GapsBlock block_;
   int64_t num_channels_;
-  int64_t origin_ns_;
   int64_t value_width_;
   int64_t width_;
   double unit_ns_;

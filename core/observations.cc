@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "core/errors.h"
 #include "core/status_macros.h"
 
@@ -184,6 +185,119 @@ absl::Status ValidateObservations(const ObservationsView& observations,
   return CheckContent(observations, field_prefix);
 }
 
+ObservationsView PanelView::Series(int64_t s) const {
+  const int64_t begin = series_offsets[s];
+  const int64_t n = series_offsets[s + 1] - begin;
+  const int64_t c = rows.num_channels;
+  ObservationsView out = rows;
+  if (rows.layout == ObservationLayout::kWide) {
+    out.timestamps = rows.timestamps.subspan(begin, n);
+    if (!rows.values.f64.empty()) out.values.f64 = rows.values.f64.subspan(begin * c, n * c);
+    if (!rows.values.f32.empty()) out.values.f32 = rows.values.f32.subspan(begin * c, n * c);
+    if (!rows.mask.empty()) out.mask = rows.mask.subspan(begin * c, n * c);
+  } else {
+    out.event_times = rows.event_times.subspan(begin, n);
+    out.event_channels = rows.event_channels.subspan(begin, n);
+    const ValuesView& v = rows.event_values;
+    if (!v.f64.empty()) out.event_values.f64 = v.f64.subspan(begin, n);
+    if (!v.f32.empty()) out.event_values.f32 = v.f32.subspan(begin, n);
+  }
+  if (!rows.content.empty()) {
+    out.content = rows.content.subspan(begin * rows.content_dim, n * rows.content_dim);
+  }
+  return out;
+}
+
+absl::Status ValidatePanel(const PanelView& panel,
+                           absl::Span<const SeriesState* const> states,
+                           int64_t num_zones, absl::string_view prefix,
+                           absl::string_view states_prefix) {
+  const ObservationsView& all = panel.rows;
+  const int64_t rows = all.num_rows();
+  const absl::Span<const int64_t> offsets = panel.series_offsets;
+  if (offsets.size() < 2) {
+    return InvalidField(Field(prefix, "series_offsets"),
+                        absl::StrCat("needs S + 1 >= 2 entries, got ", offsets.size()));
+  }
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    const int64_t o = offsets[i];
+    const bool ok = i == 0                    ? o == 0
+                    : i + 1 == offsets.size() ? o == rows && o >= offsets[i - 1]
+                                              : o >= offsets[i - 1] && o <= rows;
+    if (!ok) {
+      return InvalidField(
+          Indexed(prefix, "series_offsets", static_cast<int64_t>(i)),
+          absl::StrCat("is ", o, "; offsets start at 0, never decrease and end "
+                       "at the row count ", rows));
+    }
+  }
+  // The shapes the slices rely on; each series' own checks follow.
+  const int64_t c = all.num_channels;
+  if (c < 0 || c > kMaxChannels) {
+    return InvalidField(Field(prefix, "num_channels"),
+                        absl::StrCat("must be in [0, ", kMaxChannels, "], got ", c));
+  }
+  const int64_t cells = all.layout == ObservationLayout::kWide ? rows * c : rows;
+  const ValuesView& values =
+      all.layout == ObservationLayout::kWide ? all.values : all.event_values;
+  if ((!values.f64.empty() && static_cast<int64_t>(values.f64.size()) != cells) ||
+      (!values.f32.empty() && static_cast<int64_t>(values.f32.size()) != cells) ||
+      (all.layout == ObservationLayout::kWide && c > 0 && values.size() != cells)) {
+    return InvalidField(
+        Field(prefix, all.layout == ObservationLayout::kWide ? "values" : "event_values"),
+        absl::StrCat("has ", values.size(), " values; expected ", cells));
+  }
+  if (!all.mask.empty() && static_cast<int64_t>(all.mask.size()) != cells) {
+    return InvalidField(Field(prefix, "mask"),
+                        absl::StrCat("has ", all.mask.size(), " entries; expected ", cells));
+  }
+  if (all.layout == ObservationLayout::kLong &&
+      static_cast<int64_t>(all.event_channels.size()) != rows) {
+    return InvalidField(Field(prefix, "event_channels"),
+                        absl::StrCat("has ", all.event_channels.size(),
+                                     " entries; expected one per event (", rows, ")"));
+  }
+  PHASOR_RETURN_IF_ERROR(CheckContent(all, prefix));
+  const int64_t num_series = panel.num_series();
+  if (!panel.zone_index.empty() || num_zones > 0) {
+    if (static_cast<int64_t>(panel.zone_index.size()) != num_series) {
+      return InvalidField(Field(prefix, "time_zone_index"),
+                          absl::StrCat("has ", panel.zone_index.size(),
+                                       " entries; expected one per series (",
+                                       num_series, ")"));
+    }
+    for (int64_t s = 0; s < num_series; ++s) {
+      const int32_t z = panel.zone_index[s];
+      if (z < 0 || z >= num_zones) {
+        return InvalidField(Indexed(prefix, "time_zone_index", s),
+                            absl::StrCat(z, " is not an index into the ", num_zones,
+                                         " time zones"));
+      }
+    }
+  }
+  if (!states.empty() && static_cast<int64_t>(states.size()) != num_series) {
+    return InvalidField(states_prefix,
+                        absl::StrCat("has ", states.size(),
+                                     " entries; expected none or one per series (",
+                                     num_series, ")"));
+  }
+  // Each series is checked under the plain prefix, and checked again under
+  // its own name only to report an error: no string is built per series.
+  for (int64_t s = 0; s < num_series; ++s) {
+    const ObservationsView series = panel.Series(s);
+    const SeriesState* state = states.empty() ? nullptr : states[s];
+    if (ValidateObservations(series, prefix).ok() &&
+        (state == nullptr || ValidateSeriesState(*state, series).ok())) {
+      continue;
+    }
+    const std::string series_prefix = absl::StrCat(prefix, ".series[", s, "]");
+    PHASOR_RETURN_IF_ERROR(ValidateObservations(series, series_prefix));
+    return ValidateSeriesState(*state, series, absl::StrCat(states_prefix, "[", s, "]"),
+                               series_prefix);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateSeriesState(const SeriesState& state,
                                  const ObservationsView& observations,
                                  absl::string_view state_prefix,
@@ -196,12 +310,13 @@ absl::Status ValidateSeriesState(const SeriesState& state,
   }
   for (int64_t i = 0; i < c; ++i) {
     const ChannelState& ch = state.channels[i];
-    const std::string path = Indexed(state_prefix, "channels", i);
+    // Built only for an error: a panel validates S·C channel records.
+    const auto path = [&] { return Indexed(state_prefix, "channels", i); };
     if (!state.has_rows) {
       // `seen` is the presence of last_seen_ns on the wire.
       if (ch.seen || ch.seen_before_last) {
         return InvalidField(
-            absl::StrCat(path, ch.seen ? ".last_seen_ns" : ".before_last_seen_ns"),
+            absl::StrCat(path(), ch.seen ? ".last_seen_ns" : ".before_last_seen_ns"),
             "set in a state without last_timestamp_ns (a series not yet "
             "started)");
       }
@@ -210,7 +325,7 @@ absl::Status ValidateSeriesState(const SeriesState& state,
     if (ch.seen && (ch.last_seen_ns < state.first_timestamp_ns ||
                     ch.last_seen_ns > state.last_timestamp_ns)) {
       return InvalidField(
-          absl::StrCat(path, ".last_seen_ns"),
+          absl::StrCat(path(), ".last_seen_ns"),
           absl::StrCat(ch.last_seen_ns, " outside the series' [",
                        state.first_timestamp_ns, ", ", state.last_timestamp_ns,
                        "]"));
@@ -220,16 +335,16 @@ absl::Status ValidateSeriesState(const SeriesState& state,
         (ch.before_last_seen_ns >= state.last_timestamp_ns ||
          ch.before_last_seen_ns < state.first_timestamp_ns)) {
       return InvalidField(
-          absl::StrCat(path, ".before_last_seen_ns"),
+          absl::StrCat(path(), ".before_last_seen_ns"),
           absl::StrCat(ch.before_last_seen_ns,
                        " must be in [first_timestamp_ns, last_timestamp_ns)"));
     }
     if (!std::isfinite(ch.last_value)) {
-      return InvalidField(absl::StrCat(path, ".last_value"),
+      return InvalidField(absl::StrCat(path(), ".last_value"),
                           absl::StrCat("not finite (", ch.last_value, ")"));
     }
     if (!std::isfinite(ch.before_last_value)) {
-      return InvalidField(absl::StrCat(path, ".before_last_value"),
+      return InvalidField(absl::StrCat(path(), ".before_last_value"),
                           absl::StrCat("not finite (", ch.before_last_value, ")"));
     }
   }

@@ -137,6 +137,42 @@ struct SeriesState {
   std::vector<ChannelState> channels;  // [C]
 };
 
+// A panel: S series that share the layout, the channels and the content
+// width, stacked row after row. Series s holds rows [series_offsets[s],
+// series_offsets[s + 1]) of `rows` (wide: timestamps, values, mask and
+// content rows; long: events and content rows). Times are non-decreasing
+// within a series only. A single series is the panel {0, rows}.
+struct PanelView {
+  ObservationsView rows;                     // Every row of every series.
+  absl::Span<const int64_t> series_offsets;  // [S + 1].
+  // Per series, an index into the caller's list of time zones; empty when
+  // every series uses the spec's zone.
+  absl::Span<const int32_t> zone_index;
+
+  int64_t num_series() const {
+    return series_offsets.empty()
+               ? 0
+               : static_cast<int64_t>(series_offsets.size()) - 1;
+  }
+  // Series s on its own, its rows numbered from 0.
+  // REQUIRES: ValidatePanel(...) passed its shape checks; 0 <= s < S.
+  ObservationsView Series(int64_t s) const;
+};
+
+// The panel's offsets ([S + 1], S >= 1, 0 first, non-decreasing, the row
+// count last), its tensors' shapes, every series as ValidateObservations
+// checks it, the zone indices (each in [0, num_zones); none when num_zones
+// is 0) and the states: `states` is empty (every series new) or holds S
+// entries, null for a new series, each checked by ValidateSeriesState.
+// Errors name `prefix`.series_offsets[i], `prefix`.series[s].timestamps[i]
+// (the index counts the series' own rows), `prefix`.time_zone_index[s] and
+// `states_prefix`[s].channels[c]....
+absl::Status ValidatePanel(const PanelView& panel,
+                           absl::Span<const SeriesState* const> states,
+                           int64_t num_zones,
+                           absl::string_view prefix = "observations",
+                           absl::string_view states_prefix = "states");
+
 // Shapes, timestamps (no NaT, non-decreasing), channels, finite observed
 // values, content size. Errors name `field_prefix`.timestamps[i] and so on,
 // with the first offending index.

@@ -3,31 +3,53 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 
 namespace phasor {
 
-void ParallelFor(const ExecutionOptions& options, int64_t num_items,
-                 int64_t elements_per_item,
-                 absl::FunctionRef<void(int64_t begin, int64_t end)> body) {
-  if (num_items <= 0) return;
+ChunkPlan PlanChunks(const ExecutionOptions& options, int64_t num_items,
+                     int64_t elements_per_item) {
+  ChunkPlan plan;
+  plan.step = std::max<int64_t>(num_items, 0);
+  if (num_items <= 0 || options.max_threads < 2) return plan;
   const int64_t per_item = std::max<int64_t>(elements_per_item, 1);
   const int64_t grain = std::max<int64_t>(options.grain_elements, 1);
-  const int64_t total = num_items * per_item;
+  // Total work, saturating: num_items · per_item can overflow for a huge
+  // row count times a wide row.
+  const int64_t total = per_item > INT64_MAX / num_items
+                            ? INT64_MAX
+                            : num_items * per_item;
   // Number of chunks worth running in parallel: one per grain of work, capped
   // by the thread budget and by the number of items.
   int64_t chunks = std::min<int64_t>(total / grain, options.max_threads);
   chunks = std::min(chunks, num_items);
-  if (chunks < 2 || options.max_threads < 2) {
+  if (chunks < 2) return plan;
+  plan.step = (num_items + chunks - 1) / chunks;
+  // Rounding the step up can leave trailing chunks empty; drop them.
+  plan.chunks = (num_items + plan.step - 1) / plan.step;
+  return plan;
+}
+
+void RunChunks(const ChunkPlan& plan, int64_t num_items,
+               absl::FunctionRef<void(int64_t begin, int64_t end)> body) {
+  if (num_items <= 0) return;
+  if (plan.chunks < 2) {
     body(0, num_items);
     return;
   }
-  const int64_t step = (num_items + chunks - 1) / chunks;
+  const int64_t chunks = plan.chunks;
 #pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
   for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = c * step;
-    const int64_t end = std::min(num_items, begin + step);
+    const int64_t begin = plan.begin(c);
+    const int64_t end = std::min(num_items, begin + plan.step);
     if (begin < end) body(begin, end);
   }
+}
+
+void ParallelFor(const ExecutionOptions& options, int64_t num_items,
+                 int64_t elements_per_item,
+                 absl::FunctionRef<void(int64_t begin, int64_t end)> body) {
+  RunChunks(PlanChunks(options, num_items, elements_per_item), num_items, body);
 }
 
 }  // namespace phasor

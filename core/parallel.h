@@ -45,9 +45,31 @@ inline bool StopRequested(const ExecutionOptions& options) {
   return options.stop_requested != nullptr && (*options.stop_requested)();
 }
 
-// Calls `body(begin, end)` over disjoint chunks covering [0, num_items).
-// `elements_per_item` is the work per item, used with the grain to decide the
-// number of chunks. Chunks are contiguous and statically assigned.
+// How ParallelFor splits [0, num_items): `chunks` contiguous chunks, chunk c
+// covering [c·step, min(num_items, (c + 1)·step)). One chunk runs serially on
+// the calling thread.
+struct ChunkPlan {
+  int64_t chunks = 1;
+  int64_t step = 0;
+
+  int64_t begin(int64_t c) const { return c * step; }
+};
+
+// The plan ParallelFor follows: `elements_per_item` is the work per item,
+// used with the grain to decide the number of chunks. A kernel that must
+// prepare something per chunk (a serial pass recording where each chunk
+// starts) asks for the plan first and then runs it with RunChunks.
+ChunkPlan PlanChunks(const ExecutionOptions& options, int64_t num_items,
+                     int64_t elements_per_item);
+
+// Calls `body(begin, end)` for every non-empty chunk of `plan` over
+// [0, num_items), in parallel when the plan has several chunks.
+void RunChunks(const ChunkPlan& plan, int64_t num_items,
+               absl::FunctionRef<void(int64_t begin, int64_t end)> body);
+
+// RunChunks(PlanChunks(options, num_items, elements_per_item), ...): calls
+// `body(begin, end)` over disjoint chunks covering [0, num_items). Chunks are
+// contiguous and statically assigned.
 void ParallelFor(const ExecutionOptions& options, int64_t num_items,
                  int64_t elements_per_item,
                  absl::FunctionRef<void(int64_t begin, int64_t end)> body);

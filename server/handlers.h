@@ -78,14 +78,18 @@ absl::Status HandleDescribe(const HandlerContext& context,
                             const v1::DescribeRequest& request,
                             v1::DescribeResponse* response);
 // What one EncodeObservationsStream remembers between chunks: the spec its
-// first message fixed, and the series state after the last chunk.
+// first message fixed, and the series states after the last chunk.
 struct ObservationStream {
   bool started = false;
   // The first message's spec or profile (other fields cleared), and that
   // spec converted for core.
   v1::EncodeObservationsRequest config;
   TemporalSpec spec;
-  SeriesState state;
+  // S for a panel stream (every message then has S series), 0 for a
+  // single-series stream.
+  int64_t num_series = 0;
+  // One state per series (one for a single-series stream).
+  std::vector<SeriesState> states;
 };
 
 // `stream` is null for the unary RPC (the state then comes from

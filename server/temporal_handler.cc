@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "core/calendar.h"
 #include "core/compose.h"
 #include "core/errors.h"
 #include "core/observations.h"
@@ -31,6 +33,8 @@ constexpr DType kFeatureTypes[] = {DType::kFloat32, DType::kFloat16,
 // observed: 2 bytes of framing, last_seen_ns (tag + varint, up to 11) and
 // last_value (tag + 8).
 constexpr int64_t kStateBytesPerChannel = 22;
+// A series' own fields in a response: framing and its two timestamps.
+constexpr int64_t kStateBytesPerSeries = 26;
 
 // Everything an ObservationsView points into.
 struct DecodedObservations {
@@ -73,8 +77,11 @@ void DecodeValues(const TensorView& view, DecodedObservations* out,
   }
 }
 
+// `state` (may be null) is a state the request continues from, for the
+// long layout's channel count; `state_field` names it.
 absl::Status DecodeObservations(const v1::Observations& in,
                                 const SeriesState* state,
+                                absl::string_view state_field,
                                 const RequestLimits& limits,
                                 DecodedObservations* out) {
   ObservationsView& view = out->view;
@@ -170,7 +177,7 @@ absl::Status DecodeObservations(const v1::Observations& in,
       channels_field = "observations.channel_names";
     } else if (state != nullptr && !state->channels.empty()) {
       view.num_channels = static_cast<int64_t>(state->channels.size());
-      channels_field = "state.channels";
+      channels_field = state_field;
     } else {
       int64_t max_channel = -1;
       for (size_t i = 0; i < view.event_channels.size(); ++i) {
@@ -230,28 +237,36 @@ absl::Status DecodeObservations(const v1::Observations& in,
   return absl::OkStatus();
 }
 
-absl::StatusOr<SeriesState> StateFromProto(const v1::SeriesState& in) {
-  SeriesState out;
+// `field` names the state in errors ("state", "states[3]").
+absl::Status StateFromProto(const v1::SeriesState& in, absl::string_view field,
+                            SeriesState* state) {
+  SeriesState& out = *state;
   out.has_rows = in.has_last_timestamp_ns();
   if (out.has_rows != in.has_first_timestamp_ns()) {
-    return InvalidField(out.has_rows ? "state.first_timestamp_ns"
-                                     : "state.last_timestamp_ns",
+    return InvalidField(absl::StrCat(field, out.has_rows ? ".first_timestamp_ns"
+                                                         : ".last_timestamp_ns"),
                         "first_timestamp_ns and last_timestamp_ns are set together");
   }
   out.first_timestamp_ns = in.first_timestamp_ns();
   out.last_timestamp_ns = in.last_timestamp_ns();
-  out.channels.reserve(in.channels_size());
-  for (const v1::SeriesState::Channel& channel : in.channels()) {
-    ChannelState state;
+  out.channels.resize(in.channels_size());
+  for (int c = 0; c < in.channels_size(); ++c) {
+    const v1::SeriesState::Channel& channel = in.channels(c);
+    ChannelState& state = out.channels[c];
     state.seen = channel.has_last_seen_ns();
     state.last_seen_ns = channel.last_seen_ns();
     state.last_value = channel.last_value();
     state.seen_before_last = channel.has_before_last_seen_ns();
     state.before_last_seen_ns = channel.before_last_seen_ns();
     state.before_last_value = channel.before_last_value();
-    out.channels.push_back(state);
   }
-  return out;
+  return absl::OkStatus();
+}
+
+// A panel entry with no fields starts its series.
+bool IsNewSeries(const v1::SeriesState& state) {
+  return !state.has_last_timestamp_ns() && !state.has_first_timestamp_ns() &&
+         state.channels_size() == 0;
 }
 
 void StateToProto(const SeriesState& in, v1::SeriesState* out) {
@@ -331,56 +346,242 @@ absl::StatusOr<TemporalSpec> ResolveTemporal(const HandlerContext& context,
   return temporal;
 }
 
+
+// The panel parts of a request: series offsets, time zones, states in.
+struct DecodedPanel {
+  TypedInput<int64_t> offsets_input;
+  std::vector<int64_t> offsets_storage;  // The single series' {0, rows}.
+  absl::Span<const int64_t> offsets;
+  std::vector<absl::TimeZone> zones;
+  TypedInput<int32_t> zone_index_input;
+  std::vector<int32_t> zone_index_storage;  // When derived from the list.
+  absl::Span<const int32_t> zone_index;
+  std::vector<SeriesState> states;
+  // S entries (null for a new series), or empty when every series is new.
+  std::vector<const SeriesState*> state_ptrs;
+
+  int64_t num_series() const {
+    return static_cast<int64_t>(offsets.size()) - 1;
+  }
+};
+
+absl::Status DecodeSeriesOffsets(const v1::Observations& in,
+                                 const RequestLimits& limits, DecodedPanel* out) {
+  constexpr DType kOffsetTypes[] = {DType::kInt64};
+  PHASOR_ASSIGN_OR_RETURN(
+      const TensorView view,
+      CheckTensor(in.series_offsets(), "observations.series_offsets", kOffsetTypes,
+                  /*rank=*/1, limits));
+  if (view.num_elements < 2) {
+    return InvalidField("observations.series_offsets",
+                        absl::StrCat("needs S + 1 >= 2 entries, got ", view.num_elements));
+  }
+  out->offsets_input = TypedInput<int64_t>(view);
+  out->offsets = out->offsets_input.span();
+  return absl::OkStatus();
+}
+
+// request.states: none, or one per series (an empty entry is a new series).
+absl::Status DecodeStates(const v1::EncodeObservationsRequest& request,
+                          int64_t num_series, DecodedPanel* out) {
+  if (request.states_size() == 0) return absl::OkStatus();
+  if (request.states_size() != num_series) {
+    return InvalidField("states",
+                        absl::StrCat("has ", request.states_size(),
+                                     " entries; expected none or one per series (",
+                                     num_series, ")"));
+  }
+  out->states.resize(static_cast<size_t>(num_series));
+  out->state_ptrs.assign(static_cast<size_t>(num_series), nullptr);
+  for (int64_t s = 0; s < num_series; ++s) {
+    const v1::SeriesState& state = request.states(static_cast<int>(s));
+    if (IsNewSeries(state)) continue;
+    absl::Status status = StateFromProto(state, "states", &out->states[s]);
+    if (!status.ok()) {
+      // Named again with the index, built only on error.
+      return StateFromProto(state, absl::StrCat("states[", s, "]"), &out->states[s]);
+    }
+    out->state_ptrs[s] = &out->states[s];
+  }
+  return absl::OkStatus();
+}
+
+// Zone names a request may list: every IANA zone and link once is under
+// 700.
+constexpr int kMaxTimeZones = 4096;
+
+// observations.time_zones and time_zone_index: loaded zones and one index
+// per series.
+absl::Status DecodeZones(const v1::Observations& in, const TemporalSpec& spec,
+                         int64_t num_series, const RequestLimits& limits,
+                         DecodedPanel* out) {
+  if (in.time_zones_size() == 0) {
+    if (in.has_time_zone_index()) {
+      return InvalidField("observations.time_zone_index",
+                          "needs observations.time_zones");
+    }
+    return absl::OkStatus();
+  }
+  if (!spec.calendar.has_value()) {
+    return InvalidField("observations.time_zones",
+                        "per-series time zones need a calendar block in the spec");
+  }
+  if (in.time_zones_size() > kMaxTimeZones) {
+    return InvalidField("observations.time_zones",
+                        absl::StrCat("has ", in.time_zones_size(), " names; at most ",
+                                     kMaxTimeZones, " (list each zone once)"));
+  }
+  out->zones.reserve(in.time_zones_size());
+  for (int i = 0; i < in.time_zones_size(); ++i) {
+    PHASOR_ASSIGN_OR_RETURN(
+        const absl::TimeZone zone,
+        LoadIanaTimeZone(in.time_zones(i), absl::StrCat("observations.time_zones[", i, "]")));
+    out->zones.push_back(zone);
+  }
+  const int64_t num_zones = in.time_zones_size();
+  if (in.has_time_zone_index()) {
+    constexpr DType kIndexTypes[] = {DType::kInt32};
+    PHASOR_ASSIGN_OR_RETURN(
+        const TensorView view,
+        CheckTensor(in.time_zone_index(), "observations.time_zone_index", kIndexTypes,
+                    /*rank=*/1, limits));
+    out->zone_index_input = TypedInput<int32_t>(view);
+    out->zone_index = out->zone_index_input.span();
+  } else if (num_zones == 1 || num_zones == num_series) {
+    out->zone_index_storage.resize(static_cast<size_t>(num_series));
+    for (int64_t s = 0; s < num_series; ++s) {
+      out->zone_index_storage[s] = num_zones == 1 ? 0 : static_cast<int32_t>(s);
+    }
+    out->zone_index = out->zone_index_storage;
+  } else {
+    return InvalidField("observations.time_zone_index",
+                        absl::StrCat("is required when time_zones holds neither one "
+                                     "name nor one per series (", num_zones,
+                                     " names, ", num_series, " series)"));
+  }
+  if (static_cast<int64_t>(out->zone_index.size()) != num_series) {
+    return InvalidField("observations.time_zone_index",
+                        absl::StrCat("has ", out->zone_index.size(),
+                                     " entries; expected one per series (", num_series,
+                                     ")"));
+  }
+  for (int64_t s = 0; s < num_series; ++s) {
+    const int32_t z = out->zone_index[s];
+    if (z < 0 || z >= num_zones) {
+      return InvalidField(absl::StrCat("observations.time_zone_index[", s, "]"),
+                          absl::StrCat(z, " is not an index into the ", num_zones,
+                                       " time_zones"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status HandleEncodeObservations(const HandlerContext& context,
                                       const v1::EncodeObservationsRequest& request,
                                       ObservationStream* stream,
                                       v1::EncodeObservationsResponse* response) {
-  // The spec, and the state this chunk continues from.
+  const bool continues = stream != nullptr && stream->started;
+  const bool is_panel = request.observations().has_series_offsets();
+  // The spec, and the states this chunk continues from.
   TemporalSpec resolved;
   const TemporalSpec* spec = &resolved;
-  std::optional<SeriesState> request_state;
-  if (stream != nullptr && stream->started) {
+  if (continues) {
     if (request.config_case() != v1::EncodeObservationsRequest::CONFIG_NOT_SET &&
         !SameConfig(request, stream->config)) {
       return InvalidField(request.has_profile() ? "profile" : "spec",
                           "a stream's spec is fixed by its first message; later "
                           "messages may omit it or repeat it unchanged");
     }
-    if (request.has_state()) {
-      return InvalidField("state",
-                          "only the first message of a stream may carry a state; "
-                          "the stream carries it from chunk to chunk");
+    if (request.has_state() || request.states_size() > 0) {
+      return InvalidField(request.has_state() ? "state" : "states",
+                          "only the first message of a stream may carry states; "
+                          "the stream carries them from chunk to chunk");
+    }
+    if (is_panel != (stream->num_series > 0)) {
+      return InvalidField("observations.series_offsets",
+                          is_panel ? "the stream began with a single series; "
+                                     "every message must be one"
+                                   : "the stream began with a panel; every "
+                                     "message must be one, with the same series");
     }
     spec = &stream->spec;
   } else {
     PHASOR_ASSIGN_OR_RETURN(resolved, ResolveTemporal(context, request));
-    if (request.has_state()) {
-      PHASOR_ASSIGN_OR_RETURN(request_state, StateFromProto(request.state()));
+    if (is_panel && request.has_state()) {
+      return InvalidField("state",
+                          "a panel (observations.series_offsets) takes one state "
+                          "per series in `states`");
+    }
+    if (!is_panel && request.states_size() > 0) {
+      return InvalidField("states",
+                          "per-series states need a panel "
+                          "(observations.series_offsets); one series uses `state`");
     }
   }
-  const SeriesState* state_in =
-      stream != nullptr && stream->started
-          ? &stream->state
-          : (request_state.has_value() ? &*request_state : nullptr);
-
   PHASOR_ASSIGN_OR_RETURN(
       const DType output_dtype,
       OutputDType(request.output_dtype(), "output_dtype", kFeatureTypes));
 
+  // The series: offsets as sent, or the single series [0, rows).
+  DecodedPanel panel;
+  if (is_panel) {
+    PHASOR_RETURN_IF_ERROR(DecodeSeriesOffsets(request.observations(),
+                                               context.limits, &panel));
+  }
+  const int64_t num_series = is_panel ? panel.num_series() : 1;
+  if (continues && is_panel && num_series != stream->num_series) {
+    return InvalidField("observations.series_offsets",
+                        absl::StrCat("has ", num_series, " series; the stream's "
+                                     "panel has ", stream->num_series));
+  }
+  // The states in: the stream's, or the request's.
+  if (continues) {
+    panel.state_ptrs.reserve(stream->states.size());
+    for (const SeriesState& state : stream->states) panel.state_ptrs.push_back(&state);
+  } else if (is_panel) {
+    PHASOR_RETURN_IF_ERROR(DecodeStates(request, num_series, &panel));
+  } else if (request.has_state()) {
+    panel.states.resize(1);
+    PHASOR_RETURN_IF_ERROR(StateFromProto(request.state(), "state", &panel.states[0]));
+    panel.state_ptrs.push_back(&panel.states[0]);
+  }
+  // The long layout may take its channel count from a state.
+  const SeriesState* channel_hint = nullptr;
+  for (const SeriesState* state : panel.state_ptrs) {
+    if (state != nullptr) {
+      channel_hint = state;
+      break;
+    }
+  }
+
   // Conversion: tensors to spans (float64 seconds to ns, unaligned copies).
   DecodedObservations observations;
+  PHASOR_RETURN_IF_ERROR(DecodeObservations(
+      request.observations(), channel_hint,
+      is_panel ? "states.channels" : "state.channels", context.limits, &observations));
+  const ObservationsView& view = observations.view;
+  const int64_t rows = view.num_rows();
+  if (!is_panel) {
+    panel.offsets_storage = {0, rows};
+    panel.offsets = panel.offsets_storage;
+  }
   PHASOR_RETURN_IF_ERROR(
-      DecodeObservations(request.observations(), state_in, context.limits, &observations));
+      DecodeZones(request.observations(), *spec, num_series, context.limits, &panel));
   PHASOR_RETURN_IF_ERROR(context.check_alive());
 
   // Validation, once: the spec was validated when it was resolved, and
-  // EncodeValidatedObservations does not repeat any of it.
-  const ObservationsView& view = observations.view;
-  PHASOR_RETURN_IF_ERROR(ValidateObservations(view));
-  if (state_in != nullptr) {
-    PHASOR_RETURN_IF_ERROR(ValidateSeriesState(*state_in, view));
+  // EncodeValidatedPanel does not repeat any of it.
+  const PanelView panel_view{view, panel.offsets, panel.zone_index};
+  if (is_panel) {
+    PHASOR_RETURN_IF_ERROR(ValidatePanel(panel_view, panel.state_ptrs,
+                                         static_cast<int64_t>(panel.zones.size())));
+  } else {
+    PHASOR_RETURN_IF_ERROR(ValidateObservations(view));
+    if (!panel.state_ptrs.empty()) {
+      PHASOR_RETURN_IF_ERROR(ValidateSeriesState(*panel.state_ptrs[0], view));
+    }
   }
   // Built once: the kernel reads its width, and its schema strings are then
   // moved (not copied) into the response.
@@ -388,29 +589,31 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
       FeatureLayout layout,
       TemporalFeatureLayout(*spec, view.num_channels,
                             view.content.empty() ? 0 : view.content_dim));
-  const int64_t rows = view.num_rows();
   PHASOR_RETURN_IF_ERROR(CheckWidth(layout.width, "spec.temporal", context.limits));
   const int64_t shape[] = {rows, layout.width};
-  // The state and the channel names (repeated in every per-channel schema
-  // entry) travel with the features.
+  // The states, the offsets and the channel names (repeated in every
+  // per-channel schema entry) travel with the features.
   int64_t names_bytes = 0;
   for (const std::string& name : request.observations().channel_names()) {
     names_bytes += static_cast<int64_t>(name.size()) + 2;  // ", "
   }
   int64_t per_channel_entries = 0;
   for (const SchemaEntry& entry : layout.schema) per_channel_entries += entry.per_channel;
+  const int64_t state_bytes =
+      num_series * (view.num_channels * kStateBytesPerChannel + kStateBytesPerSeries);
+  const int64_t offsets_bytes = is_panel ? 8 * (num_series + 1) : 0;
   PHASOR_RETURN_IF_ERROR(CheckOutputSize(
       shape, output_dtype, "observations", context.limits,
-      /*extra_bytes=*/view.num_channels * kStateBytesPerChannel +
-          names_bytes * per_channel_entries));
+      /*extra_bytes=*/state_bytes + offsets_bytes + names_bytes * per_channel_entries));
   PHASOR_RETURN_IF_ERROR(context.check_alive());
 
-  SeriesState state_out;
+  std::vector<SeriesState> states_out(static_cast<size_t>(num_series));
   const absl::Status encoded = WriteFloatOutput(
       context, shape, output_dtype, response->mutable_features(),
       [&](absl::Span<float> out) {
-        return EncodeValidatedObservations(*spec, layout, view, state_in,
-                                           context.execution, out, &state_out);
+        return EncodeValidatedPanel(*spec, layout, panel_view, panel.zones,
+                                    panel.state_ptrs, context.execution, out,
+                                    absl::MakeSpan(states_out));
       });
   // A kernel stopped through execution.stop_requested reports CANCELLED;
   // the call itself tells a passed deadline from a cancelled client.
@@ -422,6 +625,7 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
           ? absl::StrCat("; channels in order: ",
                          absl::StrJoin(request.observations().channel_names(), ", "))
           : std::string();
+  const bool zone_list = !panel.zones.empty();
   response->mutable_schema()->Reserve(static_cast<int>(layout.schema.size()));
   for (SchemaEntry& entry : layout.schema) {
     v1::SchemaEntry* out = response->add_schema();
@@ -429,20 +633,33 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
     out->set_offset(entry.offset);
     out->set_width(entry.width);
     if (entry.per_channel && !channel_list.empty()) entry.meaning += channel_list;
+    if (zone_list && entry.names_zone) {
+      const std::string& zone = spec->calendar->time_zone;
+      entry.meaning = absl::StrReplaceAll(
+          entry.meaning, {{zone.empty() ? "UTC" : zone,
+                           "the series' zone (observations.time_zones)"}});
+    }
     out->set_meaning(std::move(entry.meaning));
   }
-  StateToProto(state_out, response->mutable_state());
+  if (is_panel) {
+    response->mutable_states()->Reserve(static_cast<int>(num_series));
+    for (const SeriesState& state : states_out) StateToProto(state, response->add_states());
+    *response->mutable_series_offsets() = request.observations().series_offsets();
+  } else {
+    StateToProto(states_out[0], response->mutable_state());
+  }
   if (stream != nullptr) {
     if (!stream->started) {
       stream->started = true;
       stream->spec = std::move(resolved);
+      stream->num_series = is_panel ? num_series : 0;
       if (request.has_profile()) {
         stream->config.set_profile(request.profile());
       } else {
         *stream->config.mutable_spec() = request.spec();
       }
     }
-    stream->state = std::move(state_out);
+    stream->states = std::move(states_out);
   }
   if (context.metrics != nullptr) {
     context.metrics->RecordEncodedValues(EncodedKind::kObservations, rows * layout.width);

@@ -61,14 +61,14 @@ const double kLast[5][3] = {
 std::vector<std::vector<double>> RunGaps(const GapsBlock& block,
                                      const ObservationsView& obs,
                                      int64_t origin_ns) {
-  const GapsEncoder encoder(block, obs.num_channels, origin_ns);
+  const GapsEncoder encoder(block, obs.num_channels);
   GapTracker tracker(obs.num_channels);
   std::vector<std::vector<double>> rows;
   const auto times = obs.row_times();
   for (int64_t r = 0; r < obs.num_rows(); ++r) {
     std::vector<double> row(encoder.width());
     tracker.BeginRow(times[r]);
-    encoder.EncodeRow(tracker, obs, r, times[r], row.data());
+    encoder.EncodeRow(tracker, obs, r, times[r], origin_ns, row.data());
     tracker.ObserveRow(obs, r);
     rows.push_back(row);
   }
@@ -240,12 +240,12 @@ TEST(GapTracker, StateRoundTripInsideATie) {
   block.include_last_value = true;
   block.first_observation = FirstObservationPolicy::kFlag;
   const auto whole = RunGaps(block, obs, kT0);
-  const GapsEncoder encoder(block, 3, kT0);
+  const GapsEncoder encoder(block, 3);
   GapTracker resumed(state);
   for (int r = 2; r < 5; ++r) {
     std::vector<double> row(encoder.width());
     resumed.BeginRow(ex.times[r]);
-    encoder.EncodeRow(resumed, obs, r, ex.times[r], row.data());
+    encoder.EncodeRow(resumed, obs, r, ex.times[r], kT0, row.data());
     resumed.ObserveRow(obs, r);
     EXPECT_EQ(row, whole[r]) << r;
   }
