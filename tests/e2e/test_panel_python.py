@@ -261,26 +261,37 @@ class PanelTest(unittest.TestCase):
         assert_same_states(self, cut.states, whole.states)
 
     def test_errors_name_the_callers_series_and_row(self):
+        """A cut panel's error reads as the uncut call's: series, row (and
+        the server's element index for values) in the caller's numbering."""
         timestamps, values, offsets, zone_index = self.big_panel(21)
-        series = 300
-        bad_row = int(offsets[series]) + 2
-        if offsets[series + 1] - offsets[series] < 3:
-            series, bad_row = 133, int(offsets[133]) + 30000  # The long one.
-        timestamps = timestamps.copy()
-        timestamps[bad_row] = timestamps[bad_row - 1] - 10**9
-        for max_bytes in (None, SMALL_LIMIT):
-            with self.small.client(deadline_seconds=60,
+        long_series = len(offsets) // 3  # big_panel's long series.
+        short_series = max(s for s in range(len(offsets) - 1)
+                           if offsets[s + 1] - offsets[s] >= 3)
+        cases = []
+        for series, row in ((long_series, 30000), (short_series, 2)):
+            bad_row = int(offsets[series]) + row
+            bad_times = timestamps.copy()
+            bad_times[bad_row] = bad_times[bad_row - 1] - 10**9
+            cases.append((bad_times, values))
+            bad_values = values.copy()
+            bad_values[bad_row, 1] = np.inf
+            cases.append((timestamps, bad_values))
+        for case_timestamps, case_values in cases:
+            details = []
+            for server, max_bytes in ((self.server, None),
+                                      (self.small, SMALL_LIMIT)):
+                with server.client(deadline_seconds=60,
                                    max_message_bytes=max_bytes) as client:
-                with self.assertRaises(grpc.RpcError) as raised:
-                    client.encode_panel(timestamps, values,
-                                        series_offsets=offsets, spec=SPEC)
-            error = raised.exception
-            self.assertEqual(error.code(), grpc.StatusCode.INVALID_ARGUMENT)
-            row = bad_row - int(offsets[series])
-            path = f"observations.series[{series}].timestamps[{row}]"
-            self.assertIn(path, error.details())
-            self.assertIn(path, [f for f, _ in field_violations(error)])
-
+                    with self.assertRaises(grpc.RpcError) as raised:
+                        client.encode_panel(case_timestamps, case_values,
+                                            series_offsets=offsets,
+                                            spec=SPEC)
+                error = raised.exception
+                self.assertEqual(error.code(),
+                                 grpc.StatusCode.INVALID_ARGUMENT)
+                details.append((error.details(), field_violations(error)))
+            self.assertIn("observations.series[", details[0][0])
+            self.assertEqual(details[1], details[0])
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

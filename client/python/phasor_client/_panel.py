@@ -281,19 +281,31 @@ def halves(piece, offsets):
 
 _SERIES_PATH = re.compile(
     r"(observations\.series|states|time_zone_index)\[(\d+)\]")
-_SERIES_ROW_PATH = re.compile(r"(observations\.series\[\d+\]\.\w+)\[(\d+)\]")
+_SERIES_ROW_PATH = re.compile(
+    r"(observations\.series\[\d+\]\.(\w+))\[(\d+)\]")
+# Row indices within a series in phasor-server's descriptions
+# ("... at index 2", "inf at row 5, channel 1").
+_SERIES_ROW_TEXT = re.compile(r"\b(at row|at index) (\d+)")
 
 
-def panel_path(text, piece, offsets):
+def panel_path(text, piece, offsets, elements_per_row=None):
     """A piece's field paths in the caller's numbering: series indices
     shifted by the piece's first series, and for a chunk of one series its
-    row indices by the chunk's first row within the series."""
+    row indices by the chunk's first row within the series. The server
+    numbers a series' values and mask by element (row·C + channel), hence
+    elements_per_row {field: elements}, 1 where not given."""
+    elements_per_row = elements_per_row or {}
     if piece.series_end - piece.series_begin == 1:
         row_shift = piece.row_begin - int(offsets[piece.series_begin])
         if row_shift:
-            text = _SERIES_ROW_PATH.sub(
-                lambda m: f"{m.group(1)}[{int(m.group(2)) + row_shift}]",
-                text)
+            def shift(match):
+                per_row = elements_per_row.get(match.group(2), 1)
+                index = int(match.group(3)) + row_shift * per_row
+                return f"{match.group(1)}[{index}]"
+
+            text = _SERIES_ROW_PATH.sub(shift, text)
+            text = _SERIES_ROW_TEXT.sub(
+                lambda m: f"{m.group(1)} {int(m.group(2)) + row_shift}", text)
     if piece.series_begin:
         text = _SERIES_PATH.sub(
             lambda m: f"{m.group(1)}[{int(m.group(2)) + piece.series_begin}]",
@@ -306,31 +318,33 @@ class PanelError(grpc.RpcError, grpc.Call):
     row indices renumbered as in the caller's panel. Code, details,
     trailing metadata (the BadRequest detail included) as gRPC's error."""
 
-    def __init__(self, error, piece, offsets, status_pb2, error_details_pb2):
+    def __init__(self, error, piece, offsets, elements_per_row, status_pb2,
+                 error_details_pb2):
         super().__init__()
         self._error = error
-        self._details = panel_path(error.details() or "", piece, offsets)
+
+        def renumber(text):
+            return panel_path(text, piece, offsets, elements_per_row)
+
+        self._details = renumber(error.details() or "")
         trailers = []
         for key, value in error.trailing_metadata() or ():
             if key == "grpc-status-details-bin":
-                value = self._renumber_status(value, piece, offsets,
-                                              status_pb2, error_details_pb2)
+                value = self._renumber_status(value, renumber, status_pb2,
+                                              error_details_pb2)
             trailers.append((key, value))
         self._trailers = tuple(trailers)
 
     @staticmethod
-    def _renumber_status(value, piece, offsets, status_pb2,
-                         error_details_pb2):
+    def _renumber_status(value, renumber, status_pb2, error_details_pb2):
         status = status_pb2.Status.FromString(value)
-        status.message = panel_path(status.message, piece, offsets)
+        status.message = renumber(status.message)
         for detail in status.details:
             bad_request = error_details_pb2.BadRequest()
             if detail.Unpack(bad_request):
                 for violation in bad_request.field_violations:
-                    violation.field = panel_path(violation.field, piece,
-                                                 offsets)
-                    violation.description = panel_path(
-                        violation.description, piece, offsets)
+                    violation.field = renumber(violation.field)
+                    violation.description = renumber(violation.description)
                 detail.Pack(bad_request)
         return status.SerializeToString()
 

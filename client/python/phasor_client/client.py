@@ -593,9 +593,13 @@ class EncoderClient:
                 request, timeout=self.deadline_seconds,
                 metadata=self._metadata)
 
+        elements_per_row = {
+            t.field: int(np.prod(t.array.shape[1:], dtype=np.int64))
+            for t in layout.row_tensors}
+
         def renumbered(error, piece):
-            return _panel.PanelError(error, piece, offsets, _status,
-                                     _error_details)
+            return _panel.PanelError(error, piece, offsets, elements_per_row,
+                                     _status, _error_details)
 
         _panel.run(jobs, layout, send, on_piece, max(1, max_in_flight),
                    renumbered)
