@@ -10,7 +10,7 @@ import numpy as np
 from google.protobuf import text_format
 
 import harness
-from phasor_client import field_violations, pb
+from phasor_client import _panel, field_violations, pb
 
 SPEC = """temporal {
   content {}
@@ -292,6 +292,83 @@ class PanelTest(unittest.TestCase):
                 details.append((error.details(), field_violations(error)))
             self.assertIn("observations.series[", details[0][0])
             self.assertEqual(details[1], details[0])
+
+class PlanTest(unittest.TestCase):
+    """The client's cutting plan, without a server."""
+
+    def layout(self, offsets):
+        rows = int(offsets[-1])
+        tensors = [_panel.RowTensor("timestamps",
+                                    np.arange(rows, dtype=np.int64), "int64"),
+                   _panel.RowTensor("values", np.zeros((rows, 3)),
+                                    np.float64)]
+        return _panel.Layout(pb, rows, np.asarray(offsets, dtype=np.int64),
+                             tensors, pb.EncodeObservationsRequest(), None,
+                             None, None)
+
+    def budget(self, megabytes):
+        return _panel.Budget(bytes=megabytes << 20, elements=1 << 23,
+                             width=21, out_itemsize=4, out_fixed_bytes=8192,
+                             in_fixed_bytes=8192, state_bytes=200)
+
+    def test_fits_in_one_request(self):
+        layout = self.layout(np.arange(0, 1001, 10))
+        self.assertIsNone(_panel.plan(layout, self.budget(1)))
+
+    def test_pieces_cover_every_row_once_within_budget(self):
+        rng = np.random.default_rng(1)
+        lengths = rng.integers(0, 300, size=2000)
+        lengths[[7, 1500]] = [50000, 120000]   # Each over the budget alone.
+        offsets = np.concatenate(([0], np.cumsum(lengths)))
+        layout = self.layout(offsets)
+        budget = self.budget(1)
+        jobs = _panel.plan(layout, budget)
+        pieces = [piece for job in jobs for piece in job]
+        covered = np.concatenate([np.arange(p.row_begin, p.row_end)
+                                  for p in pieces])
+        np.testing.assert_array_equal(covered, np.arange(offsets[-1]))
+        for job in jobs:
+            if len(job) > 1:  # A chain: one series, consecutive rows.
+                self.assertEqual({p.series_begin for p in job},
+                                 {job[0].series_begin})
+                self.assertIn(job[0].series_begin, (7, 1500))
+        for piece in pieces:
+            out_bytes = (piece.row_end - piece.row_begin) * 21 * 4
+            self.assertLessEqual(out_bytes, budget.bytes)
+            if piece.series_end - piece.series_begin > 1:
+                self.assertEqual(piece.row_begin, offsets[piece.series_begin])
+                self.assertEqual(piece.row_end, offsets[piece.series_end])
+
+    def test_halves(self):
+        offsets = np.array([0, 100, 100, 101, 5000, 5100])
+        first, second = _panel.halves(_panel.Piece(0, 5, 0, 5100), offsets)
+        self.assertEqual(first, _panel.Piece(0, 4, 0, 5000))
+        self.assertEqual(second, _panel.Piece(4, 5, 5000, 5100))
+        self.assertEqual(_panel.halves(_panel.Piece(3, 4, 101, 5000), offsets),
+                         (_panel.Piece(3, 4, 101, 2550),
+                          _panel.Piece(3, 4, 2550, 5000)))
+        self.assertIsNone(_panel.halves(_panel.Piece(2, 3, 100, 101), offsets))
+
+    def test_offsets_from_ids(self):
+        np.testing.assert_array_equal(
+            _panel.offsets_from_ids(np.array(["a", "a", "b", "c", "c"]), 5),
+            [0, 2, 3, 5])
+        with self.assertRaises(ValueError):
+            _panel.offsets_from_ids(np.array([1, 2, 1]), 3)
+
+    def test_paths_renumbered(self):
+        offsets = np.array([0] * 10 + [100, 300])
+        chunk = _panel.Piece(10, 11, 150, 200)
+        self.assertEqual(
+            _panel.panel_path(
+                "observations.series[0].values[4]: inf at row 1, channel 1",
+                chunk, offsets, {"values": 3}),
+            "observations.series[10].values[154]: inf at row 51, channel 1")
+        self.assertEqual(
+            _panel.panel_path("states[2].channels",
+                              _panel.Piece(10, 12, 100, 300), offsets),
+            "states[12].channels")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
