@@ -85,7 +85,9 @@ class Results:
                           "time_unit": "ns", "iterations": calls})
         print(f"{name:70s} {seconds * 1e3:12.3f} ms", file=sys.stderr, flush=True)
 
-    def write(self, peer):
+    def write(self, peer, extra=None):
+        """Prints (or writes to --out) the rows and the context; `extra`
+        adds top-level keys (a peer's ratios or checks)."""
         context = {"peer": peer, "python": platform.python_version(),
                    "host": platform.node(), "num_cpus": os.cpu_count(),
                    # bench/run.sh sets these for the "allocator warm" runs.
@@ -102,7 +104,9 @@ class Results:
         except ImportError:
             pass
         context["numpy"] = np.__version__
-        text = json.dumps({"context": context, "benchmarks": self.rows}, indent=1)
+        document = {"context": context, "benchmarks": self.rows}
+        document.update(extra or {})
+        text = json.dumps(document, indent=1)
         if self.args.out:
             with open(self.args.out, "w") as f:
                 f.write(text + "\n")

@@ -11,12 +11,13 @@ Needs Debian's python3-grpcio, python3-protobuf and python3-numpy (run with
 on first import (see _stubs.py).
 """
 
-from .client import (AlibiResult, EncoderClient, Features, RopeResult,
+from .client import (AlibiResult, EncoderClient, Features, Panel, RopeResult,
                      RopeTables, field_violations, pb, serving_status_name)
 from .tensors import dtype_enum, from_tensor, to_tensor
 
 __all__ = [
-    "AlibiResult", "EncoderClient", "Features", "RopeResult", "RopeTables",
+    "AlibiResult", "EncoderClient", "Features", "Panel", "RopeResult",
+    "RopeTables",
     "dtype_enum", "field_violations", "from_tensor", "pb",
     "serving_status_name", "to_tensor",
 ]

@@ -20,12 +20,13 @@ Thread-safety: an EncoderClient may be shared by threads (grpc channels are).
 
 import collections
 import os
+import threading
 
 import grpc
 import numpy as np
 from google.protobuf import text_format
 
-from . import _stubs
+from . import _panel, _stubs
 from .tensors import dtype_enum, from_tensor, to_tensor
 
 _stubs_modules = _stubs.load()
@@ -44,6 +45,12 @@ RopeTables = collections.namedtuple(
     "RopeTables", ["cos", "sin", "attention_factor", "inv_freq"])
 AlibiResult = collections.namedtuple("AlibiResult", ["slopes", "bias"])
 Features = collections.namedtuple("Features", ["features", "schema", "state"])
+Panel = collections.namedtuple(
+    "Panel", ["features", "schema", "states", "series_offsets"])
+
+# Bytes per output element for EncodeObservationsRequest.output_dtype.
+_OUTPUT_ITEMSIZE = {pb.DTYPE_UNSPECIFIED: 4, pb.FLOAT32: 4, pb.FLOAT16: 2,
+                    pb.BFLOAT16: 2}
 
 # phasor-server's default limit; PHASOR_MAX_MESSAGE_BYTES (which sets the
 # server's) sets this default too.
@@ -176,6 +183,11 @@ class EncoderClient:
         self.deadline_seconds = deadline_seconds
         if max_message_bytes is None:
             max_message_bytes = _default_message_bytes()
+        self.max_message_bytes = max_message_bytes
+        # Panel output widths learnt from the server, by configuration
+        # (see _panel.py); guarded because the client may be shared.
+        self._panel_widths = {}
+        self._panel_widths_lock = threading.Lock()
         options = [("grpc.max_send_message_length", max_message_bytes),
                    ("grpc.max_receive_message_length", max_message_bytes)]
         if load_balancing_policy:
@@ -381,6 +393,221 @@ class EncoderClient:
         for response in responses:
             yield Features(from_tensor(response.features),
                            list(response.schema), response.state)
+
+    def encode_panel(self, timestamps=None, values=None, mask=None, *,
+                     series_offsets=None, series_ids=None, time_zones=None,
+                     time_zone_index=None, states=None, spec=None,
+                     profile=None, output_dtype="float32", content=None,
+                     channel_names=None, event_times=None,
+                     event_channels=None, event_values=None, num_channels=0,
+                     max_in_flight=_panel.MAX_IN_FLIGHT):
+        """Features of S series in one call: Panel(features [rows, F],
+        schema, states [S], series_offsets [S+1]).
+
+        Wide: timestamps [T] (int64 ns, datetime64, or float64 seconds since
+        the epoch), values [T, C] (NaN = missing; optional), mask [T, C].
+        Long: event_times [N], event_channels [N] (int), event_values [N].
+        Series s owns rows [series_offsets[s], series_offsets[s+1]); or give
+        series_ids, one label per row with each series' rows contiguous (the
+        series are then the label runs in row order). time_zones: IANA names
+        for the calendar block, one for all, one per series, or a list
+        indexed by time_zone_index [S]. states: the `states` of a previous
+        call (S entries) to continue every series. content: embeddings
+        [rows, d].
+
+        A panel whose request or reply would exceed max_message_bytes (or
+        the server's limits) is cut at series boundaries (a series too long
+        for one message into chunks carried on with its state) and sent as
+        several concurrent requests; the joined result is the same, bytewise,
+        as one call. Each request has the client's deadline. Errors name
+        series and rows as numbered in this call.
+        """
+        wide = timestamps is not None
+        if wide == (event_times is not None):
+            raise ValueError("give timestamps= (wide) or event_times= (long)")
+        if not wide and event_channels is None:
+            raise ValueError("event_times= needs event_channels=")
+        if wide:
+            times, times_dtype = _panel.times_tensor(timestamps, "timestamps")
+            row_tensors = [_panel.RowTensor("timestamps", times, times_dtype)]
+            if values is not None:
+                values = np.asarray(values)
+                if values.ndim == 1:
+                    values = values[:, None]
+                row_tensors.append(_panel.RowTensor(
+                    "values", values,
+                    np.float32 if values.dtype == np.float32 else np.float64))
+            if mask is not None:
+                mask = np.asarray(mask)
+                if mask.ndim == 1:
+                    mask = mask[:, None]
+                row_tensors.append(_panel.RowTensor("mask", mask, np.uint8))
+        else:
+            times, times_dtype = _panel.times_tensor(event_times,
+                                                     "event_times")
+            row_tensors = [
+                _panel.RowTensor("event_times", times, times_dtype),
+                _panel.RowTensor("event_channels",
+                                 np.asarray(event_channels), np.int32)]
+            if event_values is not None:
+                event_values = np.asarray(event_values)
+                row_tensors.append(_panel.RowTensor(
+                    "event_values", event_values,
+                    np.float32 if event_values.dtype == np.float32
+                    else np.float64))
+        if content is not None:
+            content = np.asarray(content)
+            row_tensors.append(_panel.RowTensor(
+                "content", content,
+                np.float16 if content.dtype == np.float16 else np.float32))
+        rows = len(times)
+        for row_tensor in row_tensors:
+            if row_tensor.array.shape[:1] != (rows,):
+                raise ValueError(f"{row_tensor.field}: expected {rows} rows, "
+                                 f"got shape {row_tensor.array.shape}")
+
+        if (series_offsets is None) == (series_ids is None):
+            raise ValueError("give series_offsets= or series_ids=")
+        if series_ids is not None:
+            offsets = _panel.offsets_from_ids(series_ids, rows)
+        else:
+            offsets = np.asarray(series_offsets, dtype=np.int64).reshape(-1)
+        if states is not None:
+            states = [state if state is not None else pb.SeriesState()
+                      for state in states]
+
+        base = pb.EncodeObservationsRequest(
+            output_dtype=dtype_enum(output_dtype))
+        if isinstance(spec, pb.TemporalSpec):
+            spec = pb.EncoderSpec(temporal=spec)
+        _set_config(base, profile, spec, _no_shortcut)
+        base.observations.channel_names.extend(channel_names or [])
+        if num_channels:
+            base.observations.num_channels = num_channels
+        elif not wide and rows:
+            # Every cut must agree on C, which a chunk may not show.
+            base.observations.num_channels = (
+                len(channel_names) if channel_names else
+                len(states[0].channels) if states and states[0].channels else
+                int(np.max(row_tensors[1].array)) + 1)
+        if len(offsets) == 1 and series_ids is not None:
+            # No rows, no series: F from the probe, nothing to encode.
+            return self._panel_empty(base, row_tensors)
+
+        layout = _panel.Layout(pb, rows, offsets, row_tensors, base,
+                               time_zones, None, states)
+        # Valid offsets are the server's to judge; only cut well-formed ones.
+        cuttable = (len(offsets) >= 2 and offsets[0] == 0
+                    and offsets[-1] == rows
+                    and bool(np.all(np.diff(offsets) >= 0))
+                    and (states is None or len(states) in (0, len(offsets) - 1)))
+        jobs = None
+        if cuttable:
+            budget = self._panel_budget(layout, len(channel_names or ()) or
+                                        base.observations.num_channels or
+                                        (values.shape[1] if wide and
+                                         values is not None else 0))
+            jobs = _panel.plan(layout, budget)
+        if jobs is not None and time_zones:
+            layout.time_zone_index = _panel.resolve_time_zone_index(
+                list(time_zones), time_zone_index, layout.num_series)
+        if jobs is None:
+            layout.time_zone_index = time_zone_index
+            whole = _panel.Piece(0, len(offsets) - 1, 0, rows)
+            try:
+                response = self._call(self._stub.EncodeObservations,
+                                      layout.request(whole, whole=True))
+            except grpc.RpcError as error:
+                if (not cuttable or error.code() !=
+                        grpc.StatusCode.RESOURCE_EXHAUSTED or rows <= 1):
+                    raise
+                # The server's limits are below the client's: cut after all.
+                jobs = [list(_panel.halves(whole, offsets) or [whole])]
+                if time_zones:
+                    layout.time_zone_index = _panel.resolve_time_zone_index(
+                        list(time_zones), time_zone_index, layout.num_series)
+            else:
+                return Panel(from_tensor(response.features),
+                             list(response.schema), list(response.states),
+                             from_tensor(response.series_offsets)
+                             if response.HasField("series_offsets")
+                             else offsets)
+        return self._panel_split(layout, jobs, max_in_flight)
+
+    def _panel_probe(self, layout):
+        """(F, reply bytes besides the rows) for the layout's
+        configuration: remembered, else asked with one empty series."""
+        key = (layout.base_request.SerializeToString(deterministic=True),
+               tuple((t.field, t.array.shape[1:], np.dtype(t.dtype).str)
+                     for t in layout.row_tensors))
+        with self._panel_widths_lock:
+            known = self._panel_widths.get(key)
+        if known is not None:
+            return known
+        response = self._call(self._stub.EncodeObservations, layout.probe())
+        features = from_tensor(response.features)
+        width = features.shape[1] if features.ndim == 2 else 0
+        known = (width, response.ByteSize(), list(response.schema))
+        with self._panel_widths_lock:
+            self._panel_widths[key] = known
+        return known
+
+    def _panel_empty(self, base, row_tensors):
+        layout = _panel.Layout(pb, 0, np.zeros(2, dtype=np.int64),
+                               row_tensors, base, None, None, None)
+        response = self._call(self._stub.EncodeObservations, layout.probe())
+        return Panel(from_tensor(response.features), list(response.schema),
+                     [], np.zeros(1, dtype=np.int64))
+
+    def _panel_budget(self, layout, num_channels):
+        width, reply_fixed, _ = self._panel_probe(layout)
+        return _panel.Budget(
+            bytes=int(self.max_message_bytes * _panel.PIECE_FRACTION),
+            elements=_panel.PIECE_ELEMENTS, width=width,
+            out_itemsize=_OUTPUT_ITEMSIZE.get(layout.base_request.output_dtype,
+                                              4),
+            out_fixed_bytes=reply_fixed + _panel._REQUEST_SLACK_BYTES,
+            in_fixed_bytes=(layout.base_request.ByteSize()
+                            + sum(len(name) + 2 for name in
+                                  layout.time_zones)
+                            + _panel._REQUEST_SLACK_BYTES),
+            state_bytes=(_panel._STATE_FIXED_BYTES
+                         + _panel._STATE_CHANNEL_BYTES * num_channels))
+
+    def _panel_split(self, layout, jobs, max_in_flight):
+        offsets = layout.offsets
+        states = [None] * layout.num_series
+        result = {}
+
+        def on_piece(piece, response):
+            features = from_tensor(response.features)
+            if "features" not in result:
+                result["features"] = np.empty(
+                    (layout.rows,) + features.shape[1:], dtype=features.dtype)
+                result["schema"] = list(response.schema)
+            result["features"][piece.row_begin:piece.row_end] = features
+            states[piece.series_begin:piece.series_end] = response.states
+
+        def send(request):
+            return self._stub.EncodeObservations.future(
+                request, timeout=self.deadline_seconds,
+                metadata=self._metadata)
+
+        elements_per_row = {
+            t.field: int(np.prod(t.array.shape[1:], dtype=np.int64))
+            for t in layout.row_tensors}
+
+        def renumbered(error, piece):
+            return _panel.PanelError(error, piece, offsets, elements_per_row,
+                                     _status, _error_details)
+
+        _panel.run(jobs, layout, send, on_piece, max(1, max_in_flight),
+                   renumbered)
+        if "features" not in result:  # Every series empty.
+            width, _, schema = self._panel_probe(layout)
+            result["features"] = np.empty((0, width), dtype=np.float32)
+            result["schema"] = schema
+        return Panel(result["features"], result["schema"], states, offsets)
 
     def describe(self, *, dim=None, rotary_dim=None, base=None, spec=None,
                  profile=None, num_offsets=0, offset_step=None):
