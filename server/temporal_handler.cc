@@ -635,9 +635,10 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
     if (entry.per_channel && !channel_list.empty()) entry.meaning += channel_list;
     if (zone_list && entry.names_zone) {
       const std::string& zone = spec->calendar->time_zone;
+      // Core ends these meanings with " in <zone>".
       entry.meaning = absl::StrReplaceAll(
-          entry.meaning, {{zone.empty() ? "UTC" : zone,
-                           "the series' zone (observations.time_zones)"}});
+          entry.meaning, {{absl::StrCat(" in ", zone.empty() ? "UTC" : zone),
+                           " in the series' zone (observations.time_zones)"}});
     }
     out->set_meaning(std::move(entry.meaning));
   }

@@ -164,15 +164,23 @@ TEST_F(PanelRpcTest, PanelEqualsSingleSeriesCallsBytewise) {
     EXPECT_TRUE(MessageDifferencer::Equals(whole.states(static_cast<int>(s)), alone.state()))
         << "series " << s;
   }
-  // The offset and DST columns say the zone is per series.
-  bool found = false;
-  for (const v1::SchemaEntry& entry : whole.schema()) {
-    if (entry.block() == "calendar.utc_offset") {
-      found = true;
-      EXPECT_THAT(entry.meaning(), HasSubstr("the series' zone"));
+  // The offset and DST columns say the zone is per series; the spec's zone
+  // (here UTC, also the offset's reference) is not named.
+  for (const char* spec_zone : {"America/New_York", "UTC"}) {
+    v1::EncodeObservationsRequest request = PanelRequest(
+        panel, [](size_t) { return 0; }, [&](size_t s) { return panel[s].rows(); });
+    request.mutable_spec()->mutable_temporal()->mutable_calendar()->set_time_zone(spec_zone);
+    bool found = false;
+    const v1::EncodeObservationsResponse response = Call(server_.stub.get(), request);
+    for (const v1::SchemaEntry& entry : response.schema()) {
+      if (entry.block() == "calendar.utc_offset") {
+        found = true;
+        EXPECT_EQ(entry.meaning(),
+                  "hours east of UTC in the series' zone (observations.time_zones)");
+      }
     }
+    EXPECT_TRUE(found) << spec_zone;
   }
-  EXPECT_TRUE(found);
 }
 
 // The states of a first panel chunk, sent to another server with the
