@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "core/compose.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hwy/targets.h"
 #include "tests/status_matchers.h"
 
 namespace phasor {
@@ -326,6 +328,33 @@ TEST(TimeSinusoid, WithinTwoUlpOfLibmOnTheExactPhase) {
   // ~2^-29 of values may round to a different float32; none do in this sweep.
   EXPECT_EQ(float_mismatches, 0) << "of " << values;
   RecordProperty("max_ulp_vs_libm", std::to_string(worst_ulp));
+}
+
+TEST(TimeSinusoid, SameBitsOnEverySimdTarget) {
+  // The kernel is compiled per Highway target and dispatched at run time;
+  // -ffp-contract=off and a fixed operation order make them agree bitwise.
+  std::mt19937_64 rng(12);
+  std::uniform_int_distribution<int64_t> pick(INT64_MIN + 1, INT64_MAX);
+  std::vector<__int128> elapsed(20000);
+  for (__int128& e : elapsed) e = pick(rng);
+  const TimeSinusoid sinusoid(/*dim=*/10, 1e-3, 3.0e9);
+  std::vector<double> first;
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (int64_t target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    std::vector<double> out(elapsed.size() * 10);
+    for (size_t r = 0; r < elapsed.size(); ++r) {
+      sinusoid.Encode(elapsed[r], &out[r * 10]);
+    }
+    if (first.empty()) {
+      first = out;
+    } else {
+      EXPECT_EQ(0, std::memcmp(first.data(), out.data(), out.size() * sizeof(double)))
+          << hwy::TargetName(target);
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST(Time2Vec, MatchesLongDoubleReferenceFrom1900To2200) {
