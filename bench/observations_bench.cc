@@ -23,8 +23,10 @@
 //                                 rows in one call.
 //   workload_p/series=10000x100/threads=1  workload P as 10^4 calls of 100
 //                                 rows, back to back.
+//   workload_p_time/encode|encode_rows/...  the time block alone, row by row
+//                                 (as compose calls it) and TimeSinusoid::EncodeRows.
 //   workload_p_memcpy/...         memcpy of the same output bytes: the peer the
-//                                 two above are read against (GB/s).
+//                                 workload_p runs are read against (GB/s).
 // items_per_second counts rows (events); for workload_p bytes_per_second
 // counts output bytes.
 //
@@ -322,6 +324,29 @@ void BM_WorkloadP(benchmark::State& state, int64_t num_series, int64_t rows_per_
   state.counters["columns"] = static_cast<double>(width);
 }
 
+// Workload P's time block alone (dim 8) over its 10^6 timestamps, into
+// [rows, F] doubles: TimeSinusoid::Encode row by row (what compose does
+// today) or EncodeRows (what a block-at-a-time compose would call).
+void BM_WorkloadPTime(benchmark::State& state, bool rows_at_once) {
+  const PanelP p = MakeWorkloadP(1, 1000000);
+  const int64_t width = WorkloadPWidth();
+  const TimeSinusoid sinusoid(/*dim=*/8, TimeBlock{}.min_period_seconds,
+                              TimeBlock{}.max_period_seconds);
+  std::vector<double> out(p.times.size() * width);
+  const auto rows = static_cast<int64_t>(p.times.size());
+  for (auto _ : state) {
+    if (rows_at_once) {
+      sinusoid.EncodeRows(p.times, p.times[0], out.data(), width);
+    } else {
+      for (int64_t r = 0; r < rows; ++r) {
+        sinusoid.Encode(ElapsedNs(p.times[r], p.times[0]), &out[r * width]);
+      }
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * rows);
+}
+
 // The peer: copying the bytes workload P writes, [rows, F] float32.
 void BM_WorkloadPMemcpy(benchmark::State& state, int64_t rows) {
   const auto floats = static_cast<size_t>(rows * WorkloadPWidth());
@@ -355,6 +380,14 @@ void RegisterAll(const BenchFlags& flags) {
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("workload_p/series=10000x100/threads=1", BM_WorkloadP,
                                int64_t{10000}, int64_t{100})
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("workload_p_time/encode/rows=1000000/threads=1",
+                               BM_WorkloadPTime, false)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("workload_p_time/encode_rows/rows=1000000/threads=1",
+                               BM_WorkloadPTime, true)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("workload_p_memcpy/rows=1000000/threads=1",

@@ -357,6 +357,29 @@ TEST(TimeSinusoid, SameBitsOnEverySimdTarget) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
+TEST(TimeSinusoid, EncodeRowsIsEncodeRowByRow) {
+  std::mt19937_64 rng(13);
+  std::uniform_int_distribution<int64_t> pick(INT64_MIN + 1, INT64_MAX);
+  // dim 130: 65 periods, more than one kernel call holds (row by row).
+  for (int64_t dim : {2, 6, 8, 10, 130}) {
+    for (int64_t rows : {0, 1, 37, 1000}) {
+      const TimeSinusoid sinusoid(dim, 1e-3, 3.0e9);
+      std::vector<int64_t> times(rows);
+      for (int64_t& t : times) t = pick(rng);
+      const int64_t origin = pick(rng);
+      const int64_t stride = dim + 3;
+      std::vector<double> want(rows * stride, -7.0);
+      std::vector<double> got(rows * stride, -7.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        sinusoid.Encode(ElapsedNs(times[r], origin), &want[r * stride]);
+      }
+      sinusoid.EncodeRows(times, origin, got.data(), stride);
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), got.size() * sizeof(double)))
+          << "dim " << dim << " rows " << rows;
+    }
+  }
+}
+
 TEST(Time2Vec, MatchesLongDoubleReferenceFrom1900To2200) {
   Time2VecBlock block;
   block.omega = {1e-9, 2 * M_PI, 2 * M_PI / 86400, 0.37, 2 * M_PI / 604800};
