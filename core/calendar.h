@@ -37,9 +37,10 @@
 // Speed: calendar conversion is the hot path. LocalTimeCursor caches the
 // current "segment", the span of UTC seconds with one civil day and one UTC
 // offset (it ends at the next local midnight or the next zone transition,
-// whichever is first), so a non-decreasing run of timestamps costs one
-// absl::TimeZone lookup per local day and otherwise a range check and integer
-// arithmetic; CalendarEncoder::Writer further caches every day-level encoded
+// whichever is first), and the span to the zone's next transition, so a
+// non-decreasing run of timestamps costs one absl::TimeZone lookup per
+// transition, a date computation per local day and otherwise a range check
+// and integer arithmetic; CalendarEncoder::Writer further caches every day-level encoded
 // column per local day.
 //
 // Thread-safety: CalendarEncoder is immutable and may be shared; a
