@@ -1,5 +1,6 @@
 #include "core/continuous_time.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdint>
@@ -10,9 +11,162 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "core/errors.h"
 
+// The sin/cos kernel is compiled once per SIMD target Highway finds
+// (hwy/examples/skeleton.cc): foreach_target.h re-includes this file with
+// HWY_TARGET set to each; the scalar code below is in HWY_ONCE.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/continuous_time.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+#ifndef PHASOR_CORE_CONTINUOUS_TIME_BATCH_
+#define PHASOR_CORE_CONTINUOUS_TIME_BATCH_
 namespace phasor {
+// The angles per kernel call: a TimeSinusoid chunk of periods (4 = one
+// 256-bit vector of doubles).
+constexpr size_t kSinCosBatch = 4;
+}  // namespace phasor
+#endif  // PHASOR_CORE_CONTINUOUS_TIME_BATCH_
+
+HWY_BEFORE_NAMESPACE();
+namespace phasor {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// fdlibm's constants (see SinCosSmallAngles).
+// π/2 = kPio2_1 + kPio2_2 + kPio2_2t; kPio2_1 and kPio2_2 have 33 bits, so
+// q·kPio2_1 and q·kPio2_2 are exact for |q| < 2^20.
+constexpr double kInvPio2 = 6.36619772367581382433e-01;  // 0x3FE45F30 6DC9C883
+constexpr double kPio2_1 = 1.57079632673412561417e+00;   // 0x3FF921FB 54400000
+constexpr double kPio2_2 = 6.07710050630396597660e-11;   // 0x3DD0B461 1A600000
+constexpr double kPio2_2t = 2.02226624879595063154e-21;  // 0x3BA3198A 2E037073
+// k_sin.c: sin(r) ≈ r + r^3·(S1 + r^2·S2 + ... + r^10·S6).
+constexpr double kS1 = -1.66666666666666324348e-01;  // 0xBFC55555 55555549
+constexpr double kS2 = 8.33333333332248946124e-03;   // 0x3F811111 1110F8A6
+constexpr double kS3 = -1.98412698298579493134e-04;  // 0xBF2A01A0 19C161D5
+constexpr double kS4 = 2.75573137070700676789e-06;   // 0x3EC71DE3 57B1FE7D
+constexpr double kS5 = -2.50507602534068634195e-08;  // 0xBE5AE5E6 8A2B9CEB
+constexpr double kS6 = 1.58969099521155010221e-10;   // 0x3DE5D93A 5ACFD57C
+// k_cos.c: cos(r) ≈ 1 − r^2/2 + r^4·(C1 + r^2·C2 + ... + r^10·C6).
+constexpr double kC1 = 4.16666666666666019037e-02;   // 0x3FA55555 5555554C
+constexpr double kC2 = -1.38888888888741095749e-03;  // 0xBF56C16C 16C15177
+constexpr double kC3 = 2.48015872894767294178e-05;   // 0x3EFA01A0 19CB1590
+constexpr double kC4 = -2.75573143513906633035e-07;  // 0xBE927E4F 809C52AD
+constexpr double kC5 = 2.08757232129817482790e-09;   // 0x3E21EE9E BDB4B1C4
+constexpr double kC6 = -1.13596475577881948265e-11;  // 0xBDA8FAE9 BE8838D4
+// Adding 1.5·2^52 leaves no fraction bits: rounds to nearest, ties to
+// even, and leaves q in two's complement in the low significand bits.
+constexpr double kShifter = 6755399441055744.0;
+
+// The kernel on one vector of Lanes(d) angles at angle[i..].
+template <class D>
+HWY_INLINE void SinCosVector(D d, const double* HWY_RESTRICT angle,
+                             double* HWY_RESTRICT sin_out,
+                             double* HWY_RESTRICT cos_out, size_t i) {
+  const hn::RebindToUnsigned<D> du;
+  using V = hn::Vec<D>;
+  const V one = hn::Set(d, 1.0);
+  const V half = hn::Set(d, 0.5);
+  const V x = hn::LoadU(d, angle + i);
+  const V shifted = hn::Add(hn::Mul(x, hn::Set(d, kInvPio2)), hn::Set(d, kShifter));
+  const V q = hn::Sub(shifted, hn::Set(d, kShifter));
+  // e_rem_pio2.c, medium case, second round.
+  const V t = hn::Sub(x, hn::Mul(q, hn::Set(d, kPio2_1)));
+  const V w0 = hn::Mul(q, hn::Set(d, kPio2_2));
+  const V r = hn::Sub(t, w0);
+  const V w = hn::Sub(hn::Mul(q, hn::Set(d, kPio2_2t)),
+                      hn::Sub(hn::Sub(t, r), w0));
+  const V y0 = hn::Sub(r, w);
+  const V y1 = hn::Sub(hn::Sub(r, y0), w);
+  // __kernel_sin(y0, y1, iy = 1):
+  //   y0 − ((z·(y1/2 − v·sr) − y1) − v·S1).
+  const V z = hn::Mul(y0, y0);
+  const V zz = hn::Mul(z, z);
+  const V sr = hn::Add(
+      hn::Add(hn::Set(d, kS2),
+              hn::Mul(z, hn::Add(hn::Set(d, kS3), hn::Mul(z, hn::Set(d, kS4))))),
+      hn::Mul(hn::Mul(z, zz),
+              hn::Add(hn::Set(d, kS5), hn::Mul(z, hn::Set(d, kS6)))));
+  const V v = hn::Mul(z, y0);
+  const V ks = hn::Sub(
+      y0, hn::Sub(hn::Sub(hn::Mul(z, hn::Sub(hn::Mul(half, y1), hn::Mul(v, sr))), y1),
+                  hn::Mul(v, hn::Set(d, kS1))));
+  // __kernel_cos(y0, y1):
+  //   (1 − z/2) + (((1 − (1 − z/2)) − z/2) + (z·cr − y0·y1)).
+  const V cr = hn::Add(
+      hn::Mul(z, hn::Add(hn::Set(d, kC1),
+                         hn::Mul(z, hn::Add(hn::Set(d, kC2),
+                                            hn::Mul(z, hn::Set(d, kC3)))))),
+      hn::Mul(hn::Mul(zz, zz),
+              hn::Add(hn::Set(d, kC4),
+                      hn::Mul(z, hn::Add(hn::Set(d, kC5),
+                                         hn::Mul(z, hn::Set(d, kC6)))))));
+  const V hz = hn::Mul(half, z);
+  const V one_minus_hz = hn::Sub(one, hz);
+  const V kc = hn::Add(
+      one_minus_hz,
+      hn::Add(hn::Sub(hn::Sub(one, one_minus_hz), hz),
+              hn::Sub(hn::Mul(z, cr), hn::Mul(y0, y1))));
+  // Quadrant q mod 4: (sin, cos) = (ks, kc), (kc, −ks), (−ks, −kc), (−kc, ks).
+  const auto quadrant = hn::BitCast(du, shifted);
+  const auto odd = hn::RebindMask(
+      d, hn::Eq(hn::And(quadrant, hn::Set(du, 1)), hn::Set(du, 1)));
+  const V s = hn::IfThenElse(odd, kc, ks);
+  const V c = hn::IfThenElse(odd, ks, kc);
+  const auto sin_sign = hn::ShiftLeft<62>(hn::And(quadrant, hn::Set(du, 2)));
+  const auto cos_sign = hn::ShiftLeft<62>(
+      hn::And(hn::Add(quadrant, hn::Set(du, 1)), hn::Set(du, 2)));
+  hn::StoreU(hn::BitCast(d, hn::Xor(hn::BitCast(du, s), sin_sign)), d, sin_out + i);
+  hn::StoreU(hn::BitCast(d, hn::Xor(hn::BitCast(du, c), cos_sign)), d, cos_out + i);
+}
+
+// sin and cos of `count` angles |x| <= π in double. fdlibm's algorithm
+// for |x| < 2^19·π/2 (Sun Microsystems 1993, as kept in FreeBSD
+// lib/msun/src/e_rem_pio2.c, k_sin.c, k_cos.c; coefficients copied with their
+// bit patterns): reduce by the nearest multiple q·π/2 with π/2 in three parts
+// (the "2nd round" of e_rem_pio2.c, taken always: good to ~118 bits, so
+// r = y0 + y1 carries no cancellation error even next to q·π/2), then the
+// kernels' minimax polynomials on [−π/4, π/4] (|sin(r)/r − poly| < 2^−58,
+// |cos(r) − poly| < 2^−58) and the quadrant's swap and signs, selected with
+// masks (a quadrant is random; a branch per value was mispredicted half the
+// time). Error < 1 ulp, like glibc's sin/cos, which this replaces because a
+// libm call per value was ~24 ns, 40% of a workload-P row
+// (bench/observations_bench.cc workload_p). The two may differ in the last
+// bit of a double; a float32 output then differs only when the exact value
+// lies within that bit of a float32 rounding boundary (~2^−29 of values;
+// none of workload P's 8·10^6, see tests/continuous_time_test.cc).
+// Every operation is one IEEE-rounded operation in a fixed order, and this
+// file is compiled with -ffp-contract=off, so every target (and HWY_SCALAR)
+// gives the same bits.
+// REQUIRES: count % kSinCosBatch == 0; |angle[i]| <= π (more exactly:
+// |q| < 2^20; π is far inside).
+void SinCosSmallAngles(const double* HWY_RESTRICT angle, size_t count,
+                       double* HWY_RESTRICT sin_out,
+                       double* HWY_RESTRICT cos_out) {
+  // Full vectors (8 lanes on AVX-512), then vectors of at most
+  // kSinCosBatch: each lane is computed alone, so the split changes no bit.
+  const hn::ScalableTag<double> full;
+  size_t i = 0;
+  for (; i + hn::Lanes(full) <= count; i += hn::Lanes(full)) {
+    SinCosVector(full, angle, sin_out, cos_out, i);
+  }
+  const hn::CappedTag<double, kSinCosBatch> part;
+  for (; i < count; i += hn::Lanes(part)) {
+    SinCosVector(part, angle, sin_out, cos_out, i);
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace phasor
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace phasor {
+HWY_EXPORT(SinCosSmallAngles);
 namespace {
 
 // The Time2Vec phase reduction needs more than double's 53 bits.
@@ -232,10 +386,65 @@ std::vector<double> TimeSinusoid::periods_seconds() const {
 }
 
 void TimeSinusoid::Encode(__int128 elapsed_ns, double* out) const {
-  for (size_t k = 0; k < phases_.size(); ++k) {
-    const double angle = kTwoPi * phases_[k].SignedTurns(elapsed_ns);
-    out[2 * k] = std::sin(angle);
-    out[2 * k + 1] = std::cos(angle);
+  // Periods in chunks of kSinCosBatch: the exact phases first (integer work),
+  // then one vector sin/cos pass; a short last chunk is padded with zeros.
+  constexpr int kBatch = static_cast<int>(kSinCosBatch);
+  HWY_ALIGN double angle[kBatch];
+  HWY_ALIGN double sin_angle[kBatch];
+  HWY_ALIGN double cos_angle[kBatch];
+  const auto num_periods = static_cast<int64_t>(phases_.size());
+  const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
+  for (int64_t k0 = 0; k0 < num_periods; k0 += kBatch) {
+    const int lanes = static_cast<int>(std::min<int64_t>(kBatch, num_periods - k0));
+    for (int i = 0; i < kBatch; ++i) {
+      angle[i] = i < lanes ? kTwoPi * phases_[k0 + i].SignedTurns(elapsed_ns) : 0.0;
+    }
+    sin_cos(angle, kSinCosBatch, sin_angle, cos_angle);
+    for (int i = 0; i < lanes; ++i) {
+      out[2 * (k0 + i)] = sin_angle[i];
+      out[2 * (k0 + i) + 1] = cos_angle[i];
+    }
+  }
+}
+
+void TimeSinusoid::EncodeRows(absl::Span<const int64_t> times_ns,
+                              int64_t origin_ns, double* out,
+                              int64_t row_stride) const {
+  const auto num_periods = static_cast<int64_t>(phases_.size());
+  const auto rows = static_cast<int64_t>(times_ns.size());
+  // Angles of whole rows, kAngles at most per kernel call.
+  constexpr int64_t kAngles = 64;
+  const int64_t rows_per_call = kAngles / num_periods;
+  if (rows_per_call == 0) {  // dim > 2·kAngles: rows one by one.
+    for (int64_t r = 0; r < rows; ++r) {
+      Encode(ElapsedNs(times_ns[r], origin_ns), out + r * row_stride);
+    }
+    return;
+  }
+  HWY_ALIGN double angle[kAngles];
+  HWY_ALIGN double sin_angle[kAngles];
+  HWY_ALIGN double cos_angle[kAngles];
+  const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
+  for (int64_t r0 = 0; r0 < rows; r0 += rows_per_call) {
+    const int64_t call_rows = std::min(rows_per_call, rows - r0);
+    const int64_t used = call_rows * num_periods;
+    for (int64_t r = 0; r < call_rows; ++r) {
+      const __int128 elapsed = ElapsedNs(times_ns[r0 + r], origin_ns);
+      for (int64_t k = 0; k < num_periods; ++k) {
+        angle[r * num_periods + k] = kTwoPi * phases_[k].SignedTurns(elapsed);
+      }
+    }
+    const auto batch = static_cast<int64_t>(kSinCosBatch);
+    const int64_t padded = (used + batch - 1) / batch * batch;
+    std::fill(angle + used, angle + padded, 0.0);
+    sin_cos(angle, static_cast<size_t>(padded), sin_angle, cos_angle);
+    for (int64_t r = 0; r < call_rows; ++r) {
+      double* row = out + (r0 + r) * row_stride;
+      for (int64_t k = 0; k < num_periods; ++k) {
+        row[2 * k] = sin_angle[r * num_periods + k];
+        row[2 * k + 1] = cos_angle[r * num_periods + k];
+      }
+    }
   }
 }
 
@@ -257,3 +466,4 @@ void Time2Vec::Encode(__int128 elapsed_ns, double* out) const {
 }
 
 }  // namespace phasor
+#endif  // HWY_ONCE

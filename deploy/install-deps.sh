@@ -12,7 +12,7 @@ packages=(
   build-essential cmake pkg-config ca-certificates
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev
+  nlohmann-json3-dev libhwy-dev
   tzdata openssl libssl-dev curl
   python3 python3-numpy python3-grpcio python3-protobuf python3-yaml
 )

@@ -271,6 +271,32 @@ TEST(LocalTimeCursor, MatchesDirectLookupOnDenseSweeps) {
   }
 }
 
+TEST(LocalTimeCursor, MatchesDirectLookupOnLongSortedRuns) {
+  // Between two transitions a new day is arithmetic on the cached offset,
+  // and the year- and month-level date fields are carried from the previous
+  // day: sorted runs over decades, hourly-ish and in jumps of days, through
+  // ISO-year and leap-year changes, in zones with and without transitions.
+  std::mt19937_64 rng(17);
+  for (const char* name : {"America/New_York", "Europe/London", "UTC",
+                           "Asia/Kolkata", "Pacific/Apia"}) {
+    const absl::TimeZone zone = Zone(name);
+    for (int64_t step_s : {int64_t{3600}, int64_t{19 * 3600 + 17},
+                           int64_t{3 * 86400 + 77}}) {
+      LocalTimeCursor cursor(zone);
+      int mismatches = 0;
+      int64_t rows = 0;
+      for (int64_t t = UtcNs(1995, 12, 20); t < UtcNs(2031, 1, 10);
+           t += step_s * int64_t{1000000000} +
+                static_cast<int64_t>(rng() % 3600000000000)) {
+        mismatches += !SameLocalTime(cursor.At(t), LocalTimeAt(zone, t));
+        ++rows;
+      }
+      EXPECT_EQ(mismatches, 0) << name << " step " << step_s << " s, " << rows
+                               << " rows";
+    }
+  }
+}
+
 TEST(LocalTimeCursor, NewYorkSpringForward2026SkipsTwoOClock) {
   // 2026-03-08: 02:00 EST jumps to 03:00 EDT at 07:00Z.
   const LocalTime before = In("America/New_York", UtcNs(2026, 3, 8, 6, 59, 59));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "core/compose.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hwy/targets.h"
 #include "tests/status_matchers.h"
 
 namespace phasor {
@@ -272,6 +274,110 @@ TEST(TimeSinusoid, InterleavedSinCosOfElapsedTime) {
   EXPECT_NEAR(out[3], std::cos(2 * M_PI * 15 / 3600), 1e-15);
   s.Encode(static_cast<__int128>(-15) * 1000000000, out);  // Before the origin.
   EXPECT_NEAR(out[0], -1.0, 1e-15);
+}
+
+// Distance in units in the last place between two finite doubles of the
+// same sign or zero.
+int64_t UlpDistance(double a, double b) {
+  if (a == b) return 0;
+  int64_t steps = 0;
+  for (double x = a; x != b && steps < 1000; ++steps) x = std::nextafter(x, b);
+  return steps;
+}
+
+TEST(TimeSinusoid, WithinTwoUlpOfLibmOnTheExactPhase) {
+  // The scalar oracle: std::sin / std::cos of the same double angle,
+  // 2π·SignedTurns. The polynomial kernel is < 1 ulp from the exact value,
+  // like glibc; they may differ in the last bit, and float32 outputs
+  // (compose's) should then almost never differ.
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int64_t> pick(INT64_MIN + 1, INT64_MAX);
+  int64_t worst_ulp = 0;
+  int64_t float_mismatches = 0;
+  int64_t values = 0;
+  for (int64_t dim : {2, 6, 8, 10, 18}) {
+    const TimeSinusoid sinusoid(dim, 1e-3, 3.0e9);
+    std::vector<ExactPhase> phases;
+    for (int64_t k = 0; k < dim / 2; ++k) {
+      phases.emplace_back(LadderPeriodSeconds(k, dim / 2, 1e-3, 3.0e9));
+    }
+    std::vector<double> out(dim);
+    for (int i = 0; i < 40000; ++i) {
+      // Wide random instants, small ones and quarter periods of 1 ms (angles
+      // at and next to multiples of π/2).
+      const __int128 elapsed = i % 4 == 0   ? __int128{pick(rng)}
+                               : i % 4 == 1 ? __int128{pick(rng)} * 2
+                               : i % 4 == 2 ? __int128{i}
+                                            : __int128{250000} * (i / 4) + (i % 3) - 1;
+      sinusoid.Encode(elapsed, out.data());
+      for (int64_t k = 0; k < dim / 2; ++k) {
+        const double angle = 6.283185307179586476925286766559 *
+                             phases[k].SignedTurns(elapsed);
+        const double want[2] = {std::sin(angle), std::cos(angle)};
+        for (int j = 0; j < 2; ++j) {
+          const double got = out[2 * k + j];
+          ASSERT_TRUE(std::isfinite(got));
+          worst_ulp = std::max(worst_ulp, UlpDistance(got, want[j]));
+          float_mismatches += static_cast<float>(got) != static_cast<float>(want[j]);
+          ++values;
+        }
+      }
+    }
+  }
+  EXPECT_LE(worst_ulp, 2);
+  // ~2^-29 of values may round to a different float32; none do in this sweep.
+  EXPECT_EQ(float_mismatches, 0) << "of " << values;
+  RecordProperty("max_ulp_vs_libm", std::to_string(worst_ulp));
+}
+
+TEST(TimeSinusoid, SameBitsOnEverySimdTarget) {
+  // The kernel is compiled per Highway target and dispatched at run time;
+  // -ffp-contract=off and a fixed operation order make them agree bitwise.
+  std::mt19937_64 rng(12);
+  std::uniform_int_distribution<int64_t> pick(INT64_MIN + 1, INT64_MAX);
+  std::vector<__int128> elapsed(20000);
+  for (__int128& e : elapsed) e = pick(rng);
+  const TimeSinusoid sinusoid(/*dim=*/10, 1e-3, 3.0e9);
+  std::vector<double> first;
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (int64_t target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    std::vector<double> out(elapsed.size() * 10);
+    for (size_t r = 0; r < elapsed.size(); ++r) {
+      sinusoid.Encode(elapsed[r], &out[r * 10]);
+    }
+    if (first.empty()) {
+      first = out;
+    } else {
+      EXPECT_EQ(0, std::memcmp(first.data(), out.data(), out.size() * sizeof(double)))
+          << hwy::TargetName(target);
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST(TimeSinusoid, EncodeRowsIsEncodeRowByRow) {
+  std::mt19937_64 rng(13);
+  std::uniform_int_distribution<int64_t> pick(INT64_MIN + 1, INT64_MAX);
+  // dim 130: 65 periods, more than one kernel call holds (row by row).
+  for (int64_t dim : {2, 6, 8, 10, 130}) {
+    for (int64_t rows : {0, 1, 37, 1000}) {
+      const TimeSinusoid sinusoid(dim, 1e-3, 3.0e9);
+      std::vector<int64_t> times(rows);
+      for (int64_t& t : times) t = pick(rng);
+      const int64_t origin = pick(rng);
+      const int64_t stride = dim + 3;
+      std::vector<double> want(rows * stride, -7.0);
+      std::vector<double> got(rows * stride, -7.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        sinusoid.Encode(ElapsedNs(times[r], origin), &want[r * stride]);
+      }
+      sinusoid.EncodeRows(times, origin, got.data(), stride);
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), got.size() * sizeof(double)))
+          << "dim " << dim << " rows " << rows;
+    }
+  }
 }
 
 TEST(Time2Vec, MatchesLongDoubleReferenceFrom1900To2200) {
