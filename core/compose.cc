@@ -625,9 +625,8 @@ void EncodeTile(const Prepared& p, const SeriesOrigins& o, int64_t begin,
     }
   }
   if (p.time.has_value()) {
-    for (int64_t i = 0; i < n; ++i) {
-      p.time->Encode(ElapsedNs(times[begin + i], o.time), target(i));
-    }
+    // All the tile's angles go through the vector kernel together.
+    p.time->EncodeRows(times.subspan(begin, n), o.time, target(0), width);
     done(p.time->dim());
   }
   if (p.time2vec.has_value()) {
@@ -638,18 +637,10 @@ void EncodeTile(const Prepared& p, const SeriesOrigins& o, int64_t begin,
   }
   GapTracker& tracker = scratch->tracker();
   if (p.gaps.has_value()) {
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t r = begin + i;
-      tracker.BeginRow(times[r]);
-      p.gaps->EncodeRow(tracker, obs, r, times[r], o.gaps, target(i));
-      tracker.ObserveRow(obs, r);
-    }
+    p.gaps->EncodeRows(&tracker, obs, begin, n, o.gaps, target(0), width);
     done(p.gaps->width());
   } else if (track) {
-    for (int64_t r = begin; r < begin + n; ++r) {
-      tracker.BeginRow(times[r]);
-      tracker.ObserveRow(obs, r);
-    }
+    tracker.AdvanceRows(obs, begin, n);
   }
   if (writer != nullptr) {
     for (int64_t i = 0; i < n; ++i) writer->Encode(times[begin + i], target(i));

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "core/errors.h"
 #include "core/status_macros.h"
 
@@ -257,6 +258,27 @@ void GapsEncoder::EncodeRow(const GapTracker& tracker,
                                            : 0.0;
       }
     }
+  }
+}
+
+void GapTracker::AdvanceRows(const ObservationsView& observations, int64_t begin,
+                             int64_t n) {
+  const absl::Span<const int64_t> times = observations.row_times();
+  for (int64_t r = begin; r < begin + n; ++r) {
+    BeginRow(times[r]);
+    ObserveRow(observations, r);
+  }
+}
+
+void GapsEncoder::EncodeRows(GapTracker* tracker, const ObservationsView& observations,
+                             int64_t begin, int64_t n, int64_t origin_ns, double* out,
+                             int64_t stride) const {
+  const absl::Span<const int64_t> times = observations.row_times();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = begin + i;
+    tracker->BeginRow(times[r]);
+    EncodeRow(*tracker, observations, r, times[r], origin_ns, out + i * stride);
+    tracker->ObserveRow(observations, r);
   }
 }
 

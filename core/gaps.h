@@ -110,6 +110,8 @@ class GapTracker final {
   }
   // Records the row's observations. REQUIRES: BeginRow called for `row`.
   void ObserveRow(const ObservationsView& observations, int64_t row);
+  // BeginRow and ObserveRow for rows [begin, begin + n).
+  void AdvanceRows(const ObservationsView& observations, int64_t begin, int64_t n);
 
  private:
   struct Channel {
@@ -145,6 +147,12 @@ class GapsEncoder final {
   void EncodeRow(const GapTracker& tracker, const ObservationsView& observations,
                  int64_t row, int64_t t_ns, int64_t origin_ns,
                  double* out) const;
+
+  // BeginRow, EncodeRow and ObserveRow for rows [begin, begin + n), row i's
+  // values at out + i·stride: one call per tile, so the three inline.
+  void EncodeRows(GapTracker* tracker, const ObservationsView& observations,
+                  int64_t begin, int64_t n, int64_t origin_ns, double* out,
+                  int64_t stride) const;
 
  private:
   // Writes the transformed gap (value_width_ values).
