@@ -3,6 +3,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -216,6 +217,14 @@ void GapsEncoder::EncodeRow(const GapTracker& tracker,
                             const ObservationsView& observations, int64_t row,
                             int64_t t_ns, int64_t origin_ns,
                             double* out) const {
+  EncodeRowImpl(tracker, observations, row, t_ns, origin_ns, out);
+}
+
+template <typename Tracker>
+[[gnu::always_inline]] inline void GapsEncoder::EncodeRowImpl(
+    Tracker& tracker, const ObservationsView& observations, int64_t row,
+    int64_t t_ns, int64_t origin_ns, double* out) const {
+  constexpr bool kObserve = !std::is_const_v<Tracker>;
   const bool flag_policy =
       block_.first_observation == FirstObservationPolicy::kFlag;
   // The gap to use when there is no earlier event.
@@ -257,7 +266,12 @@ void GapsEncoder::EncodeRow(const GapTracker& tracker,
                   : tracker.seen_before(c) ? tracker.last_value_before(c)
                                            : 0.0;
       }
+      if constexpr (kObserve) {
+        if (observed) tracker.Observe(c, value);
+      }
     }
+  } else if constexpr (kObserve) {
+    tracker.ObserveRow(observations, row);
   }
 }
 
@@ -277,8 +291,8 @@ void GapsEncoder::EncodeRows(GapTracker* tracker, const ObservationsView& observ
   for (int64_t i = 0; i < n; ++i) {
     const int64_t r = begin + i;
     tracker->BeginRow(times[r]);
-    EncodeRow(*tracker, observations, r, times[r], origin_ns, out + i * stride);
-    tracker->ObserveRow(observations, r);
+    // Encodes the row and records its observations.
+    EncodeRowImpl(*tracker, observations, r, times[r], origin_ns, out + i * stride);
   }
 }
 

@@ -110,6 +110,10 @@ class GapTracker final {
   }
   // Records the row's observations. REQUIRES: BeginRow called for `row`.
   void ObserveRow(const ObservationsView& observations, int64_t row);
+  // Records one observation of channel c at the current row's time (what
+  // ObserveRow does per observed channel). Leaves everything the getters
+  // above read unchanged until the next BeginRow.
+  void Observe(int64_t c, double value);
   // BeginRow and ObserveRow for rows [begin, begin + n).
   void AdvanceRows(const ObservationsView& observations, int64_t begin, int64_t n);
 
@@ -121,7 +125,6 @@ class GapTracker final {
     bool current_seen = false;  // Observed at the current time last_ns_.
     double current_value = 0.0;
   };
-  void Observe(int64_t c, double value);
 
   bool has_rows_ = false;
   int64_t first_ns_ = 0;
@@ -157,6 +160,13 @@ class GapsEncoder final {
  private:
   // Writes the transformed gap (value_width_ values).
   void Transform(__int128 gap_ns, double* out) const;
+  // EncodeRow; with a non-const tracker it also records the row's
+  // observations (ObserveRow) while reading them for the mask and last
+  // values, which the getters EncodeRow uses do not see.
+  template <typename Tracker>
+  void EncodeRowImpl(Tracker& tracker, const ObservationsView& observations,
+                     int64_t row, int64_t t_ns, int64_t origin_ns,
+                     double* out) const;
 
   GapsBlock block_;
   int64_t num_channels_;
