@@ -504,34 +504,54 @@ class EncoderClient:
                       gaps=gaps, calendar=calendar, combine=combine,
                       d_model=d_model)
         config = _specs.temporal_config(spec, profile, blocks)
+        # gRPC swallows an exception raised while it pulls requests
+        # ("Exception iterating requests!"): keep it, cancel the call and
+        # raise it to the caller instead.
+        failure = []
+        call = {}
 
         def requests():
-            for index, chunk in enumerate(chunks):
-                if isinstance(chunk, tuple):
-                    timestamps = chunk[0]
-                    values = chunk[1] if len(chunk) > 1 else None
-                    mask = chunk[2] if len(chunk) > 2 else None
-                else:
-                    timestamps, values, mask = chunk, None, None
-                observations, zone = self._observations(
-                    timestamps, values, mask, None, None, time_unit)
-                request = pb.EncodeObservationsRequest(
-                    observations=observations,
-                    output_dtype=dtype_enum(output_dtype))
-                if index == 0:
-                    _set_config(request, profile,
-                                _frame.apply_data_zone(config, zone),
-                                _no_shortcut)
-                yield request
+            try:
+                for index, chunk in enumerate(chunks):
+                    if isinstance(chunk, tuple):
+                        timestamps = chunk[0]
+                        values = chunk[1] if len(chunk) > 1 else None
+                        mask = chunk[2] if len(chunk) > 2 else None
+                    else:
+                        timestamps, values, mask = chunk, None, None
+                    try:
+                        observations, zone = self._observations(
+                            timestamps, values, mask, None, None, time_unit)
+                    except InvalidInputError as error:
+                        field, description = error.field_violations()[0]
+                        raise InvalidInputError(f"chunks[{index}].{field}",
+                                                description) from None
+                    request = pb.EncodeObservationsRequest(
+                        observations=observations,
+                        output_dtype=dtype_enum(output_dtype))
+                    if index == 0:
+                        _set_config(request, profile,
+                                    _frame.apply_data_zone(config, zone),
+                                    _no_shortcut)
+                    yield request
+            except Exception as error:  # noqa: BLE001 - re-raised below
+                failure.append(error)
+                if "responses" in call:
+                    call["responses"].cancel()
 
         responses = self._stub.EncodeObservationsStream(
             requests(), timeout=self.deadline_seconds, metadata=self._metadata)
+        call["responses"] = responses
         try:
             for response in responses:
                 yield Features(from_tensor(response.features),
                                list(response.schema), response.state)
         except grpc.RpcError as error:
+            if failure:
+                raise failure[0] from None
             raise PhasorError.from_rpc_error(error) from None
+        if failure:
+            raise failure[0]
 
     def encode_panel(self, timestamps=None, values=None, mask=None, *,
                      series_offsets=None, series_ids=None, time_zones=None,

@@ -241,9 +241,9 @@ def temporal_spec(spec: SpecLike = None, **blocks: Any) -> pb.TemporalSpec:
     out = pb.TemporalSpec()
     whole = encoder_spec(spec, "temporal")
     if whole is not None:
-        if whole.WhichOneof("spec") != "temporal":
+        if whole.WhichOneof("kind") != "temporal":
             raise InvalidInputError("spec", "expected a temporal spec, got "
-                                            f"{whole.WhichOneof('spec')}")
+                                            f"{whole.WhichOneof('kind')}")
         out.CopyFrom(whole.temporal)
     fill(out, {k: v for k, v in blocks.items() if v is not None},
          "spec.temporal")
