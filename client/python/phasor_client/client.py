@@ -6,14 +6,19 @@
         q, k, factor = client.apply_rope(query, key, rotary_dim=64)
 
 Every call has a deadline (deadline_seconds, 30 s by default); a call that
-overruns it raises grpc.RpcError with code DEADLINE_EXCEEDED. Server errors
-raise grpc.RpcError whose details() name the offending field
-("spec.positional.sinusoidal.dim: must be even"); field_violations() decodes
-the google.rpc.BadRequest the server attaches.
+overruns it raises PhasorError with code DEADLINE_EXCEEDED. Server errors
+raise PhasorError (a grpc.RpcError, see errors.py) whose details() name the
+offending field ("spec.positional.sinusoidal.dim: must be even") and whose
+field_violations() decodes the google.rpc.BadRequest the server attaches;
+input refused before sending raises InvalidInputError, a PhasorError.
 
-Specs: each method takes shortcut keywords for the common settings, or
-`spec=` (a phasor.v1 EncoderSpec message or its protobuf text format) for
-everything the API offers, or `profile=` (a server-side profile name).
+Specs: each method takes shortcut keywords for the common settings (the
+temporal methods take the blocks themselves: time=, gaps=, calendar=, ...),
+or `spec=` (a phasor.v1 EncoderSpec message, its protobuf text format, or a
+dict with case-insensitive enum names, see specs.py) for everything the API
+offers, or `profile=` (a server-side profile name).
+
+Times: see times.py; pandas DataFrames: encode_frame and frame.py.
 
 Thread-safety: an EncoderClient may be shared by threads (grpc channels are).
 """
