@@ -5,6 +5,7 @@ proto specs, timestamps-only and long-layout calls, one name per feature
 column, and encode_frame: a panel DataFrame (Nixtla, GluonTS, wide) in, a
 named DataFrame out, equal to the same features computed with pandas here."""
 
+import datetime
 import math
 import unittest
 
@@ -14,6 +15,7 @@ import pandas as pd
 from google.protobuf import text_format
 
 import harness
+from phasor_client import times as times_module
 from phasor_client import (InvalidInputError, PhasorError, encoder_spec,
                            feature_names, field_violations, pb,
                            temporal_spec)
@@ -225,6 +227,35 @@ class FramePythonTest(unittest.TestCase):
             [BERLIN[:2], (BERLIN[2:], None)], spec=HOURS_SPEC))
         self.assertEqual(np.concatenate([s.features for s in streamed])
                          .tobytes(), aware.features.tobytes())
+
+    def test_fixed_offset_zones(self):
+        # A whole-hour fixed offset is the IANA Etc/GMT zone of opposite
+        # (POSIX) sign; a half-hour one has no IANA name and is an error.
+        plus5 = datetime.timezone(datetime.timedelta(hours=5))
+        times = pd.date_range("2024-06-01 00:00", periods=3, freq="7h",
+                              tz=plus5)
+        got = self.client.encode_observations(times, spec=HOURS_SPEC)
+        np.testing.assert_array_equal(got.features[:, 1], [0, 7, 14])
+        self.assertEqual(times_module.zone_name(plus5), "Etc/GMT-5")
+        half = times.tz_convert(datetime.timezone(
+            datetime.timedelta(hours=5, minutes=30)))
+        self.assert_invalid(lambda: self.client.encode_observations(
+            half, spec=HOURS_SPEC), "timestamps", "IANA")
+
+    def test_frame_time_unit(self):
+        frame = pd.DataFrame({"t": BERLIN.asi8 / 1e9, "v": [1.0, 2.0, 3.0]})
+        self.assert_invalid(lambda: self.client.encode_frame(
+            frame, time_column="t", spec=HOURS_SPEC), "df['t']", "time_unit")
+        got = self.client.encode_frame(frame, time_column="t", time_unit="s",
+                                       spec=HOURS_SPEC)
+        expected = self.client.encode_frame(
+            frame.assign(t=BERLIN), time_column="t",
+            spec={"calendar": dict(HOURS_SPEC["calendar"], time_zone="UTC"),
+                  "gaps": HOURS_SPEC["gaps"]})
+        self.assertEqual(got.frame.to_numpy().tobytes(),
+                         expected.frame.to_numpy().tobytes())
+        self.assertEqual(list(got.frame.columns),
+                         ["gaps.global_delta", "calendar.hour_of_day"])
 
     def test_nat_names_the_row(self):
         times = pd.Series(pd.to_datetime(["2024-01-01", "2024-01-02", None]),
