@@ -37,7 +37,6 @@ from . import _panel, _stubs
 from .tensors import dtype_enum, from_tensor, to_tensor
 from . import frame as _frame, specs as _specs
 from .errors import InvalidInputError, PhasorError
-from .schema import feature_names
 from .times import read_times
 
 _stubs_modules = _stubs.load()

@@ -202,10 +202,10 @@ def read_times(times: Any, field: str = "timestamps",
                        f"resolves 128 s near 2024); {_WHAT_TO_SEND}")
         if time_unit is None:
             raise InvalidInputError(
-                field, f"float64 times have no unit: float seconds "
-                       f"(index.asi8 / 1e9) read as ns would be 10^9 times "
-                       f"too small; pass time_unit='s' (or 'ms', 'us', "
-                       f"'ns'), or int64 ns, datetime64, or a DatetimeIndex")
+                field, "float64 times have no unit: float seconds "
+                       "(index.asi8 / 1e9) read as ns would be 10^9 times "
+                       "too small; pass time_unit='s' (or 'ms', 'us', "
+                       "'ns'), or int64 ns, datetime64, or a DatetimeIndex")
         seconds_or_unit = values.astype(np.float64, copy=False)
         _check_finite(seconds_or_unit, field, labels)
         if time_unit == "s":
