@@ -25,28 +25,50 @@ from .client import EncoderClient, field_violations
 _PROGRAM = "python -m phasor_client"
 
 
+def _csv_has_header(path: str) -> bool:
+    """True when the first line holds a cell that is neither empty nor a
+    number (a column name)."""
+    with open(path, encoding="utf-8") as f:
+        first = f.readline()
+    for cell in first.strip().split(","):
+        cell = cell.strip()
+        if not cell:
+            continue
+        try:
+            float(cell)
+        except ValueError:
+            return True
+    return False
+
+
 def read_array(path: str, dtype: Optional[str] = None) -> np.ndarray:
     """An array from a .npy file, or from a CSV file of numbers (one row
     per line, an optional header line, an empty cell = NaN).
 
     dtype "int64" reads integers exactly (nanosecond timestamps exceed
-    float64's 2^53).
+    float64's 2^53). A cell that is not a number is an error, never NaN.
     """
     if path.endswith(".npy"):
         array = np.load(path, allow_pickle=False)
         return array.astype(dtype) if dtype else array
-    for header_lines in (0, 1):
-        try:
-            if dtype == "int64":
-                return np.loadtxt(path, delimiter=",", dtype=np.int64,
-                                  skiprows=header_lines, ndmin=1)
-            return np.genfromtxt(path, delimiter=",", dtype=np.float64,
-                                 skip_header=header_lines, invalid_raise=True,
-                                 loose=False)
-        except ValueError:
-            if header_lines:
-                raise
-    raise AssertionError("unreachable")
+    skip = 1 if _csv_has_header(path) else 0
+    if dtype == "int64":
+        return np.loadtxt(path, delimiter=",", dtype=np.int64, skiprows=skip,
+                          ndmin=1)
+
+    def cell(text: str) -> float:
+        text = text.strip()
+        return float(text) if text else float("nan")
+
+    with open(path, encoding="utf-8") as f:
+        rows = [[cell(c) for c in line.rstrip("\n").split(",")]
+                for number, line in enumerate(f)
+                if number >= skip and line.strip()]
+    widths = {len(row) for row in rows}
+    if len(widths) > 1:
+        raise ValueError(f"{path}: rows have {sorted(widths)} cells")
+    array = np.array(rows, dtype=np.float64)
+    return array[:, 0] if array.ndim == 2 and array.shape[1] == 1 else array
 
 
 def write_array(path: str, array: np.ndarray) -> None:
