@@ -15,6 +15,13 @@ packages=(
   nlohmann-json3-dev libhwy-dev
   tzdata openssl libssl-dev curl
   python3 python3-numpy python3-grpcio python3-protobuf python3-yaml
+  # The Python package: built offline by Debian's pip/setuptools/wheel
+  # (client/python/pyproject.toml), installed into venvs by the tests; its
+  # stubs come from protoc + grpc_python_plugin (protobuf-compiler-grpc,
+  # above) and grpc-proto's standard health/reflection protos. Debian 12 has
+  # no python3-grpcio-health-checking, and python3-grpc-tools (1.14) is
+  # older than the grpcio it would generate for, so neither is used.
+  python3-pip python3-venv python3-setuptools python3-wheel
 )
 case "${1:-}" in
   "") ;;

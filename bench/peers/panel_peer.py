@@ -48,8 +48,10 @@ import pandas as pd
 
 import common
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "..", "client", "python"))
+# The package CMake's phasor_python target builds (stubs generated at build
+# time), unless PYTHONPATH or an install provides it.
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                             "..", "..", "build", "python"))
 from phasor_client import EncoderClient  # noqa: E402
 
 NUM_CHANNELS = 3

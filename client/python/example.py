@@ -3,19 +3,29 @@
 
     /usr/bin/python3 client/python/example.py [--target localhost:50051]
 
+with the package installed (pip install --no-build-isolation ./client/python)
+or built by CMake (target phasor_python, into build/python).
+
 Asks for sinusoidal encodings, compares them with the formula computed here
 in numpy, rotates a random query with RoPE, and prints ALiBi slopes. Debian's
 numpy and grpcio live under /usr/bin/python3, not a venv's python3.
 """
 
 import argparse
+import importlib.util
 import os
 import sys
 
 import numpy as np
 
-# Runs from a checkout without installing the package.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# Running this file puts client/python first on sys.path, and its
+# phasor_client sources have no stubs (they are generated at build time).
+# Use the installed package, else the copy CMake's phasor_python target
+# built in <repository>/build/python.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+if importlib.util.find_spec("phasor_client") is None:
+    sys.path.insert(0, os.path.join(_HERE, "..", "..", "build", "python"))
 from phasor_client import EncoderClient  # noqa: E402
 
 

@@ -10,7 +10,9 @@ Environment (set by tests/e2e/CMakeLists.txt):
   E2E_SERVER_BIN   path of phasor-server
   E2E_CLIENT_BIN   path of phasor-client
   E2E_SOURCE_DIR   repository root (for client/python and deploy/)
-  PHASOR_PY_STUBS_DIR  where the Python client caches its generated stubs
+  E2E_PYTHON_DIR   the build tree's python/ directory: phasor_client with
+                   the stubs CMake's phasor_python target generated
+                   (default: <source>/build/python)
 """
 
 import os
@@ -28,8 +30,12 @@ SOURCE_DIR = os.environ.get(
 SERVER_BIN = os.environ.get("E2E_SERVER_BIN", "phasor-server")
 CLIENT_BIN = os.environ.get("E2E_CLIENT_BIN", "phasor-client")
 
-sys.path.insert(0, os.path.join(SOURCE_DIR, "client", "python"))
-import phasor_client  # noqa: E402  (generates the stubs on first import)
+# The package as built (stubs generated at build time), not the source
+# directory, which has no stubs.
+PYTHON_DIR = os.environ.get("E2E_PYTHON_DIR",
+                            os.path.join(SOURCE_DIR, "build", "python"))
+sys.path.insert(0, PYTHON_DIR)
+import phasor_client  # noqa: E402
 
 # A loaded 2-core machine may take a while to start a process.
 STARTUP_TIMEOUT_S = 30.0

@@ -185,7 +185,8 @@ class PythonClientTest(unittest.TestCase):
                               "example.py")
         result = subprocess.run(
             [sys.executable, script, "--target", self.server.target],
-            capture_output=True, text=True, timeout=120, check=False)
+            capture_output=True, text=True, timeout=120, check=False,
+            env={**os.environ, "PYTHONPATH": harness.PYTHON_DIR})
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         self.assertIn("health: SERVING", result.stdout)
         self.assertIn("encode_positions: float32 (8, 16)", result.stdout)

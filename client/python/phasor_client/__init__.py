@@ -7,8 +7,11 @@ numpy arrays in, numpy arrays out:
         pe = client.encode_positions(count=128, dim=64)   # (128, 64) float32
 
 Needs Debian's python3-grpcio, python3-protobuf and python3-numpy (run with
-/usr/bin/python3), plus protoc and grpc_python_plugin to generate the stubs
-on first import (see _stubs.py).
+/usr/bin/python3, or a venv made from it with --system-site-packages).
+Install with `pip install --no-build-isolation ./client/python`; the
+protobuf/gRPC stubs are generated when the package is built, never at import
+(see _stubs.py and docs/CLIENT.md). `python -m phasor_client` is a command
+line with the C++ phasor-client's common calls.
 """
 
 from .client import (AlibiResult, EncoderClient, Features, Panel, RopeResult,

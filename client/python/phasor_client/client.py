@@ -33,21 +33,19 @@ import grpc
 import numpy as np
 from google.protobuf import text_format
 
-from . import _panel, _stubs
+from . import _panel
+from ._stubs import encoder_pb2 as pb
+from ._stubs import encoder_pb2_grpc as _pb_grpc
+from ._stubs import error_details_pb2 as _error_details
+from ._stubs import health_pb2 as _health
+from ._stubs import health_pb2_grpc as _health_grpc
+from ._stubs import reflection_pb2 as _reflection
+from ._stubs import reflection_pb2_grpc as _reflection_grpc
+from ._stubs import status_pb2 as _status
 from .tensors import dtype_enum, from_tensor, to_tensor
 from . import frame as _frame, specs as _specs
 from .errors import InvalidInputError, PhasorError
 from .times import read_times
-
-_stubs_modules = _stubs.load()
-pb = _stubs_modules.encoder_pb2
-_pb_grpc = _stubs_modules.encoder_pb2_grpc
-_health = _stubs_modules.health_pb2
-_health_grpc = _stubs_modules.health_pb2_grpc
-_reflection = _stubs_modules.reflection_pb2
-_reflection_grpc = _stubs_modules.reflection_pb2_grpc
-_status = _stubs_modules.status_pb2
-_error_details = _stubs_modules.error_details_pb2
 
 RopeResult = collections.namedtuple("RopeResult",
                                     ["query", "key", "attention_factor"])
