@@ -21,12 +21,14 @@ Thread-safety: an EncoderClient may be shared by threads (grpc channels are).
 import collections
 import os
 import threading
+from typing import Any, Optional
 
 import grpc
 import numpy as np
 from google.protobuf import text_format
 
 from . import _panel, _stubs
+from . import _rope
 from .tensors import dtype_enum, from_tensor, to_tensor
 
 _stubs_modules = _stubs.load()
@@ -266,45 +268,112 @@ class EncoderClient:
         response = self._call(self._stub.EncodePositions, request)
         return from_tensor(response.encodings)
 
-    def apply_rope(self, query, key=None, positions=None, *, rotary_dim=0,
-                   base=None, layout=None, scaling=None,
-                   fold_attention_factor=None, max_position_embeddings=0,
-                   seq_len=0, profile=None, spec=None, dtype=None):
-        """Rotates query [T, H, D] (and key [T, Hkv, D]) with RoPE.
+    def apply_rope(self, query: _rope.ArrayLike,
+                   key: Optional[_rope.ArrayLike] = None,
+                   positions: Optional[_rope.ArrayLike] = None, *,
+                   position_ids: Optional[_rope.ArrayLike] = None,
+                   rotary_dim: int = 0, base: Optional[float] = None,
+                   layout: Optional[str] = None,
+                   tensor_layout: Optional[str] = None,
+                   scaling: Any = None,
+                   fold_attention_factor: Optional[bool] = None,
+                   max_position_embeddings: int = 0, seq_len: int = 0,
+                   profile: Optional[str] = None, spec: Any = None,
+                   dtype: Any = None) -> RopeResult:
+        """Rotates query (and key) with RoPE; one ApplyRope call.
 
-        positions default to 0..T-1; reals give continuous-time RoPE. dtype
-        ("float32", "float16", "bfloat16") is the wire and output dtype,
-        default the query's if it is one of those, else float32.
+        Shapes, by `tensor_layout` ("bhtd" is the default for 4 axes,
+        "thd" for 3; `layout=` takes these names too):
+          "bhtd"  [B, H, T, D]  HF transformers (q/k after the head split)
+          "bthd"  [B, T, H, D]  vLLM, flash-attn
+          "thd"   [T, H, D]     the wire's own, ApplyRope's tokens
+          "htd"   [H, T, D]
+        key has the query's layout, B, T and D; its head count may differ
+        (grouped-query attention). A batch goes as its B·T tokens.
+
+        positions / position_ids (HF's name; give one): None means
+        0..T-1 in every batch row; [T] or [1, T] are shared by the rows;
+        [B, T] gives each row its own. Integers are token indices, reals
+        continuous-time RoPE (exact: int64 / float64 on the wire). numpy
+        or torch.
+
+        dtype: query and key travel as their own dtype, and the results
+        come back as the caller's type, shape and layout:
+          numpy float32 / float16       -> the same (a read-only view of
+                                           the reply: .copy() to write)
+          numpy uint16 + dtype="bfloat16" -> uint16 bfloat16 bits
+          torch float32 / float16 / bfloat16 -> torch, same dtype and
+                                           device, contiguous, no grad
+          float64                       -> TypeError: the server's ApplyRope
+                                           takes no FLOAT64 yet
+        dtype= ("float32", "float16", "bfloat16") picks another wire dtype
+        on purpose, e.g. dtype="float32" for float64 input (returned as
+        float64 holding float32 values) or "bfloat16" for float32 input
+        (returned as float32 holding bfloat16 values).
+
+        layout: the RoPE pairing "half" (NeoX / HF LLaMA rotate_half, the
+        default) or "interleaved" (GPT-J / Meta), or a tensor layout.
         scaling: a RopeScaling message, its text format, or a dict such as
         {"yarn": {"factor": 4.0, "original_max_position_embeddings": 4096}}.
-        Returns (query, key or None, attention_factor).
+        seq_len 0 means 1 + the largest position of the whole batch, as HF's
+        dynamic scaling uses.
+
+        Returns RopeResult(query, key or None, attention_factor).
+        Raises TypeError for dtypes and ValueError for shapes the client
+        cannot map without doubt, before any call; grpc.RpcError for what
+        the server refuses.
         """
-        query = np.asarray(query)
-        if dtype is None:
-            dtype = query.dtype if query.dtype in (np.float32, np.float16) \
-                else np.float32
-        if positions is None:
-            positions = np.arange(query.shape[0], dtype=np.int64)
-        request = pb.ApplyRopeRequest(
-            query=to_tensor(query, dtype),
-            positions=_positions(positions, None, 0, 1))
+        pairing, tensor_layout = _rope.split_layout(layout, tensor_layout)
+        if positions is not None and position_ids is not None:
+            raise ValueError("apply_rope: give positions= or position_ids=, "
+                             "not both")
+        if position_ids is not None:
+            positions = position_ids
+        query_operand = _rope.operand("query", query, tensor_layout)
+        key_operand = None
         if key is not None:
-            request.key.CopyFrom(to_tensor(key, dtype))
+            key_operand = _rope.operand("key", key, query_operand.layout)
+            _rope.check_key(query_operand, key_operand)
+        wire = _rope.wire_dtype(query_operand, dtype)
+        request = pb.ApplyRopeRequest(
+            query=_rope.tensor(query_operand, wire),
+            positions=_rope.positions(query_operand, positions))
+        if key_operand is not None:
+            request.key.CopyFrom(_rope.tensor(key_operand, wire))
         _set_config(request, profile, spec, lambda: _rope_spec(
-            rotary_dim, base, layout, scaling, fold_attention_factor,
+            rotary_dim, base, pairing, scaling, fold_attention_factor,
             max_position_embeddings, seq_len))
         response = self._call(self._stub.ApplyRope, request)
         return RopeResult(
-            from_tensor(response.query),
-            from_tensor(response.key) if response.HasField("key") else None,
+            _rope.result(query_operand, response.query),
+            _rope.result(key_operand, response.key)
+            if key_operand is not None else None,
             response.attention_factor)
 
-    def rope_tables(self, positions=None, *, count=None, start=0, step=1,
-                    rotary_dim=0, base=None, layout=None, scaling=None,
-                    fold_attention_factor=None, max_position_embeddings=0,
-                    seq_len=0, profile=None, spec=None,
-                    output_dtype="float32"):
-        """cos, sin [N, rotary_dim/2], attention_factor and inv_freq."""
+    def rope_tables(self, positions: Any = None, *,
+                    count: Optional[int] = None, start: int = 0,
+                    step: int = 1, rotary_dim: int = 0,
+                    base: Optional[float] = None,
+                    layout: Optional[str] = None, scaling: Any = None,
+                    fold_attention_factor: Optional[bool] = None,
+                    max_position_embeddings: int = 0, seq_len: int = 0,
+                    profile: Optional[str] = None, spec: Any = None,
+                    output_dtype: Any = "float32") -> RopeTables:
+        """RopeTables(cos, sin, attention_factor, inv_freq): the tables
+        ApplyRope would use, for clients with their own kernels.
+
+        positions: N integers or reals (numpy, torch or a list; any shape,
+        flattened, so HF's position_ids [B, T] give B·T rows), or the range
+        count/start/step. cos and sin are numpy [N, rotary_dim/2] in
+        output_dtype ("float32", "float16"; "bfloat16" widened exactly to
+        float32), computed in double and rounded once; the attention factor
+        is folded into them unless fold_attention_factor=False. HF's
+        rotate_half wants them repeated along the last axis:
+        np.concatenate([cos, cos], -1). inv_freq: the θ_i as floats.
+        Other arguments as apply_rope's.
+        """
+        if positions is not None:
+            positions = _rope.to_numpy(positions)
         request = pb.RopeTablesRequest(
             positions=_positions(positions, count, start, step),
             output_dtype=dtype_enum(output_dtype))

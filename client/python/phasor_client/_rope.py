@@ -1,0 +1,311 @@
+"""apply_rope's operands: the caller's shapes, layouts and array types on one
+side, ApplyRope's [T, H, D] tokens on the other.
+
+The server rotates tokens, [T, H, D] with one position each. A batch
+[B, H, T, D] (HF transformers' layout) or [B, T, H, D] (vLLM, flash-attn)
+goes as its B·T tokens in row-major (b, t) order, positions flattened the
+same way, so each batch row keeps its own positions (HF's position_ids
+[B, T]). The reply is reshaped and transposed back as a view.
+
+Copies, per tensor and direction (the wire needs contiguous little-endian
+bytes; protobuf and gRPC add their own copies beyond our reach):
+  send     one: ndarray.tobytes() gathers a transposed view in one pass
+           (plus one cast when the wire dtype differs from the caller's).
+  receive  none for numpy: a read-only view over the reply's bytes, in the
+           caller's layout (so possibly not C-contiguous). One for torch:
+           torch must not share the reply's immutable bytes, so the
+           transposing copy also makes the tensor writable and contiguous.
+
+dtypes. The wire dtype is the caller's unless `dtype=` asks for another:
+  float32 / float16 (numpy or torch)  -> FLOAT32 / FLOAT16
+  torch.bfloat16                      -> BFLOAT16, its bits as they are
+  numpy uint16 with dtype="bfloat16"  -> BFLOAT16 bits (numpy has no bf16)
+  float64                             -> an error: ApplyRope takes no
+                                         FLOAT64 yet; dtype="float32" rounds
+                                         it on purpose (result widened back)
+  anything else (ints, uint16 alone)  -> an error saying what to send
+Results come back as the caller's type: numpy in, numpy out; torch in,
+torch out (same dtype and device; no autograd graph).
+
+Thread-safety: pure functions over their arguments.
+"""
+
+import sys
+from typing import Any, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .tensors import _bfloat16_bits, dtype_enum, pb, to_tensor
+
+# A numpy array (or anything np.asarray takes) or a torch.Tensor.
+ArrayLike = Any
+
+# Axis names of the accepted tensor layouts; "d" is the head dimension.
+TENSOR_LAYOUTS = ("bhtd", "bthd", "thd", "htd")
+# RopeSpec pairings, the older meaning of apply_rope's `layout=`.
+PAIRINGS = ("half", "interleaved", "layout_unspecified")
+
+_WIRE_NUMPY = {pb.FLOAT32: np.dtype("<f4"), pb.FLOAT16: np.dtype("<f2"),
+               pb.BFLOAT16: np.dtype("<u2")}
+_WIRE_NAMES = {pb.FLOAT32: "float32", pb.FLOAT16: "float16",
+               pb.BFLOAT16: "bfloat16"}
+
+
+def _torch_module():
+    """torch if the caller has imported it (we never import it ourselves)."""
+    return sys.modules.get("torch")
+
+
+def is_torch(value: Any) -> bool:
+    torch = _torch_module()
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    """A numpy view of a CPU torch tensor (a copy for other devices), else
+    np.asarray(value). For positions, whose dtype needs no bf16 care."""
+    if is_torch(value):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+class Operand(NamedTuple):
+    """One caller tensor, seen as the wire's [T, H, D] tokens."""
+    name: str            # "query" or "key", for messages
+    array: np.ndarray    # the caller's values (bf16 as uint16 bits)
+    source: str          # "float32", "float16", "bfloat16", "float64", ...
+    torch_dtype: Any     # the caller's torch dtype, None for numpy
+    device: Any          # the caller's torch device, None for numpy
+    layout: str          # one of TENSOR_LAYOUTS
+    batch: int           # B (1 without a batch axis)
+    tokens: int          # T
+    heads: int           # H
+    head_dim: int        # D
+
+
+def _source(name: str, value: Any) -> Tuple[np.ndarray, str, Any, Any]:
+    """(numpy view, element type name, torch dtype, torch device)."""
+    if is_torch(value):
+        torch = _torch_module()
+        tensor = value.detach()
+        device = tensor.device
+        if device.type != "cpu":
+            tensor = tensor.cpu()
+        if tensor.dtype == torch.bfloat16:
+            # Same-size dtype views work for any strides: no copy.
+            return (tensor.view(torch.int16).numpy().view(np.uint16),
+                    "bfloat16", value.dtype, device)
+        if tensor.dtype in (torch.float32, torch.float16, torch.float64):
+            return (tensor.numpy(), str(tensor.dtype).replace("torch.", ""),
+                    value.dtype, device)
+        raise TypeError(f"apply_rope: {name} is a torch tensor of "
+                        f"{tensor.dtype}; send torch.float32, torch.float16 "
+                        f"or torch.bfloat16")
+    array = np.asarray(value)
+    kind = array.dtype
+    if kind == np.float32 or kind == np.float16 or kind == np.float64:
+        return array, kind.name, None, None
+    if kind == np.uint16:
+        return array, "uint16", None, None
+    hint = " (a Python list of floats is float64)" if not isinstance(
+        value, np.ndarray) else ""
+    raise TypeError(f"apply_rope: {name} has dtype {kind}{hint}; send "
+                    f"float32 or float16 arrays, bfloat16 bits as uint16 "
+                    f"with dtype=\"bfloat16\", or torch tensors")
+
+
+def wire_dtype(query: Operand, dtype: Any) -> int:
+    """The phasor.v1.DType both tensors travel as (see the module doc)."""
+    if dtype is not None:
+        if isinstance(dtype, str) and dtype.lower() == "float64" or (
+                not isinstance(dtype, str) and dtype_enum(dtype) == pb.FLOAT64):
+            raise TypeError(
+                "apply_rope: dtype float64: the server's ApplyRope takes "
+                "FLOAT32, FLOAT16 and BFLOAT16 only (no FLOAT64 yet)")
+        wire = dtype_enum(dtype)
+        if wire not in _WIRE_NUMPY:
+            raise TypeError(f"apply_rope: dtype {dtype!r}: give \"float32\", "
+                            f"\"float16\" or \"bfloat16\"")
+        if query.source == "uint16" and wire != pb.BFLOAT16:
+            raise TypeError(f"apply_rope: {query.name} is uint16; only "
+                            f"dtype=\"bfloat16\" reads it (as bfloat16 bits)")
+        if query.source == "bfloat16" and wire != pb.BFLOAT16:
+            # The server widens bf16 to float32 for the rotation anyway: a
+            # wider wire would only cost bytes.
+            raise TypeError(f"apply_rope: {query.name} is torch.bfloat16, "
+                            f"which travels as bfloat16; drop dtype= or "
+                            f"convert the tensor first")
+        return wire
+    if query.source == "float64":
+        raise TypeError(
+            f"apply_rope: {query.name} is float64, which the server's "
+            f"ApplyRope does not take yet (FLOAT32, FLOAT16, BFLOAT16); pass "
+            f"dtype=\"float32\" to round it to float32 on the wire (the "
+            f"result comes back as float64 holding float32 values), or cast "
+            f"it yourself")
+    if query.source == "uint16":
+        raise TypeError(
+            f"apply_rope: {query.name} is uint16: if it holds bfloat16 bits "
+            f"pass dtype=\"bfloat16\"; numbers send as float32 or float16")
+    return dtype_enum(query.source)
+
+
+def operand(name: str, value: Any, layout: Optional[str]) -> Operand:
+    """Reads a query or key of rank 3 or 4 in `layout` (None: "bhtd" for
+    rank 4, "thd" for rank 3)."""
+    array, source, torch_dtype, device = _source(name, value)
+    if array.ndim not in (3, 4):
+        raise ValueError(
+            f"apply_rope: {name} has shape {tuple(array.shape)}; expected "
+            f"[B, H, T, D] (layout \"bhtd\", the default for 4 axes), "
+            f"[B, T, H, D] (\"bthd\"), [T, H, D] (\"thd\", the default for 3) "
+            f"or [H, T, D] (\"htd\")")
+    if layout is None:
+        layout = "bhtd" if array.ndim == 4 else "thd"
+    if len(layout) != array.ndim:
+        raise ValueError(
+            f"apply_rope: {name} has {array.ndim} axes {tuple(array.shape)} "
+            f"but layout \"{layout}\" names {len(layout)}")
+    sizes = dict(zip(layout, array.shape))
+    return Operand(name, array, source, torch_dtype, device, layout,
+                   sizes.get("b", 1), sizes["t"], sizes["h"], sizes["d"])
+
+
+def check_key(query: Operand, key: Operand) -> None:
+    """Key must match the query's layout, type, B, T and D; its head count
+    may differ (grouped-query / multi-query attention)."""
+    if key.source != query.source or key.torch_dtype != query.torch_dtype:
+        raise TypeError(f"apply_rope: key is {key.source} "
+                        f"({'torch' if key.torch_dtype else 'numpy'}), query "
+                        f"{query.source} "
+                        f"({'torch' if query.torch_dtype else 'numpy'}); "
+                        f"send both alike")
+    if key.array.ndim != query.array.ndim:
+        raise ValueError(f"apply_rope: key has shape {tuple(key.array.shape)}"
+                         f", query {tuple(query.array.shape)}: same axes "
+                         f"needed")
+    for axis, query_size, key_size in (("B", query.batch, key.batch),
+                                       ("T", query.tokens, key.tokens),
+                                       ("D", query.head_dim, key.head_dim)):
+        if query_size != key_size:
+            raise ValueError(
+                f"apply_rope: key has shape {tuple(key.array.shape)}, query "
+                f"{tuple(query.array.shape)} (layout \"{query.layout}\"): "
+                f"{axis} must match ({key_size} != {query_size}); only the "
+                f"head count may differ")
+
+
+def _to_tokens(array: np.ndarray, layout: str) -> np.ndarray:
+    """A view [B·T, H, D] axis order (b, t, h, d), not yet contiguous."""
+    order = [layout.index(axis) for axis in "bthd" if axis in layout]
+    return array.transpose(order)
+
+
+def tensor(item: Operand, wire: int) -> Any:
+    """The phasor.v1.Tensor [B·T, H, D] of `item` as `wire`."""
+    tokens = _to_tokens(item.array, item.layout)
+    shape = [item.batch * item.tokens, item.heads, item.head_dim]
+    if item.source in ("bfloat16", "uint16"):  # wire_dtype: BFLOAT16
+        data = tokens.astype("<u2", copy=False).tobytes()
+    elif wire == pb.BFLOAT16:
+        data = _bfloat16_bits(tokens.astype(np.float32, copy=False)).tobytes()
+    else:
+        data = tokens.astype(_WIRE_NUMPY[wire], copy=False).tobytes()
+    return pb.Tensor(shape=shape, dtype=wire, data=data)
+
+
+def result(item: Operand, reply: Any) -> Any:
+    """The rotated tensor in the caller's type, shape and layout."""
+    wire_view = np.frombuffer(reply.data, dtype=_WIRE_NUMPY[reply.dtype])
+    canonical = [axis for axis in "bthd" if axis in item.layout]
+    sizes = {"b": item.batch, "t": item.tokens, "h": item.heads,
+             "d": item.head_dim}
+    # Back from (b, t, h, d) order to the caller's axes, as a view.
+    view = wire_view.reshape([sizes[axis] for axis in canonical]).transpose(
+        [canonical.index(axis) for axis in item.layout])
+    caller_bits = item.source in ("bfloat16", "uint16")
+    if reply.dtype == pb.BFLOAT16 and not caller_bits:
+        # bf16 -> float32 is exact: the bits are float32's upper half.
+        view = (view.astype(np.uint32) << 16).view(np.float32)
+    if item.torch_dtype is None:
+        if item.source in ("uint16", "bfloat16"):
+            return view
+        return view.astype(item.source, copy=False)
+    torch = _torch_module()
+    if caller_bits:
+        out = torch.from_numpy(np.array(view, dtype=np.int16, order="C"))
+        out = out.view(torch.bfloat16)
+    else:
+        out = torch.from_numpy(np.array(view, dtype=item.source, order="C"))
+    return out if item.device.type == "cpu" else out.to(item.device)
+
+
+def positions(query: Operand, positions: Any) -> Any:
+    """phasor.v1.Positions for the B·T tokens: None = 0..T-1 in every row;
+    [T] or [1, T] shared by the rows; [B, T] one row each (HF position_ids).
+    Integers travel as INT64, reals as FLOAT64 (continuous-time RoPE)."""
+    batch, tokens = query.batch, query.tokens
+    if positions is None:
+        if batch == 1:
+            return pb.Positions(range=pb.Positions.Range(start=0,
+                                                         count=tokens))
+        values = np.tile(np.arange(tokens, dtype=np.int64), batch)
+        return pb.Positions(values=to_tensor(values, "int64"))
+    values = to_numpy(positions)
+    if values.dtype == np.bool_ or not (
+            np.issubdtype(values.dtype, np.integer)
+            or np.issubdtype(values.dtype, np.floating)):
+        raise TypeError(f"apply_rope: positions have dtype {values.dtype}; "
+                        f"send integers (token indices) or reals "
+                        f"(continuous time)")
+    shape = tuple(values.shape)
+    if shape == (tokens,) or shape == (1, tokens):
+        values = values.reshape(-1)
+        if batch > 1:
+            values = np.tile(values, batch)
+    elif shape == (batch, tokens) and "b" in query.layout:
+        values = values.reshape(-1)
+    else:
+        expected = (f"[T] = ({tokens},), [1, T] or [B, T] = ({batch}, "
+                    f"{tokens})" if "b" in query.layout else
+                    f"[T] = ({tokens},)")
+        raise ValueError(f"apply_rope: positions have shape {shape}; "
+                         f"expected {expected} for query "
+                         f"{tuple(query.array.shape)} (layout "
+                         f"\"{query.layout}\")")
+    integral = np.issubdtype(values.dtype, np.integer)
+    return pb.Positions(
+        values=to_tensor(values, "int64" if integral else "float64"))
+
+
+def split_layout(layout: Optional[str], tensor_layout: Optional[str]
+                 ) -> Tuple[Optional[str], Optional[str]]:
+    """(pairing, tensor layout) from apply_rope's `layout=` and
+    `tensor_layout=`: `layout` takes either kind, the names are disjoint."""
+    pairing = None
+    if tensor_layout is not None:
+        tensor_layout = tensor_layout.lower()
+        if tensor_layout not in TENSOR_LAYOUTS:
+            raise ValueError(f"apply_rope: tensor_layout {tensor_layout!r}: "
+                             f"give one of {', '.join(TENSOR_LAYOUTS)}")
+    if layout is None or not isinstance(layout, str):
+        return layout, tensor_layout
+    if layout.lower() in TENSOR_LAYOUTS:
+        if tensor_layout is not None and tensor_layout != layout.lower():
+            raise ValueError(f"apply_rope: layout {layout!r} and "
+                             f"tensor_layout {tensor_layout!r} disagree")
+        return pairing, layout.lower()
+    if layout.lower() in PAIRINGS:
+        return layout, tensor_layout
+    raise ValueError(f"apply_rope: layout {layout!r}: a tensor layout "
+                     f"({', '.join(TENSOR_LAYOUTS)}) or a RoPE pairing "
+                     f"(\"half\", \"interleaved\")")
+
+
+def wire_name(wire: int) -> str:
+    return _WIRE_NAMES[wire]
+
+
+__all__: Sequence[str] = ("TENSOR_LAYOUTS", "operand", "check_key",
+                          "wire_dtype", "tensor", "result", "positions",
+                          "split_layout", "to_numpy", "is_torch")
