@@ -24,6 +24,7 @@ import importlib.util
 import io
 import os
 import re
+import sys
 import tempfile
 import unittest
 
@@ -124,6 +125,9 @@ class DocsPythonTest(unittest.TestCase):
                             self.skipTest(f"{block} needs {missing}")
                     self.run_block(block, namespace)
                     ran[path] = ran.get(path, 0) + 1
+        print(f"\nran {sum(ran.values())} Python blocks: " + ", ".join(
+            f"{os.path.relpath(path, harness.SOURCE_DIR)} {count}"
+            for path, count in ran.items()), file=sys.stderr)
         client_md = os.path.join(harness.SOURCE_DIR, "docs", "CLIENT.md")
         self.assertGreaterEqual(ran.get(client_md, 0), 2, ran)
 

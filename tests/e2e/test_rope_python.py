@@ -290,7 +290,7 @@ class RopePythonTest(unittest.TestCase):
                   position_ids=self.position_ids)),
             (TypeError, "int64",
              dict(query=np.zeros((1, 1, 2, 4), np.int64))),
-            (TypeError, "Python list",
+            (TypeError, "Python floats float64",
              dict(query=[[[0.0, 1.0, 2.0, 3.0]]])),
             (TypeError, "send both alike",
              dict(query=self.query, key=self.key.astype(np.float16))),

@@ -76,6 +76,7 @@ class Operand(NamedTuple):
     source: str          # "float32", "float16", "bfloat16", "float64", ...
     torch_dtype: Any     # the caller's torch dtype, None for numpy
     device: Any          # the caller's torch device, None for numpy
+    from_sequence: bool  # not an array: np.asarray chose the dtype
     layout: str          # one of TENSOR_LAYOUTS
     batch: int           # B (1 without a batch axis)
     tokens: int          # T
@@ -107,9 +108,7 @@ def _source(name: str, value: Any) -> Tuple[np.ndarray, str, Any, Any]:
         return array, kind.name, None, None
     if kind == np.uint16:
         return array, "uint16", None, None
-    hint = " (a Python list of floats is float64)" if not isinstance(
-        value, np.ndarray) else ""
-    raise TypeError(f"apply_rope: {name} has dtype {kind}{hint}; send "
+    raise TypeError(f"apply_rope: {name} has dtype {kind}; send "
                     f"float32 or float16 arrays, bfloat16 bits as uint16 "
                     f"with dtype=\"bfloat16\", or torch tensors")
 
@@ -137,8 +136,10 @@ def wire_dtype(query: Operand, dtype: Any) -> int:
                             f"convert the tensor first")
         return wire
     if query.source == "float64":
+        hint = (" (np.asarray makes Python floats float64)"
+                if query.from_sequence else "")
         raise TypeError(
-            f"apply_rope: {query.name} is float64, which the server's "
+            f"apply_rope: {query.name} is float64{hint}, which the server's "
             f"ApplyRope does not take yet (FLOAT32, FLOAT16, BFLOAT16); pass "
             f"dtype=\"float32\" to round it to float32 on the wire (the "
             f"result comes back as float64 holding float32 values), or cast "
@@ -167,8 +168,10 @@ def operand(name: str, value: Any, layout: Optional[str]) -> Operand:
             f"apply_rope: {name} has {array.ndim} axes {tuple(array.shape)} "
             f"but layout \"{layout}\" names {len(layout)}")
     sizes = dict(zip(layout, array.shape))
-    return Operand(name, array, source, torch_dtype, device, layout,
-                   sizes.get("b", 1), sizes["t"], sizes["h"], sizes["d"])
+    from_sequence = torch_dtype is None and not isinstance(value, np.ndarray)
+    return Operand(name, array, source, torch_dtype, device, from_sequence,
+                   layout, sizes.get("b", 1), sizes["t"], sizes["h"],
+                   sizes["d"])
 
 
 def check_key(query: Operand, key: Operand) -> None:
