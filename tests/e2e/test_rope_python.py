@@ -8,6 +8,8 @@ q·cos + rotate_half(q)·sin with cos/sin of cat(freqs, freqs) unsqueezed at
 the head axis), written here in float64 numpy.
 """
 
+import os
+import tempfile
 import unittest
 
 import grpc
@@ -24,6 +26,16 @@ except ImportError:  # deploy/install-deps.sh --test installs python3-torch.
 # float32 rounding of values of size ~4 (|q| from a normal draw), with the
 # server's double-precision angles: a few float32 ulps.
 FLOAT32_ATOL = 2e-6 * 4
+# Dynamic NTK scaling depends on the sequence length, 1 + the largest
+# position by default: a batch cut into several calls must still use the
+# whole batch's.
+PROFILES = """
+profile {
+  name: "dynamic64"
+  spec { rope { rotary_dim: 64 max_position_embeddings: 64
+                scaling { dynamic { factor: 2 } } } }
+}
+"""
 NEEDS_TORCH = unittest.skipIf(torch is None, "python3-torch is not installed")
 
 
@@ -59,7 +71,11 @@ class RopePythonTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.server = harness.Server().start()
+        cls.tmp = tempfile.TemporaryDirectory()
+        profiles = os.path.join(cls.tmp.name, "profiles.textproto")
+        with open(profiles, "w", encoding="utf-8") as f:
+            f.write(PROFILES)
+        cls.server = harness.Server(["--profiles", profiles]).start()
         cls.client = cls.server.client(deadline_seconds=30)
         rng = np.random.default_rng(10)
         # B = 2, H = 4 query heads, Hkv = 2 (GQA), T = 5, D = 16.
@@ -73,6 +89,7 @@ class RopePythonTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.client.close()
         cls.server.__exit__(None, None, None)
+        cls.tmp.cleanup()
 
     # -- shapes and positions ---------------------------------------------
 
@@ -268,6 +285,61 @@ class RopePythonTest(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "float64"):
             self.client.apply_rope(torch.zeros(1, 1, 2, 4, dtype=torch.float64),
                                    rotary_dim=4)
+
+    # -- tensors over the message limit -----------------------------------
+
+    def test_batch_over_the_message_limit_is_cut_and_joined(self):
+        rng = np.random.default_rng(11)
+        query = rng.standard_normal((2, 8, 300, 64)).astype(np.float32)
+        key = rng.standard_normal((2, 2, 300, 64)).astype(np.float32)
+        # Row 1's positions are the larger: pieces of row 0 alone would
+        # default to a smaller seq_len, and so other dynamic frequencies.
+        position_ids = np.stack([np.arange(300), np.arange(300) + 500])
+        small = self.server.client(deadline_seconds=30,
+                                   max_message_bytes=256 << 10)
+        self.addCleanup(small.close)
+        cases = [dict(rotary_dim=64),
+                 dict(rotary_dim=64, max_position_embeddings=64,
+                      scaling={"dynamic": {"factor": 2.0}}),
+                 dict(profile="dynamic64")]
+        for config in cases:
+            for layout in ("bhtd", "bthd"):
+                with self.subTest(config=config, layout=layout):
+                    q, k = query, key
+                    if layout == "bthd":
+                        q, k = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3)
+                    whole = self.client.apply_rope(
+                        q, k, position_ids=position_ids,
+                        tensor_layout=layout, **config)
+                    cut = small.apply_rope(q, k, position_ids=position_ids,
+                                           tensor_layout=layout, **config)
+                    np.testing.assert_array_equal(cut.query, whole.query)
+                    np.testing.assert_array_equal(cut.key, whole.key)
+                    self.assertEqual(cut.attention_factor,
+                                     whole.attention_factor)
+        # The dynamic case did scale: not plain RoPE.
+        plain = self.client.apply_rope(query, position_ids=position_ids,
+                                       rotary_dim=64).query
+        dynamic = small.apply_rope(query, position_ids=position_ids,
+                                   profile="dynamic64").query
+        self.assertGreater(np.abs(plain - dynamic).max(), 1e-3)
+        np.testing.assert_allclose(
+            small.apply_rope(query, position_ids=position_ids,
+                             rotary_dim=64).query,
+            hf_rope(query, position_ids, 64), rtol=0, atol=FLOAT32_ATOL)
+
+    @NEEDS_TORCH
+    def test_torch_bfloat16_over_the_message_limit(self):
+        rng = np.random.default_rng(12)
+        query = torch.from_numpy(rng.standard_normal(
+            (3, 4, 200, 64)).astype(np.float32)).to(torch.bfloat16)
+        small = self.server.client(deadline_seconds=30,
+                                   max_message_bytes=64 << 10)
+        self.addCleanup(small.close)
+        cut = small.apply_rope(query, rotary_dim=64).query
+        whole = self.client.apply_rope(query, rotary_dim=64).query
+        self.assertEqual(cut.dtype, torch.bfloat16)
+        self.assertTrue(torch.equal(cut, whole))
 
     # -- errors --------------------------------------------------------------
 

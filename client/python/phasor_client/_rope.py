@@ -5,7 +5,10 @@ The server rotates tokens, [T, H, D] with one position each. A batch
 [B, H, T, D] (HF transformers' layout) or [B, T, H, D] (vLLM, flash-attn)
 goes as its B·T tokens in row-major (b, t) order, positions flattened the
 same way, so each batch row keeps its own positions (HF's position_ids
-[B, T]). The reply is reshaped and transposed back as a view.
+[B, T]). The reply is reshaped and transposed back as a view. A batch
+larger than one message is cut along those tokens (tokens_per_call), each
+piece a gather of whole or partial batch rows, and the replies are copied
+into one array; seq_len must then be pinned (default_seq_len).
 
 Copies, per tensor and direction (the wire needs contiguous little-endian
 bytes; protobuf and gRPC add their own copies beyond our reach):
@@ -199,39 +202,72 @@ def check_key(query: Operand, key: Operand) -> None:
 
 
 def _to_tokens(array: np.ndarray, layout: str) -> np.ndarray:
-    """A view [B·T, H, D] axis order (b, t, h, d), not yet contiguous."""
+    """A view in (b, t, h, d) axis order (b absent without a batch)."""
     order = [layout.index(axis) for axis in "bthd" if axis in layout]
     return array.transpose(order)
 
 
-def tensor(item: Operand, wire: int) -> Any:
-    """The phasor.v1.Tensor [B·T, H, D] of `item` as `wire`."""
+def _wire_bytes(values: np.ndarray, source: str, wire: int) -> bytes:
+    """Contiguous little-endian bytes of `values` as `wire`: one gather."""
+    if source in ("bfloat16", "uint16"):  # wire_dtype: BFLOAT16
+        return values.astype("<u2", copy=False).tobytes()
+    if wire == pb.BFLOAT16:
+        return _bfloat16_bits(values.astype(np.float32, copy=False)).tobytes()
+    return values.astype(_WIRE_NUMPY[wire], copy=False).tobytes()
+
+
+def tensor(item: Operand, wire: int, begin: int = 0,
+           end: Optional[int] = None) -> Any:
+    """The phasor.v1.Tensor of tokens [begin, end) of the B·T, as
+    [end - begin, H, D] in `wire`."""
+    total = item.batch * item.tokens
+    end = total if end is None else end
     tokens = _to_tokens(item.array, item.layout)
-    shape = [item.batch * item.tokens, item.heads, item.head_dim]
-    if item.source in ("bfloat16", "uint16"):  # wire_dtype: BFLOAT16
-        data = tokens.astype("<u2", copy=False).tobytes()
-    elif wire == pb.BFLOAT16:
-        data = _bfloat16_bits(tokens.astype(np.float32, copy=False)).tobytes()
+    if "b" not in item.layout:
+        tokens = tokens[None]
+    if begin == 0 and end == total:
+        data = _wire_bytes(tokens, item.source, wire)
     else:
-        data = tokens.astype(_WIRE_NUMPY[wire], copy=False).tobytes()
-    return pb.Tensor(shape=shape, dtype=wire, data=data)
+        # A cut of the flattened (b, t) axis: whole or partial batch rows.
+        pieces = []
+        position = begin
+        while position < end:
+            row, first = divmod(position, item.tokens)
+            last = min(item.tokens, first + end - position)
+            pieces.append(_wire_bytes(tokens[row, first:last], item.source,
+                                      wire))
+            position += last - first
+        data = b"".join(pieces)
+    return pb.Tensor(shape=[end - begin, item.heads, item.head_dim],
+                     dtype=wire, data=data)
 
 
-def result(item: Operand, reply: Any) -> Any:
-    """The rotated tensor in the caller's type, shape and layout."""
-    wire_view = np.frombuffer(reply.data, dtype=_WIRE_NUMPY[reply.dtype])
+def reply_array(reply: Any) -> np.ndarray:
+    """A reply tensor's values, flat, in its wire dtype (no copy)."""
+    return np.frombuffer(reply.data, dtype=_WIRE_NUMPY[reply.dtype])
+
+
+def empty_tokens(item: Operand, wire: int) -> np.ndarray:
+    """A writable flat array for all B·T tokens of `item` in `wire`."""
+    return np.empty(item.batch * item.tokens * item.heads * item.head_dim,
+                    dtype=_WIRE_NUMPY[wire])
+
+
+def result(item: Operand, flat: np.ndarray, wire: int) -> Any:
+    """The rotated tensor in the caller's type, shape and layout, from its
+    tokens in (b, t, h, d) order, flat, in `wire` (a view where it can)."""
     canonical = [axis for axis in "bthd" if axis in item.layout]
     sizes = {"b": item.batch, "t": item.tokens, "h": item.heads,
              "d": item.head_dim}
     # Back from (b, t, h, d) order to the caller's axes, as a view.
-    view = wire_view.reshape([sizes[axis] for axis in canonical]).transpose(
+    view = flat.reshape([sizes[axis] for axis in canonical]).transpose(
         [canonical.index(axis) for axis in item.layout])
     caller_bits = item.source in ("bfloat16", "uint16")
-    if reply.dtype == pb.BFLOAT16 and not caller_bits:
+    if wire == pb.BFLOAT16 and not caller_bits:
         # bf16 -> float32 is exact: the bits are float32's upper half.
         view = (view.astype(np.uint32) << 16).view(np.float32)
     if item.torch_dtype is None:
-        if item.source in ("uint16", "bfloat16"):
+        if caller_bits:
             return view
         return view.astype(item.source, copy=False)
     torch = _torch_module()
@@ -243,17 +279,15 @@ def result(item: Operand, reply: Any) -> Any:
     return out if item.device.type == "cpu" else out.to(item.device)
 
 
-def positions(query: Operand, positions: Any) -> Any:
-    """phasor.v1.Positions for the B·T tokens: None = 0..T-1 in every row;
-    [T] or [1, T] shared by the rows; [B, T] one row each (HF position_ids).
-    Integers travel as INT64, reals as FLOAT64 (continuous-time RoPE)."""
+def flat_positions(query: Operand, positions: Any) -> Optional[np.ndarray]:
+    """The B·T positions, flat in (b, t) order: None = 0..T-1 in every row;
+    [T] or [1, T] shared by the rows; [B, T] one row each (HF
+    position_ids). Returns None for the default with B = 1 (a range)."""
     batch, tokens = query.batch, query.tokens
     if positions is None:
         if batch == 1:
-            return pb.Positions(range=pb.Positions.Range(start=0,
-                                                         count=tokens))
-        values = np.tile(np.arange(tokens, dtype=np.int64), batch)
-        return pb.Positions(values=to_tensor(values, "int64"))
+            return None
+        return np.tile(np.arange(tokens, dtype=np.int64), batch)
     values = to_numpy(positions)
     if values.dtype == np.bool_ or not (
             np.issubdtype(values.dtype, np.integer)
@@ -264,21 +298,56 @@ def positions(query: Operand, positions: Any) -> Any:
     shape = tuple(values.shape)
     if shape == (tokens,) or shape == (1, tokens):
         values = values.reshape(-1)
-        if batch > 1:
-            values = np.tile(values, batch)
-    elif shape == (batch, tokens) and "b" in query.layout:
-        values = values.reshape(-1)
-    else:
-        expected = (f"[T] = ({tokens},), [1, T] or [B, T] = ({batch}, "
-                    f"{tokens})" if "b" in query.layout else
-                    f"[T] = ({tokens},)")
-        raise ValueError(f"apply_rope: positions have shape {shape}; "
-                         f"expected {expected} for query "
-                         f"{tuple(query.array.shape)} (layout "
-                         f"\"{query.layout}\")")
+        return np.tile(values, batch) if batch > 1 else values
+    if shape == (batch, tokens) and "b" in query.layout:
+        return values.reshape(-1)
+    expected = (f"[T] = ({tokens},), [1, T] or [B, T] = ({batch}, {tokens})"
+                if "b" in query.layout else f"[T] = ({tokens},)")
+    raise ValueError(f"apply_rope: positions have shape {shape}; expected "
+                     f"{expected} for query {tuple(query.array.shape)} "
+                     f"(layout \"{query.layout}\")")
+
+
+def positions_message(flat: Optional[np.ndarray], begin: int,
+                      end: int) -> Any:
+    """phasor.v1.Positions for tokens [begin, end). Integers travel as
+    INT64, reals as FLOAT64 (continuous-time RoPE)."""
+    if flat is None:
+        return pb.Positions(range=pb.Positions.Range(start=begin,
+                                                     count=end - begin))
+    values = flat[begin:end]
     integral = np.issubdtype(values.dtype, np.integer)
     return pb.Positions(
         values=to_tensor(values, "int64" if integral else "float64"))
+
+
+def default_seq_len(flat: Optional[np.ndarray], total: int) -> int:
+    """The server's seq_len for a spec without one, 1 + the largest position
+    (DefaultRopeSeqLen in core/rope.cc), which a cut request must pin so
+    that every piece scales (dynamic, longrope) as the whole would."""
+    if flat is None:
+        return max(1, total)
+    if flat.size == 0:
+        return 1
+    if np.issubdtype(flat.dtype, np.integer):
+        largest = int(flat.max())
+        return max(1, min(largest, (1 << 63) - 2) + 1)
+    length = np.floor(float(np.max(flat))) + 1.0
+    if length >= 2.0**62:
+        return 1 << 62
+    return int(length) if length > 1.0 else 1
+
+
+def tokens_per_call(query: Operand, key: Optional[Operand], wire: int,
+                    max_bytes: int, max_elements: int) -> int:
+    """Tokens one ApplyRope call may carry: query and key (and the reply,
+    as large) within max_bytes, their elements within max_elements."""
+    heads = query.heads + (key.heads if key is not None else 0)
+    elements_per_token = max(1, heads * query.head_dim)
+    # Plus one int64 / float64 position per token.
+    bytes_per_token = elements_per_token * _WIRE_NUMPY[wire].itemsize + 8
+    return max(1, min(max_elements // elements_per_token,
+                      max_bytes // bytes_per_token))
 
 
 def split_layout(layout: Optional[str], tensor_layout: Optional[str]
@@ -309,6 +378,8 @@ def wire_name(wire: int) -> str:
     return _WIRE_NAMES[wire]
 
 
-__all__: Sequence[str] = ("TENSOR_LAYOUTS", "operand", "check_key",
-                          "wire_dtype", "tensor", "result", "positions",
-                          "split_layout", "to_numpy", "is_torch")
+__all__: Sequence[str] = (
+    "TENSOR_LAYOUTS", "operand", "check_key", "wire_dtype", "tensor",
+    "reply_array", "empty_tokens", "result", "flat_positions",
+    "positions_message", "default_seq_len", "tokens_per_call",
+    "split_layout", "to_numpy", "is_torch")

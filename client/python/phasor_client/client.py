@@ -280,7 +280,11 @@ class EncoderClient:
                    max_position_embeddings: int = 0, seq_len: int = 0,
                    profile: Optional[str] = None, spec: Any = None,
                    dtype: Any = None) -> RopeResult:
-        """Rotates query (and key) with RoPE; one ApplyRope call.
+        """Rotates query (and key) with RoPE: one ApplyRope call, or several
+        when the tensors would exceed half of max_message_bytes or 2^23
+        elements (cut along the B·T tokens, up to 4 calls in flight, joined
+        in order: the same numbers as one call; seq_len is pinned to the
+        whole batch's, and a profile is sent inline to pin it).
 
         Shapes, by `tensor_layout` ("bhtd" is the default for 4 axes,
         "thd" for 3; `layout=` takes these names too):
@@ -321,7 +325,8 @@ class EncoderClient:
         Returns RopeResult(query, key or None, attention_factor).
         Raises TypeError for dtypes and ValueError for shapes the client
         cannot map without doubt, before any call; grpc.RpcError for what
-        the server refuses.
+        the server refuses (for a cut batch, the first failing call's error;
+        its positions[i] then count from that call's first token).
         """
         pairing, tensor_layout = _rope.split_layout(layout, tensor_layout)
         if positions is not None and position_ids is not None:
@@ -335,20 +340,95 @@ class EncoderClient:
             key_operand = _rope.operand("key", key, query_operand.layout)
             _rope.check_key(query_operand, key_operand)
         wire = _rope.wire_dtype(query_operand, dtype)
-        request = pb.ApplyRopeRequest(
-            query=_rope.tensor(query_operand, wire),
-            positions=_rope.positions(query_operand, positions))
-        if key_operand is not None:
-            request.key.CopyFrom(_rope.tensor(key_operand, wire))
-        _set_config(request, profile, spec, lambda: _rope_spec(
+        flat_positions = _rope.flat_positions(query_operand, positions)
+        config = pb.ApplyRopeRequest()
+        _set_config(config, profile, spec, lambda: _rope_spec(
             rotary_dim, base, pairing, scaling, fold_attention_factor,
             max_position_embeddings, seq_len))
-        response = self._call(self._stub.ApplyRope, request)
+        total = query_operand.batch * query_operand.tokens
+        per_call = _rope.tokens_per_call(
+            query_operand, key_operand, wire,
+            int(self.max_message_bytes * _panel.PIECE_FRACTION),
+            _panel.PIECE_ELEMENTS)
+        if total <= per_call:
+            request = pb.ApplyRopeRequest(
+                query=_rope.tensor(query_operand, wire),
+                positions=_rope.positions_message(flat_positions, 0, total))
+            if key_operand is not None:
+                request.key.CopyFrom(_rope.tensor(key_operand, wire))
+            request.MergeFrom(config)
+            response = self._call(self._stub.ApplyRope, request)
+            return RopeResult(
+                _rope.result(query_operand, _rope.reply_array(response.query),
+                             wire),
+                _rope.result(key_operand, _rope.reply_array(response.key),
+                             wire) if key_operand is not None else None,
+                response.attention_factor)
+        return self._apply_rope_split(config, query_operand, key_operand,
+                                      wire, flat_positions, per_call)
+
+    def _apply_rope_split(self, config, query_operand, key_operand, wire,
+                          flat_positions, per_call):
+        """apply_rope over several calls of at most per_call tokens each,
+        max_in_flight at once, joined in order: the same numbers as one
+        call, since each token's rotation depends on its position and the
+        frequencies only, and seq_len is pinned to the whole batch's."""
+        total = query_operand.batch * query_operand.tokens
+        if config.HasField("profile"):
+            # A profile's seq_len default would be each piece's: inline it.
+            found = [p for p in self.list_profiles()
+                     if p.name == config.profile]
+            if found and found[0].spec.HasField("rope"):
+                config = pb.ApplyRopeRequest(spec=found[0].spec)
+        if config.HasField("spec") and config.spec.HasField("rope") and \
+                config.spec.rope.seq_len == 0:
+            config.spec.rope.seq_len = _rope.default_seq_len(flat_positions,
+                                                             total)
+        outputs = [_rope.empty_tokens(query_operand, wire)]
+        if key_operand is not None:
+            outputs.append(_rope.empty_tokens(key_operand, wire))
+        operands = [query_operand, key_operand]
+        factors = []
+
+        def send(begin, end):
+            request = pb.ApplyRopeRequest(
+                query=_rope.tensor(query_operand, wire, begin, end),
+                positions=_rope.positions_message(flat_positions, begin, end))
+            if key_operand is not None:
+                request.key.CopyFrom(_rope.tensor(key_operand, wire, begin,
+                                                  end))
+            request.MergeFrom(config)
+            return self._stub.ApplyRope.future(
+                request, timeout=self.deadline_seconds,
+                metadata=self._metadata)
+
+        def receive(begin, end, response):
+            for out, reply, item in zip(outputs, (response.query,
+                                                  response.key), operands):
+                width = item.heads * item.head_dim
+                out[begin * width:end * width] = _rope.reply_array(reply)
+            factors.append(response.attention_factor)
+
+        pieces = [(begin, min(total, begin + per_call))
+                  for begin in range(0, total, per_call)]
+        in_flight = collections.deque()
+        try:
+            for begin, end in pieces:
+                if len(in_flight) >= _panel.MAX_IN_FLIGHT:
+                    receive(*in_flight[0][:2], in_flight[0][2].result())
+                    in_flight.popleft()
+                in_flight.append((begin, end, send(begin, end)))
+            while in_flight:
+                receive(*in_flight[0][:2], in_flight[0][2].result())
+                in_flight.popleft()
+        finally:
+            for _, _, future in in_flight:
+                future.cancel()
         return RopeResult(
-            _rope.result(query_operand, response.query),
-            _rope.result(key_operand, response.key)
+            _rope.result(query_operand, outputs[0], wire),
+            _rope.result(key_operand, outputs[1], wire)
             if key_operand is not None else None,
-            response.attention_factor)
+            factors[0])
 
     def rope_tables(self, positions: Any = None, *,
                     count: Optional[int] = None, start: int = 0,
