@@ -177,6 +177,23 @@ class RopePythonTest(unittest.TestCase):
         np.testing.assert_array_equal(result.query[..., 8:],
                                       self.query[..., 8:])
 
+    def test_interleaved_pairing_with_a_tensor_layout(self):
+        # GPT-J / Meta pairs (2i, 2i+1): rotate each pair by θ_i·position.
+        query_bthd = self.query.transpose(0, 2, 1, 3)
+        result = self.client.apply_rope(query_bthd, rotary_dim=16,
+                                        position_ids=self.position_ids,
+                                        layout="interleaved",
+                                        tensor_layout="bthd")
+        angles = (self.position_ids[..., None].astype(np.float64)
+                  * reference.rope_inv_freq(16))[:, :, None, :]
+        even = query_bthd[..., 0::2].astype(np.float64)
+        odd = query_bthd[..., 1::2].astype(np.float64)
+        expected = np.empty(query_bthd.shape)
+        expected[..., 0::2] = even * np.cos(angles) - odd * np.sin(angles)
+        expected[..., 1::2] = odd * np.cos(angles) + even * np.sin(angles)
+        np.testing.assert_allclose(result.query, expected, rtol=0,
+                                   atol=FLOAT32_ATOL)
+
     def test_matches_rope_tables_with_hf_formula(self):
         # A client with its own kernel: RopeTables for the flattened
         # position_ids, then HF's formula with them.

@@ -50,8 +50,6 @@ PAIRINGS = ("half", "interleaved", "layout_unspecified")
 
 _WIRE_NUMPY = {pb.FLOAT32: np.dtype("<f4"), pb.FLOAT16: np.dtype("<f2"),
                pb.BFLOAT16: np.dtype("<u2")}
-_WIRE_NAMES = {pb.FLOAT32: "float32", pb.FLOAT16: "float16",
-               pb.BFLOAT16: "bfloat16"}
 
 
 def _torch_module():
@@ -372,10 +370,6 @@ def split_layout(layout: Optional[str], tensor_layout: Optional[str]
     raise ValueError(f"apply_rope: layout {layout!r}: a tensor layout "
                      f"({', '.join(TENSOR_LAYOUTS)}) or a RoPE pairing "
                      f"(\"half\", \"interleaved\")")
-
-
-def wire_name(wire: int) -> str:
-    return _WIRE_NAMES[wire]
 
 
 __all__: Sequence[str] = (
