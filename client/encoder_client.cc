@@ -782,10 +782,33 @@ EncoderClient::EncodeObservationsPanel(
   PanelStats local_stats;
   PanelStats& counts = stats != nullptr ? *stats : local_stats;
   counts = PanelStats();
+  // The smallest sub-call size tried when the server's limits are below
+  // the client's.
+  constexpr int64_t kMinCallBytes = int64_t{64} << 10;
+  int64_t limit = panel.max_call_bytes > 0 ? panel.max_call_bytes
+                                           : int64_t{options_.max_message_bytes};
+  int64_t retries = 0;
+  for (;;) {
+    absl::StatusOr<v1::EncodeObservationsResponse> result =
+        EncodePanelWithin(request, panel, limit, &counts);
+    counts.retries = retries;
+    if (result.ok() || result.status().code() != absl::StatusCode::kResourceExhausted ||
+        limit <= kMinCallBytes) {
+      return result;
+    }
+    // The server's message or element limit is lower than this client's:
+    // the same panel in smaller calls.
+    limit = std::max(kMinCallBytes, limit / 2);
+    ++retries;
+  }
+}
+
+absl::StatusOr<v1::EncodeObservationsResponse> EncoderClient::EncodePanelWithin(
+    const v1::EncodeObservationsRequest& request, const PanelOptions& panel,
+    int64_t limit, PanelStats* stats) const {
+  PanelStats& counts = *stats;
+  counts = PanelStats();
   const PanelShape shape = InspectPanel(request);
-  const int64_t limit = panel.max_call_bytes > 0
-                            ? panel.max_call_bytes
-                            : int64_t{options_.max_message_bytes};
   if (!shape.ok || shape.rows == 0) {
     counts.calls = 1;
     return EncodeObservations(request);
@@ -834,6 +857,11 @@ EncoderClient::EncodeObservationsPanel(
   }
   budget.response_limit =
       limit - static_cast<int64_t>(probe.ByteSizeLong()) - slack;
+  // The server's element limit applies to the features alone.
+  if (panel.max_call_elements > 0) {
+    budget.response_limit =
+        std::min(budget.response_limit, panel.max_call_elements * element_bytes);
+  }
 
   const int64_t series = static_cast<int64_t>(shape.offsets.size()) - 1;
   const bool fits =

@@ -81,14 +81,23 @@ struct PanelOptions {
   // Largest request or response one sub-call may carry, bytes; 0 = the
   // client's max_message_bytes. Lower values split more finely (more calls
   // in flight for a panel that would fit in one call). Keep it at or below
-  // the server's --max_message_bytes too: the client cannot see that limit.
+  // the server's --max_message_bytes too: the client cannot see that limit
+  // (a panel the server refuses as too large, RESOURCE_EXHAUSTED, is sent
+  // again in calls of half the size, down to 64 KiB).
   int64_t max_call_bytes = 0;
+  // Largest feature tensor one sub-call may return, elements: the server's
+  // default --max_elements_per_request. Matters for 16-bit outputs, whose
+  // messages hold twice the elements of float32 ones.
+  int64_t max_call_elements = int64_t{1} << 24;
 };
 
 // What EncodeObservationsPanel did, for tests and logs.
 struct PanelStats {
-  // Calls that carried rows (1 when the panel went in one piece).
+  // Calls that carried rows (1 when the panel went in one piece), in the
+  // last attempt.
   int64_t calls = 0;
+  // Attempts the server refused as too large before the last one.
+  int64_t retries = 0;
   // Series cut into consecutive chunks joined by their state.
   int64_t series_split = 0;
   // The zero-row call that learnt the feature width F (0 or 1).
@@ -190,6 +199,11 @@ class EncoderClient final {
  private:
   // Deadline and credentials for one call.
   void PrepareContext(grpc::ClientContext* context) const;
+  // One attempt of EncodeObservationsPanel with sub-calls of at most
+  // `limit` bytes.
+  absl::StatusOr<v1::EncodeObservationsResponse> EncodePanelWithin(
+      const v1::EncodeObservationsRequest& request, const PanelOptions& panel,
+      int64_t limit, PanelStats* stats) const;
 
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Encoder::Stub> stub_;

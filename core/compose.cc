@@ -650,6 +650,34 @@ void EncodeTile(const Prepared& p, const SeriesOrigins& o, int64_t begin,
   for (int64_t k = 0; k < n * width; ++k) dst[k] = static_cast<float>(tile[k]);
 }
 
+// Where the chunks of a call begin: ParallelFor's plan over the rows, each
+// boundary moved to the nearest series start within a quarter chunk of it,
+// so that chunks hold whole series and replay nothing (a boundary inside a
+// long series stays where it is). {0, rows} for one chunk.
+std::vector<int64_t> ChunkBounds(const ExecutionOptions& options,
+                                 absl::Span<const int64_t> offsets, int64_t width) {
+  const int64_t rows = offsets.back();
+  const ChunkPlan plan = PlanChunks(options, rows, width);
+  std::vector<int64_t> bounds = {0};
+  for (int64_t c = 1; c < plan.chunks; ++c) {
+    const int64_t target = plan.begin(c);
+    // Series starts on either side of the target, the nearer one winning.
+    const auto after = std::lower_bound(offsets.begin(), offsets.end(), target);
+    int64_t best = target;
+    int64_t best_distance = plan.step / 4 + 1;
+    if (after != offsets.end() && *after - target < best_distance) {
+      best = *after;
+      best_distance = *after - target;
+    }
+    if (after != offsets.begin() && target - *(after - 1) < best_distance) {
+      best = *(after - 1);
+    }
+    if (best > bounds.back() && best < rows) bounds.push_back(best);
+  }
+  bounds.push_back(rows);
+  return bounds;
+}
+
 }  // namespace
 
 absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
@@ -663,7 +691,6 @@ absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
   Prepared p;
   PHASOR_RETURN_IF_ERROR(Prepare(spec, layout, panel, zones, states_in, &p));
   const ObservationsView& obs = panel.rows;
-  const absl::Span<const int64_t> times = obs.row_times();
   const absl::Span<const int64_t> offsets = panel.series_offsets;
   const int64_t num_series = panel.num_series();
   const int64_t rows = obs.num_rows();
@@ -688,56 +715,43 @@ absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
 
   // Polls fall between tiles, so a tile is at most a poll's worth of rows.
   const int64_t tile_rows = std::min(kTileRows, rows_per_poll);
-  const ChunkPlan plan = PlanChunks(options, rows, width);
-  const bool parallel = plan.chunks > 1;
-  // With several chunks, a serial pass over the gaps memory comes first: it
-  // records the memory where each chunk begins (the chunk then continues the
-  // series it starts in from there) and every series' final state. With one
-  // chunk, the encoding pass does both.
-  std::vector<GapTracker> chunk_start;
-  if (parallel && (p.gaps.has_value() || write_states)) {
-    GapTracker walker(0);
-    int64_t next_chunk = 0;
-    int64_t since_poll = 0;
-    for (int64_t s = 0; s < num_series; ++s) {
-      StartSeries(p, s, &walker);
-      for (int64_t r = offsets[s]; r < offsets[s + 1]; ++r) {
-        if (++since_poll >= serial_rows_per_poll) {
-          since_poll = 0;
-          if (StopRequested(options)) return cancelled();
-        }
-        if (p.gaps.has_value() && next_chunk < plan.chunks &&
-            r == plan.begin(next_chunk)) {
-          chunk_start.push_back(walker);
-          ++next_chunk;
-        }
-        walker.BeginRow(times[r]);
-        walker.ObserveRow(obs, r);
-      }
-      if (write_states) walker.ToState(&states_out[s]);
-    }
-  }
-
+  const std::vector<int64_t> bounds = ChunkBounds(options, offsets, width);
+  // The gaps memory is needed for the gaps block and for the states.
+  const bool track = p.gaps.has_value() || write_states;
   std::atomic<bool> stopped{false};
-  const bool track = p.gaps.has_value() || (write_states && !parallel);
+  // Rows [begin, end): the rest of the series holding `begin` (its memory
+  // rebuilt by replaying its earlier rows), then every series starting in
+  // [begin, end) (the last chunk also takes empty series at the end). A
+  // series' state is written by the chunk holding its last row; an empty
+  // series', by the chunk its offset falls in.
   const auto encode_chunk = [&](int64_t begin, int64_t end) {
     ChunkScratch scratch(p);
-    // In parallel, from the series holding row `begin` (empty series hold
-    // none) to the last one starting before `end`; serially, every series,
-    // so that empty ones get their states too.
-    int64_t s = parallel ? std::upper_bound(offsets.begin(), offsets.end(), begin) -
-                               offsets.begin() - 1
-                         : 0;
+    GapTracker& tracker = scratch.tracker();
+    const auto stop = [&] {
+      if (stopped.load(std::memory_order_relaxed) || StopRequested(options)) {
+        stopped.store(true, std::memory_order_relaxed);
+        return true;
+      }
+      return false;
+    };
+    const int64_t first_starting =
+        std::lower_bound(offsets.begin(), offsets.end() - 1, begin) - offsets.begin();
+    const bool straddles =
+        first_starting == num_series ? begin < rows : offsets[first_starting] > begin;
     int64_t since_poll = rows_per_poll;  // Poll before the first tile.
-    for (; s < num_series; ++s) {
-      if (parallel && offsets[s] >= end) break;
-      const int64_t lo = std::max(begin, offsets[s]);
-      const int64_t hi = std::min(end, offsets[s + 1]);
+    for (int64_t s = straddles ? first_starting - 1 : first_starting; s < num_series;
+         ++s) {
+      const int64_t series_begin = offsets[s];
+      const int64_t series_end = offsets[s + 1];
+      if (series_begin > end || (series_begin == end && end < rows)) break;
+      const int64_t lo = std::max(begin, series_begin);
+      const int64_t hi = std::min(end, series_end);
       if (track) {
-        if (lo == offsets[s]) {
-          StartSeries(p, s, &scratch.tracker());
-        } else {
-          scratch.tracker() = chunk_start[begin / plan.step];
+        StartSeries(p, s, &tracker);
+        // The part of the series before this chunk, replayed.
+        for (int64_t r = series_begin; r < lo; r += serial_rows_per_poll) {
+          if (stop()) return;
+          tracker.AdvanceRows(obs, r, std::min(serial_rows_per_poll, lo - r));
         }
       }
       const SeriesOrigins origins = OriginsOf(p, s);
@@ -745,20 +759,17 @@ absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
       for (int64_t r = lo; r < hi; r += tile_rows) {
         if (since_poll >= rows_per_poll) {
           since_poll = 0;
-          if (stopped.load(std::memory_order_relaxed) || StopRequested(options)) {
-            stopped.store(true, std::memory_order_relaxed);
-            return;
-          }
+          if (stop()) return;
         }
         const int64_t n = std::min(tile_rows, hi - r);
         EncodeTile(p, origins, r, n, track, writer, &scratch, out.data());
         since_poll += n;
       }
-      if (write_states && !parallel) scratch.tracker().ToState(&states_out[s]);
+      if (write_states && series_end <= end) tracker.ToState(&states_out[s]);
     }
   };
-  if (parallel) {
-    RunChunks(plan, rows, encode_chunk);
+  if (bounds.size() > 2) {
+    RunRanges(bounds, encode_chunk);
   } else {
     encode_chunk(0, rows);
   }

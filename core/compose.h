@@ -26,14 +26,14 @@
 // optionally, its own time zone. Each series' features are the bytes a call
 // with that series alone gives.
 //
-// Determinism: rows of all series are split into contiguous chunks
-// (ParallelFor's plan, one writer per row). With one chunk a single pass
-// encodes the rows and advances each series' gaps memory. With several, a
-// serial pass over the gaps memory first records where each chunk begins and
-// every series' final state; each chunk then continues the series it starts
-// in from there. Every row is a pure function of its inputs and the memory
-// before it, so output bytes are identical for any thread count, chunking or
-// grouping of series into panels.
+// Determinism: rows of all series are split into contiguous chunks, one
+// writer per row: ParallelFor's plan, each boundary moved to a series start
+// when one is within a quarter chunk, so chunks mostly hold whole series. A
+// chunk that begins inside a series first replays that series' earlier rows
+// through the gaps memory (no features), then encodes; each series' state
+// comes from the chunk holding its last row. Every row is a pure function of
+// its inputs and the memory before it, so output bytes are identical for
+// any thread count, chunking or grouping of series into panels.
 //
 // Early stop: EncodeObservations polls options.stop_requested
 // (core/parallel.h) between blocks of about grain_elements outputs and, once
@@ -41,8 +41,7 @@
 //
 // Memory: besides the output (features and states), a call holds per thread
 // a tile of 64 rows, O(C) gaps memory and a calendar writer per time zone
-// used, one O(C) gaps record per chunk, and per-request tables sized by the
-// spec's widths; SUM calendar tables are built only while they hold no more
+// used, and per-request tables sized by the spec's widths; SUM calendar tables are built only while they hold no more
 // values than the output (calendar.h). Nothing is allocated per series.
 //
 // Thread-safety: all functions are reentrant; concurrent calls are safe.

@@ -46,6 +46,18 @@ void RunChunks(const ChunkPlan& plan, int64_t num_items,
   }
 }
 
+void RunRanges(absl::Span<const int64_t> bounds,
+               absl::FunctionRef<void(int64_t begin, int64_t end)> body) {
+  const auto ranges = static_cast<int64_t>(bounds.size()) - 1;
+  if (ranges < 1) return;
+  if (ranges == 1) {
+    body(bounds[0], bounds[1]);
+    return;
+  }
+#pragma omp parallel for num_threads(static_cast<int>(ranges)) schedule(static, 1)
+  for (int64_t c = 0; c < ranges; ++c) body(bounds[c], bounds[c + 1]);
+}
+
 void ParallelFor(const ExecutionOptions& options, int64_t num_items,
                  int64_t elements_per_item,
                  absl::FunctionRef<void(int64_t begin, int64_t end)> body) {

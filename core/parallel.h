@@ -20,6 +20,7 @@
 #include <functional>
 
 #include "absl/functional/function_ref.h"
+#include "absl/types/span.h"
 
 namespace phasor {
 
@@ -65,6 +66,12 @@ ChunkPlan PlanChunks(const ExecutionOptions& options, int64_t num_items,
 // Calls `body(begin, end)` for every non-empty chunk of `plan` over
 // [0, num_items), in parallel when the plan has several chunks.
 void RunChunks(const ChunkPlan& plan, int64_t num_items,
+               absl::FunctionRef<void(int64_t begin, int64_t end)> body);
+
+// Calls `body(bounds[c], bounds[c + 1])` for every c, each on its own
+// thread (bounds are increasing; bounds.size() - 1 threads). For a kernel
+// that moved PlanChunks' boundaries (to keep whole series in one chunk).
+void RunRanges(absl::Span<const int64_t> bounds,
                absl::FunctionRef<void(int64_t begin, int64_t end)> body);
 
 // RunChunks(PlanChunks(options, num_items, elements_per_item), ...): calls

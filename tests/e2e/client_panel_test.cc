@@ -136,6 +136,41 @@ TEST_F(PanelTest, WidePanelOverTheLimitIsSplitAndEqualsOneCall) {
   ExpectSameResponse(split, whole);
 }
 
+// A client whose limit is above the server's: the server refuses the first
+// attempt as too large, and the panel goes again in smaller calls.
+TEST_F(PanelTest, ServerLimitsBelowTheClientsAreRetriedSmaller) {
+  const v1::EncodeObservationsRequest request =
+      bench::WorkloadPPanelRequest(SmallWorkload(1000));
+  const v1::EncodeObservationsResponse whole = Reference(request);
+  PanelStats stats;
+  auto client = Client(*small_, 64 << 20);  // The server allows 1 MiB.
+  auto response = client->EncodeObservationsPanel(request, PanelOptions(), &stats);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_GE(stats.retries, 1);
+  ExpectSameResponse(*response, whole);
+
+  // Likewise for the element limit, which float16 outputs reach first.
+  server::ServerOptions few_elements = TestOptions();
+  few_elements.max_message_bytes = int64_t{64} << 20;
+  few_elements.max_elements_per_request = 200000;
+  const TestServer server = StartTestServer(few_elements);
+  v1::EncodeObservationsRequest half = request;
+  half.set_output_dtype(v1::FLOAT16);
+  const v1::EncodeObservationsResponse half_whole = Reference(half);
+  auto half_split = Client(server, 64 << 20)->EncodeObservationsPanel(half, PanelOptions(), &stats);
+  ASSERT_TRUE(half_split.ok()) << half_split.status();
+  EXPECT_GE(stats.retries, 1);
+  ExpectSameResponse(*half_split, half_whole);
+  // The element cap alone keeps calls within the server's default.
+  PanelOptions capped;
+  capped.max_call_elements = 200000;
+  half_split = Client(server, 64 << 20)->EncodeObservationsPanel(half, capped, &stats);
+  ASSERT_TRUE(half_split.ok()) << half_split.status();
+  EXPECT_EQ(stats.retries, 0);
+  EXPECT_GT(stats.calls, 1);
+  ExpectSameResponse(*half_split, half_whole);
+}
+
 TEST_F(PanelTest, OneInFlightEqualsFour) {
   const v1::EncodeObservationsRequest request =
       bench::WorkloadPPanelRequest(SmallWorkload(1000));

@@ -14,6 +14,10 @@ on first import (see _stubs.py).
 from .client import (AlibiResult, EncoderClient, Features, Panel, RopeResult,
                      RopeTables, field_violations, pb, serving_status_name)
 from .tensors import dtype_enum, from_tensor, to_tensor
+from .errors import InvalidInputError, PhasorError
+from .frame import FrameResult
+from .schema import feature_names
+from .specs import encoder_spec, temporal_spec
 
 __all__ = [
     "AlibiResult", "EncoderClient", "Features", "Panel", "RopeResult",
@@ -21,3 +25,5 @@ __all__ = [
     "dtype_enum", "field_violations", "from_tensor", "pb",
     "serving_status_name", "to_tensor",
 ]
+__all__ += ["FrameResult", "InvalidInputError", "PhasorError",
+            "encoder_spec", "feature_names", "temporal_spec"]

@@ -57,25 +57,6 @@ _STATE_CHANNEL_BYTES = 48
 _REQUEST_SLACK_BYTES = 4096
 
 
-def times_tensor(array, field):
-    """A Tensor of times: INT64 ns for integers and datetime64, FLOAT64
-    seconds only for float64 (the proto's two time encodings)."""
-    values = np.asarray(array)
-    if values.ndim != 1:
-        raise ValueError(f"{field}: expected a 1-D array, got shape "
-                         f"{values.shape}")
-    if values.dtype.kind == "M":
-        return values.astype("datetime64[ns]").view(np.int64), "int64"
-    if values.dtype.kind in "iu":
-        return values.astype(np.int64, copy=False), "int64"
-    if values.dtype == np.float64:
-        return values, "float64"
-    raise TypeError(
-        f"{field}: give int64 ns since the epoch, datetime64, or float64 "
-        f"seconds since the epoch; got dtype {values.dtype} (a tz-aware "
-        f"pandas Series: .dt.tz_convert('UTC').dt.tz_localize(None))")
-
-
 def offsets_from_ids(series_ids, rows):
     """series_offsets for rows labelled by series, each series' rows
     contiguous: a new series starts wherever the label changes."""

@@ -6,22 +6,28 @@
         q, k, factor = client.apply_rope(query, key, rotary_dim=64)
 
 Every call has a deadline (deadline_seconds, 30 s by default); a call that
-overruns it raises grpc.RpcError with code DEADLINE_EXCEEDED. Server errors
-raise grpc.RpcError whose details() name the offending field
-("spec.positional.sinusoidal.dim: must be even"); field_violations() decodes
-the google.rpc.BadRequest the server attaches.
+overruns it raises PhasorError with code DEADLINE_EXCEEDED. Server errors
+raise PhasorError (a grpc.RpcError, see errors.py) whose details() name the
+offending field ("spec.positional.sinusoidal.dim: must be even") and whose
+field_violations() decodes the google.rpc.BadRequest the server attaches;
+input refused before sending raises InvalidInputError, a PhasorError.
 
-Specs: each method takes shortcut keywords for the common settings, or
-`spec=` (a phasor.v1 EncoderSpec message or its protobuf text format) for
-everything the API offers, or `profile=` (a server-side profile name).
+Specs: each method takes shortcut keywords for the common settings (the
+temporal methods take the blocks themselves: time=, gaps=, calendar=, ...),
+or `spec=` (a phasor.v1 EncoderSpec message, its protobuf text format, or a
+dict with case-insensitive enum names, see specs.py) for everything the API
+offers, or `profile=` (a server-side profile name).
+
+Times: see times.py; pandas DataFrames: encode_frame and frame.py.
 
 Thread-safety: an EncoderClient may be shared by threads (grpc channels are).
 """
 
 import collections
+import functools
 import os
 import threading
-from typing import Any, Optional
+from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 import grpc
 import numpy as np
@@ -30,6 +36,9 @@ from google.protobuf import text_format
 from . import _panel, _stubs
 from . import _rope
 from .tensors import dtype_enum, from_tensor, to_tensor
+from . import frame as _frame, specs as _specs
+from .errors import InvalidInputError, PhasorError
+from .times import read_times
 
 _stubs_modules = _stubs.load()
 pb = _stubs_modules.encoder_pb2
@@ -69,8 +78,11 @@ def _read(path):
         return f.read()
 
 
-def field_violations(error):
-    """[(field, description)] from a grpc.RpcError's BadRequest detail."""
+def field_violations(error: grpc.RpcError) -> list:
+    """[(field, description)] from a grpc.RpcError's BadRequest detail
+    (PhasorError.field_violations() says the same)."""
+    if isinstance(error, PhasorError):
+        return error.field_violations()
     trailers = error.trailing_metadata() or ()
     for key, value in trailers:
         if key != "grpc-status-details-bin":
@@ -102,10 +114,10 @@ def _positions(positions, count, start, step):
 
 
 def _spec(spec):
-    """An EncoderSpec from a message or its text format."""
-    if isinstance(spec, str):
-        return text_format.Parse(spec, pb.EncoderSpec())
-    return spec
+    """An EncoderSpec from a message (EncoderSpec or the Temporal /
+    Positional / Rope spec inside), its text format, or a dict
+    (specs.encoder_spec)."""
+    return _specs.encoder_spec(spec)
 
 
 def _set_config(request, profile, spec, shortcut):
@@ -158,6 +170,18 @@ def _rope_spec(rotary_dim, base, layout, scaling, fold_attention_factor,
         else:
             rope.scaling.CopyFrom(scaling)
     return pb.EncoderSpec(rope=rope)
+
+
+def _raises_phasor_error(method):
+    """Decorator for methods calling stubs directly: a grpc.RpcError
+    leaves as PhasorError."""
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except grpc.RpcError as error:
+            raise PhasorError.from_rpc_error(error) from None
+    return wrapper
 
 
 class EncoderClient:
@@ -227,8 +251,13 @@ class EncoderClient:
         self.close()
 
     def _call(self, method, request):
-        return method(request, timeout=self.deadline_seconds,
-                      metadata=self._metadata)
+        """One unary call with the client's deadline and metadata; a failed
+        call raises PhasorError."""
+        try:
+            return method(request, timeout=self.deadline_seconds,
+                          metadata=self._metadata)
+        except grpc.RpcError as error:
+            raise PhasorError.from_rpc_error(error) from None
 
     def encode_positions(self, positions=None, *, count=None, start=0, step=1,
                          dim=None, base=None, layout=None, frequencies=None,
@@ -476,39 +505,129 @@ class EncoderClient:
         return AlibiResult(from_tensor(response.slopes), bias)
 
     @staticmethod
-    def _observations(timestamps, values, mask, content, channel_names):
+    def _observations(timestamps, values, mask, content, channel_names,
+                      time_unit=None):
+        """(Observations, tz-aware input's zone or None) of one wide
+        series; values may be None (timestamps only)."""
+        times = read_times(timestamps, "timestamps", time_unit)
         observations = pb.Observations(channel_names=channel_names or [])
-        observations.timestamps.CopyFrom(to_tensor(timestamps, "int64"))
-        values = np.asarray(values)
-        if values.ndim == 1:
-            values = values[:, None]
-        observations.values.CopyFrom(to_tensor(
-            values, values.dtype if values.dtype == np.float32 else "float64"))
+        observations.timestamps.CopyFrom(to_tensor(times.array,
+                                                   times.wire_dtype))
+        if values is not None:
+            values = np.asarray(values)
+            if values.ndim == 1:
+                values = values[:, None]
+            observations.values.CopyFrom(to_tensor(
+                values,
+                values.dtype if values.dtype == np.float32 else "float64"))
         if mask is not None:
             observations.mask.CopyFrom(to_tensor(mask, "uint8"))
         if content is not None:
             observations.content.CopyFrom(to_tensor(content, "float32"))
-        return observations
+        return observations, times.time_zone
 
-    def encode_observations(self, timestamps, values, mask=None, *,
+    def encode_observations(self, timestamps, values=None, mask=None, *,
                             spec=None, profile=None, state=None,
                             content=None, channel_names=None,
-                            output_dtype="float32"):
-        """Features [T, F] of wide observations.
+                            output_dtype="float32",
+                            time_unit: Optional[str] = None,
+                            content_block=None, time=None, time2vec=None,
+                            gaps=None, calendar=None, combine=None,
+                            d_model: Optional[int] = None) -> Features:
+        """Features [T, F] of one series of wide observations.
 
-        timestamps: int64 ns since the Unix epoch [T] (numpy datetime64[ns]
-        arrays work via .astype("int64")); values [T, C] with NaN = missing.
-        spec: an EncoderSpec with `temporal`, a TemporalSpec, or text format
-        ("temporal { time { dim: 8 ... } }"). Returns (features, schema,
-        state); pass state back to continue the series in a later call.
+        timestamps [T]: int64 ns since the Unix epoch, numpy datetime64, a
+        pandas DatetimeIndex or datetime Series (naive = UTC; a tz-aware
+        one's zone becomes the calendar time_zone unless the spec names
+        one), or numbers with time_unit ("s", "ms", "us", "ns"). Float
+        arrays without time_unit are an InvalidInputError (float seconds
+        read as ns would be silently wrong). values [T, C] with NaN =
+        missing, or None for timestamps only; mask [T, C] optional.
+        Spec: spec= (EncoderSpec / TemporalSpec message, text format or
+        dict), profile=, or the blocks as keywords (content_block, time,
+        time2vec, gaps, calendar, combine, d_model; dicts with
+        case-insensitive enum names), which also override spec's blocks.
+        content: token embeddings [T, d]. Returns Features(features,
+        schema, state); pass state back to continue the series later, and
+        feature_names(schema, channel_names) names the columns. Server
+        errors raise PhasorError.
         """
+        observations, zone = self._observations(
+            timestamps, values, mask, content, channel_names, time_unit)
+        config = _frame.apply_data_zone(_specs.temporal_config(
+            spec, profile, dict(content=content_block, time=time,
+                                time2vec=time2vec, gaps=gaps,
+                                calendar=calendar, combine=combine,
+                                d_model=d_model)), zone)
         request = pb.EncodeObservationsRequest(
-            observations=self._observations(timestamps, values, mask, content,
-                                             channel_names),
-            output_dtype=dtype_enum(output_dtype))
-        if isinstance(spec, pb.TemporalSpec):
-            spec = pb.EncoderSpec(temporal=spec)
-        _set_config(request, profile, spec, _no_shortcut)
+            observations=observations, output_dtype=dtype_enum(output_dtype))
+        _set_config(request, profile, config, _no_shortcut)
+        if state is not None:
+            request.state.CopyFrom(state)
+        response = self._call(self._stub.EncodeObservations, request)
+        return Features(from_tensor(response.features), list(response.schema),
+                        response.state)
+
+    def encode_events(self, times, channels, values=None, *, spec=None,
+                      profile=None, state=None, num_channels: int = 0,
+                      channel_names: Optional[Sequence[str]] = None,
+                      content=None, output_dtype="float32",
+                      time_unit: Optional[str] = None, content_block=None,
+                      time=None, time2vec=None, gaps=None, calendar=None,
+                      combine=None, d_model: Optional[int] = None
+                      ) -> Features:
+        """Features [N, F] of one series in the long layout: one event
+        (time, channel, value) per row and one output row per event
+        (SeFT/STraTS triplets).
+
+        times [N] as for encode_observations, non-decreasing. channels [N]:
+        channel numbers in [0, C), or names when channel_names is given
+        (then C = len(channel_names)). values [N] (NaN = the event observes
+        nothing) or None. num_channels C: default len(channel_names), else
+        the state's, else 1 + the largest channel; set it when this chunk
+        may not show every channel. Spec keywords as encode_observations.
+        Returns Features(features, schema, state).
+        """
+        parsed = read_times(times, "event_times", time_unit)
+        channels = np.asarray(channels)
+        if channels.shape != parsed.array.shape:
+            raise InvalidInputError(
+                "event_channels", f"expected {len(parsed.array)} channels, "
+                                  f"one per time, got shape {channels.shape}")
+        if channels.dtype.kind not in "iu":
+            if channel_names is None:
+                raise InvalidInputError(
+                    "event_channels", f"channels of dtype {channels.dtype} "
+                                      f"need channel_names= to number them")
+            lookup = {name: index for index, name in enumerate(channel_names)}
+            numbers = [lookup.get(name, -1) for name in channels.tolist()]
+            if -1 in numbers:
+                row = numbers.index(-1)
+                raise InvalidInputError(
+                    f"event_channels[{row}]",
+                    f"{channels[row]!r} is not in channel_names")
+            channels = np.asarray(numbers, dtype=np.int32)
+        observations = pb.Observations(channel_names=channel_names or [])
+        observations.event_times.CopyFrom(to_tensor(parsed.array,
+                                                    parsed.wire_dtype))
+        observations.event_channels.CopyFrom(to_tensor(channels, "int32"))
+        if values is not None:
+            values = np.asarray(values)
+            observations.event_values.CopyFrom(to_tensor(
+                values,
+                values.dtype if values.dtype == np.float32 else "float64"))
+        if num_channels:
+            observations.num_channels = num_channels
+        if content is not None:
+            observations.content.CopyFrom(to_tensor(content, "float32"))
+        config = _frame.apply_data_zone(_specs.temporal_config(
+            spec, profile, dict(content=content_block, time=time,
+                                time2vec=time2vec, gaps=gaps,
+                                calendar=calendar, combine=combine,
+                                d_model=d_model)), parsed.time_zone)
+        request = pb.EncodeObservationsRequest(
+            observations=observations, output_dtype=dtype_enum(output_dtype))
+        _set_config(request, profile, config, _no_shortcut)
         if state is not None:
             request.state.CopyFrom(state)
         response = self._call(self._stub.EncodeObservations, request)
@@ -516,32 +635,75 @@ class EncoderClient:
                         response.state)
 
     def encode_observations_stream(self, chunks, *, spec=None, profile=None,
-                                   output_dtype="float32"):
+                                   output_dtype="float32",
+                                   time_unit: Optional[str] = None,
+                                   content_block=None, time=None,
+                                   time2vec=None, gaps=None, calendar=None,
+                                   combine=None,
+                                   d_model: Optional[int] = None
+                                   ) -> Iterator[Features]:
         """Yields Features per chunk of one series, sent over one stream.
 
-        chunks: an iterable of (timestamps, values) or (timestamps, values,
-        mask) tuples, in time order. The deadline covers the whole stream.
+        chunks: an iterable, in time order, of (timestamps, values) or
+        (timestamps, values, mask) tuples, or of bare timestamps (a tuple
+        is always read as such a tuple; values may be None). Times as for
+        encode_observations (time_unit for plain numbers); the first
+        chunk's tz-aware zone becomes the calendar zone unless the spec
+        names one. Spec keywords as encode_observations. The deadline
+        covers the whole stream; errors raise PhasorError.
         """
-        if isinstance(spec, pb.TemporalSpec):
-            spec = pb.EncoderSpec(temporal=spec)
+        blocks = dict(content=content_block, time=time, time2vec=time2vec,
+                      gaps=gaps, calendar=calendar, combine=combine,
+                      d_model=d_model)
+        config = _specs.temporal_config(spec, profile, blocks)
+        # gRPC swallows an exception raised while it pulls requests
+        # ("Exception iterating requests!"): keep it, cancel the call and
+        # raise it to the caller instead.
+        failure = []
+        call = {}
 
         def requests():
-            for index, chunk in enumerate(chunks):
-                timestamps, values = chunk[0], chunk[1]
-                mask = chunk[2] if len(chunk) > 2 else None
-                request = pb.EncodeObservationsRequest(
-                    observations=self._observations(timestamps, values, mask,
-                                                     None, None),
-                    output_dtype=dtype_enum(output_dtype))
-                if index == 0:
-                    _set_config(request, profile, spec, _no_shortcut)
-                yield request
+            try:
+                for index, chunk in enumerate(chunks):
+                    if isinstance(chunk, tuple):
+                        timestamps = chunk[0]
+                        values = chunk[1] if len(chunk) > 1 else None
+                        mask = chunk[2] if len(chunk) > 2 else None
+                    else:
+                        timestamps, values, mask = chunk, None, None
+                    try:
+                        observations, zone = self._observations(
+                            timestamps, values, mask, None, None, time_unit)
+                    except InvalidInputError as error:
+                        field, description = error.field_violations()[0]
+                        raise InvalidInputError(f"chunks[{index}].{field}",
+                                                description) from None
+                    request = pb.EncodeObservationsRequest(
+                        observations=observations,
+                        output_dtype=dtype_enum(output_dtype))
+                    if index == 0:
+                        _set_config(request, profile,
+                                    _frame.apply_data_zone(config, zone),
+                                    _no_shortcut)
+                    yield request
+            except Exception as error:  # noqa: BLE001 - re-raised below
+                failure.append(error)
+                if "responses" in call:
+                    call["responses"].cancel()
 
         responses = self._stub.EncodeObservationsStream(
             requests(), timeout=self.deadline_seconds, metadata=self._metadata)
-        for response in responses:
-            yield Features(from_tensor(response.features),
-                           list(response.schema), response.state)
+        call["responses"] = responses
+        try:
+            for response in responses:
+                yield Features(from_tensor(response.features),
+                               list(response.schema), response.state)
+        except grpc.RpcError as error:
+            if failure:
+                raise failure[0] from None
+            raise PhasorError.from_rpc_error(error) from None
+        if failure:
+            raise failure[0]
 
     def encode_panel(self, timestamps=None, values=None, mask=None, *,
                      series_offsets=None, series_ids=None, time_zones=None,
@@ -549,12 +711,17 @@ class EncoderClient:
                      profile=None, output_dtype="float32", content=None,
                      channel_names=None, event_times=None,
                      event_channels=None, event_values=None, num_channels=0,
-                     max_in_flight=_panel.MAX_IN_FLIGHT):
+                     max_in_flight=_panel.MAX_IN_FLIGHT,
+                     time_unit: Optional[str] = None, content_block=None,
+                     time=None, time2vec=None, gaps=None, calendar=None,
+                     combine=None, d_model: Optional[int] = None) -> Panel:
         """Features of S series in one call: Panel(features [rows, F],
         schema, states [S], series_offsets [S+1]).
 
-        Wide: timestamps [T] (int64 ns, datetime64, or float64 seconds since
-        the epoch), values [T, C] (NaN = missing; optional), mask [T, C].
+        Wide: timestamps [T] (int64 ns, datetime64, a pandas DatetimeIndex
+        or datetime Series, or numbers with time_unit="s"/"ms"/"us"/"ns";
+        floats without time_unit are an InvalidInputError), values [T, C]
+        (NaN = missing; optional), mask [T, C].
         Long: event_times [N], event_channels [N] (int), event_values [N].
         Series s owns rows [series_offsets[s], series_offsets[s+1]); or give
         series_ids, one label per row with each series' rows contiguous (the
@@ -562,7 +729,9 @@ class EncoderClient:
         for the calendar block, one for all, one per series, or a list
         indexed by time_zone_index [S]. states: the `states` of a previous
         call (S entries) to continue every series. content: embeddings
-        [rows, d].
+        [rows, d]. Tz-aware times give the calendar zone when neither the
+        spec nor time_zones names one. Spec: spec=, profile= or keyword
+        blocks as encode_observations.
 
         A panel whose request or reply would exceed max_message_bytes (or
         the server's limits) is cut at series boundaries (a series too long
@@ -576,8 +745,11 @@ class EncoderClient:
             raise ValueError("give timestamps= (wide) or event_times= (long)")
         if not wide and event_channels is None:
             raise ValueError("event_times= needs event_channels=")
+        parsed = read_times(timestamps if wide else event_times,
+                            "timestamps" if wide else "event_times",
+                            time_unit)
+        times, times_dtype = parsed.array, parsed.wire_dtype
         if wide:
-            times, times_dtype = _panel.times_tensor(timestamps, "timestamps")
             row_tensors = [_panel.RowTensor("timestamps", times, times_dtype)]
             if values is not None:
                 values = np.asarray(values)
@@ -592,8 +764,6 @@ class EncoderClient:
                     mask = mask[:, None]
                 row_tensors.append(_panel.RowTensor("mask", mask, np.uint8))
         else:
-            times, times_dtype = _panel.times_tensor(event_times,
-                                                     "event_times")
             row_tensors = [
                 _panel.RowTensor("event_times", times, times_dtype),
                 _panel.RowTensor("event_channels",
@@ -627,9 +797,12 @@ class EncoderClient:
 
         base = pb.EncodeObservationsRequest(
             output_dtype=dtype_enum(output_dtype))
-        if isinstance(spec, pb.TemporalSpec):
-            spec = pb.EncoderSpec(temporal=spec)
-        _set_config(base, profile, spec, _no_shortcut)
+        config = _specs.temporal_config(spec, profile, dict(
+            content=content_block, time=time, time2vec=time2vec, gaps=gaps,
+            calendar=calendar, combine=combine, d_model=d_model))
+        if not time_zones:
+            config = _frame.apply_data_zone(config, parsed.time_zone)
+        _set_config(base, profile, config, _no_shortcut)
         base.observations.channel_names.extend(channel_names or [])
         if num_channels:
             base.observations.num_channels = num_channels
@@ -747,8 +920,9 @@ class EncoderClient:
             for t in layout.row_tensors}
 
         def renumbered(error, piece):
-            return _panel.PanelError(error, piece, offsets, elements_per_row,
-                                     _status, _error_details)
+            return PhasorError.from_rpc_error(_panel.PanelError(
+                error, piece, offsets, elements_per_row, _status,
+                _error_details))
 
         _panel.run(jobs, layout, send, on_piece, max(1, max_in_flight),
                    renumbered)
@@ -757,6 +931,46 @@ class EncoderClient:
             result["features"] = np.empty((0, width), dtype=np.float32)
             result["schema"] = schema
         return Panel(result["features"], result["schema"], states, offsets)
+
+    def encode_frame(self, df, *, series_column=None, time_column=None,
+                     value_columns=None, channel_column=None,
+                     channels: Optional[Sequence[Any]] = None,
+                     time_zones: Union[None, str, Mapping[Any, str]] = None,
+                     states: Optional[Mapping[Any, Any]] = None, spec=None,
+                     profile: Optional[str] = None,
+                     time_unit: Optional[str] = None,
+                     output_dtype="float32", content_block=None, time=None,
+                     time2vec=None, gaps=None, calendar=None, combine=None,
+                     d_model: Optional[int] = None) -> "_frame.FrameResult":
+        """Encodes a pandas panel DataFrame in one go (through encode_panel)
+        and returns FrameResult(frame, states, schema, channels): `frame`
+        has one named column per feature (time.sin_0, gaps.delta.<channel>,
+        calendar.hour_of_day.sin, ...), the input's index and row order;
+        `states` maps each series id to its SeriesState for states= of the
+        next call.
+
+        Long layout: series_column, time_column, one value column
+        (value_columns) and, optionally, channel_column (then each row is
+        an event of that channel; pass channels= to fix their order).
+        Nixtla's unique_id/ds/y and GluonTS's item_id/timestamp/target are
+        found by name when no column is named. Wide layout: one value
+        column per channel (default: every numeric column but the series
+        and time), time from time_column or the DatetimeIndex, series
+        column optional. Rows need not be sorted: see phasor_client.frame.
+        time_zones: one IANA name, or {series id: name}; by default a
+        tz-aware time column's zone, unless the spec names one. Spec
+        arguments as encode_observations. Errors raise PhasorError
+        (InvalidInputError for the frame itself, naming the row).
+        """
+        return _frame.encode_frame(
+            self, df, series_column=series_column, time_column=time_column,
+            value_columns=value_columns, channel_column=channel_column,
+            channels=channels, time_zones=time_zones, states=states,
+            spec=spec, profile=profile, time_unit=time_unit,
+            output_dtype=output_dtype,
+            blocks=dict(content=content_block, time=time, time2vec=time2vec,
+                        gaps=gaps, calendar=calendar, combine=combine,
+                        d_model=d_model))
 
     def describe(self, *, dim=None, rotary_dim=None, base=None, spec=None,
                  profile=None, num_offsets=0, offset_step=None):
@@ -790,6 +1004,7 @@ class EncoderClient:
         return self._call(self._stub.Echo,
                           pb.EchoRequest(payload=payload)).payload
 
+    @_raises_phasor_error
     def health(self, service=""):
         """"SERVING", "NOT_SERVING", ... for the server ("") or a service."""
         stub = _health_grpc.HealthStub(self._channel)
@@ -808,6 +1023,7 @@ class EncoderClient:
         return stub.Watch(_health.HealthCheckRequest(service=service),
                           timeout=self.deadline_seconds)
 
+    @_raises_phasor_error
     def list_services(self):
         """Service names the server registers, via gRPC server reflection."""
         stub = _reflection_grpc.ServerReflectionStub(self._channel)
@@ -820,6 +1036,7 @@ class EncoderClient:
                           response.list_services_response.service)
         return []
 
+    @_raises_phasor_error
     def file_containing_symbol(self, symbol):
         """Serialized FileDescriptorProtos declaring `symbol`, via
         reflection (e.g. "phasor.v1.Encoder")."""

@@ -1,0 +1,150 @@
+"""PhasorError: the one exception type the client raises for a failed call.
+
+Every server error (any gRPC status other than OK, on unary calls, streams and
+split panels alike) reaches the caller as a PhasorError carrying
+
+    error.code()              grpc.StatusCode, e.g. INVALID_ARGUMENT
+    error.details()           the server's message, with the field path
+    error.field_violations()  [(field, description)] from google.rpc.BadRequest
+
+and input the client refuses before sending anything (a timestamp dtype it
+cannot read without doubt, a NaT, a malformed DataFrame or spec dict) raises
+InvalidInputError, a PhasorError with code INVALID_ARGUMENT and one field
+violation naming the argument and row.
+
+Compatibility: PhasorError subclasses grpc.RpcError (and grpc.Call, so
+code()/details()/trailing_metadata() work as on gRPC's own error), so
+`except grpc.RpcError` and phasor_client.field_violations(error) keep
+working. InvalidInputError also subclasses ValueError and TypeError, which is
+what the client raised for such input before.
+
+Thread-safety: instances are immutable after construction.
+"""
+
+from typing import List, Optional, Sequence, Tuple
+
+import grpc
+
+from . import _stubs
+
+_modules = _stubs.load()
+_status_pb2 = _modules.status_pb2
+_error_details_pb2 = _modules.error_details_pb2
+
+_DETAILS_KEY = "grpc-status-details-bin"
+
+
+def bad_request_violations(trailing_metadata) -> List[Tuple[str, str]]:
+    """[(field, description)] of the google.rpc.BadRequest details in the
+    grpc-status-details-bin trailer, or [] when there is none."""
+    for key, value in trailing_metadata or ():
+        if key != _DETAILS_KEY:
+            continue
+        status = _status_pb2.Status.FromString(value)
+        violations = []
+        for detail in status.details:
+            bad_request = _error_details_pb2.BadRequest()
+            if detail.Unpack(bad_request):
+                violations += [(v.field, v.description)
+                               for v in bad_request.field_violations]
+        return violations
+    return []
+
+
+class PhasorError(grpc.RpcError, grpc.Call):
+    """A failed Phasor call: gRPC code, message and BadRequest violations.
+
+    Wraps the grpc.RpcError the channel raised (kept as `rpc_error`, None for
+    input refused by the client); the wrapper is what the caller sees.
+    """
+
+    def __init__(self, code: grpc.StatusCode, message: str,
+                 violations: Sequence[Tuple[str, str]] = (),
+                 rpc_error: Optional[grpc.RpcError] = None) -> None:
+        super().__init__(message)
+        self._code = code
+        self._message = message
+        self._violations = list(violations)
+        self.rpc_error = rpc_error
+
+    @classmethod
+    def from_rpc_error(cls, error: grpc.RpcError) -> "PhasorError":
+        """The PhasorError for a grpc.RpcError (itself if it is one)."""
+        if isinstance(error, PhasorError):
+            return error
+        code = error.code() if hasattr(error, "code") else \
+            grpc.StatusCode.UNKNOWN
+        details = error.details() if hasattr(error, "details") else str(error)
+        trailers = (error.trailing_metadata()
+                    if hasattr(error, "trailing_metadata") else ())
+        return cls(code, details or "", bad_request_violations(trailers),
+                   error)
+
+    # -- what callers read -------------------------------------------------
+
+    @property
+    def message(self) -> str:
+        """The server's (or the client's) message; same as details()."""
+        return self._message
+
+    def code(self) -> grpc.StatusCode:
+        """The gRPC status code."""
+        return self._code
+
+    def details(self) -> str:
+        """The status message, naming the offending field."""
+        return self._message
+
+    def field_violations(self) -> List[Tuple[str, str]]:
+        """[(field, description)] from the google.rpc.BadRequest detail."""
+        return list(self._violations)
+
+    # -- the rest of grpc.Call, for code written against gRPC's error ------
+
+    def trailing_metadata(self):
+        """The call's trailing metadata (the BadRequest detail included);
+        () for input refused by the client."""
+        if self.rpc_error is not None and hasattr(self.rpc_error,
+                                                  "trailing_metadata"):
+            return self.rpc_error.trailing_metadata()
+        return ()
+
+    def initial_metadata(self):
+        if self.rpc_error is not None and hasattr(self.rpc_error,
+                                                  "initial_metadata"):
+            return self.rpc_error.initial_metadata()
+        return ()
+
+    def debug_error_string(self) -> str:
+        if self.rpc_error is not None and hasattr(self.rpc_error,
+                                                  "debug_error_string"):
+            return self.rpc_error.debug_error_string()
+        return self._message
+
+    def is_active(self) -> bool:
+        return False
+
+    def time_remaining(self):
+        return None
+
+    def cancel(self) -> bool:
+        return False
+
+    def add_callback(self, callback) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return f"{self._code.name}: {self._message}"
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self._code}, {self._message!r}, "
+                f"violations={self._violations!r})")
+
+
+class InvalidInputError(PhasorError, ValueError, TypeError):
+    """Input the client refuses before sending: code INVALID_ARGUMENT, one
+    violation (field, description), e.g. ("timestamps", "float64 ...")."""
+
+    def __init__(self, field: str, description: str) -> None:
+        super().__init__(grpc.StatusCode.INVALID_ARGUMENT,
+                         f"{field}: {description}", [(field, description)])
