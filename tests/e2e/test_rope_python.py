@@ -17,6 +17,7 @@ import numpy as np
 
 import harness
 import reference
+from phasor_client import InvalidInputError, PhasorError
 
 try:
     import torch
@@ -366,7 +367,7 @@ class RopePythonTest(unittest.TestCase):
              dict(query=self.query, key=self.key[:1])),
             (ValueError, "T must match",
              dict(query=self.query, key=self.key[:, :, :4])),
-            (ValueError, r"positions have shape \(3, 5\)",
+            (ValueError, r"positions: have shape \(3, 5\)",
              dict(query=self.query, positions=np.zeros((3, 5), np.int64))),
             (ValueError, r"expected \[B, H, T, D\]",
              dict(query=self.query[0, 0])),
@@ -383,17 +384,34 @@ class RopePythonTest(unittest.TestCase):
              dict(query=[[[0.0, 1.0, 2.0, 3.0]]])),
             (TypeError, "send both alike",
              dict(query=self.query, key=self.key.astype(np.float16))),
-            (TypeError, "positions have dtype bool",
+            (TypeError, "positions: have dtype bool",
              dict(query=self.query, positions=np.ones(5, bool))),
         ]
         for error, message, arguments in cases:
             with self.subTest(message=message):
-                with self.assertRaisesRegex(error, message):
+                with self.assertRaisesRegex(error, message) as raised:
                     self.client.apply_rope(rotary_dim=4, **arguments)
+                # One exception type for every failure, naming the argument.
+                self.assertIsInstance(raised.exception, InvalidInputError)
+                self.assertEqual(raised.exception.code(),
+                                 grpc.StatusCode.INVALID_ARGUMENT)
+                field, _ = raised.exception.field_violations()[0]
+                self.assertTrue(raised.exception.details().startswith(field))
 
     def test_server_errors_name_the_field(self):
         with self.assertRaises(grpc.RpcError) as raised:
             self.client.apply_rope(self.query, rotary_dim=7)
+        self.assertEqual(raised.exception.code(),
+                         grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("rotary_dim", raised.exception.details())
+        self.assertIsInstance(raised.exception, PhasorError)
+        # The same from a batch cut into several calls.
+        small = self.server.client(deadline_seconds=30,
+                                   max_message_bytes=4 << 10)
+        self.addCleanup(small.close)
+        with self.assertRaises(PhasorError) as raised:
+            small.apply_rope(np.zeros((2, 4, 64, 16), np.float32),
+                             rotary_dim=7)
         self.assertEqual(raised.exception.code(),
                          grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("rotary_dim", raised.exception.details())

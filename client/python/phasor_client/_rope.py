@@ -38,6 +38,7 @@ from typing import Any, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .errors import InvalidInputError
 from .tensors import _bfloat16_bits, dtype_enum, pb, to_tensor
 
 # A numpy array (or anything np.asarray takes) or a torch.Tensor.
@@ -50,6 +51,12 @@ PAIRINGS = ("half", "interleaved", "layout_unspecified")
 
 _WIRE_NUMPY = {pb.FLOAT32: np.dtype("<f4"), pb.FLOAT16: np.dtype("<f2"),
                pb.BFLOAT16: np.dtype("<u2")}
+
+
+def _refused(field: str, description: str) -> InvalidInputError:
+    """What apply_rope raises for input it will not send: INVALID_ARGUMENT
+    naming the argument (also a ValueError and a TypeError)."""
+    return InvalidInputError(field, description)
 
 
 def _torch_module():
@@ -100,55 +107,56 @@ def _source(name: str, value: Any) -> Tuple[np.ndarray, str, Any, Any]:
         if tensor.dtype in (torch.float32, torch.float16, torch.float64):
             return (tensor.numpy(), str(tensor.dtype).replace("torch.", ""),
                     value.dtype, device)
-        raise TypeError(f"apply_rope: {name} is a torch tensor of "
-                        f"{tensor.dtype}; send torch.float32, torch.float16 "
-                        f"or torch.bfloat16")
+        raise _refused(name, f"is a torch tensor of {tensor.dtype}; send "
+                       f"torch.float32, torch.float16 or torch.bfloat16")
     array = np.asarray(value)
     kind = array.dtype
     if kind == np.float32 or kind == np.float16 or kind == np.float64:
         return array, kind.name, None, None
     if kind == np.uint16:
         return array, "uint16", None, None
-    raise TypeError(f"apply_rope: {name} has dtype {kind}; send "
-                    f"float32 or float16 arrays, bfloat16 bits as uint16 "
-                    f"with dtype=\"bfloat16\", or torch tensors")
+    raise _refused(name, f"has dtype {kind}; send float32 or float16 "
+                   f"arrays, bfloat16 bits as uint16 with "
+                   f"dtype=\"bfloat16\", or torch tensors")
 
 
 def wire_dtype(query: Operand, dtype: Any) -> int:
     """The phasor.v1.DType both tensors travel as (see the module doc)."""
     if dtype is not None:
-        if isinstance(dtype, str) and dtype.lower() == "float64" or (
-                not isinstance(dtype, str) and dtype_enum(dtype) == pb.FLOAT64):
-            raise TypeError(
-                "apply_rope: dtype float64: the server's ApplyRope takes "
-                "FLOAT32, FLOAT16 and BFLOAT16 only (no FLOAT64 yet)")
+        wide = (dtype.lower() == "float64" if isinstance(dtype, str)
+                else dtype_enum(dtype) == pb.FLOAT64)
+        if wide:
+            raise _refused("dtype", "float64: the server's ApplyRope takes "
+                           "FLOAT32, FLOAT16 and BFLOAT16 only (no FLOAT64 "
+                           "yet)")
         wire = dtype_enum(dtype)
         if wire not in _WIRE_NUMPY:
-            raise TypeError(f"apply_rope: dtype {dtype!r}: give \"float32\", "
-                            f"\"float16\" or \"bfloat16\"")
+            raise _refused("dtype", f"{dtype!r}: give \"float32\", "
+                           f"\"float16\" or \"bfloat16\"")
         if query.source == "uint16" and wire != pb.BFLOAT16:
-            raise TypeError(f"apply_rope: {query.name} is uint16; only "
-                            f"dtype=\"bfloat16\" reads it (as bfloat16 bits)")
+            raise _refused(query.name, "is uint16; only dtype=\"bfloat16\" "
+                           "reads it (as bfloat16 bits)")
         if query.source == "bfloat16" and wire != pb.BFLOAT16:
             # The server widens bf16 to float32 for the rotation anyway: a
             # wider wire would only cost bytes.
-            raise TypeError(f"apply_rope: {query.name} is torch.bfloat16, "
-                            f"which travels as bfloat16; drop dtype= or "
-                            f"convert the tensor first")
+            raise _refused(query.name, "is torch.bfloat16, which travels as "
+                           "bfloat16; drop dtype= or convert the tensor "
+                           "first")
         return wire
     if query.source == "float64":
         hint = (" (np.asarray makes Python floats float64)"
                 if query.from_sequence else "")
-        raise TypeError(
-            f"apply_rope: {query.name} is float64{hint}, which the server's "
-            f"ApplyRope does not take yet (FLOAT32, FLOAT16, BFLOAT16); pass "
-            f"dtype=\"float32\" to round it to float32 on the wire (the "
-            f"result comes back as float64 holding float32 values), or cast "
-            f"it yourself")
+        raise _refused(query.name,
+                       f"is float64{hint}, which the server's ApplyRope "
+                       f"does not take yet (FLOAT32, FLOAT16, BFLOAT16); "
+                       f"pass dtype=\"float32\" to round it to float32 on "
+                       f"the wire (the result comes back as float64 holding "
+                       f"float32 values), or cast it yourself")
     if query.source == "uint16":
-        raise TypeError(
-            f"apply_rope: {query.name} is uint16: if it holds bfloat16 bits "
-            f"pass dtype=\"bfloat16\"; numbers send as float32 or float16")
+        raise _refused(query.name,
+                       "is uint16: if it holds bfloat16 bits pass "
+                       "dtype=\"bfloat16\"; numbers send as float32 or "
+                       "float16")
     return dtype_enum(query.source)
 
 
@@ -157,17 +165,17 @@ def operand(name: str, value: Any, layout: Optional[str]) -> Operand:
     rank 4, "thd" for rank 3)."""
     array, source, torch_dtype, device = _source(name, value)
     if array.ndim not in (3, 4):
-        raise ValueError(
-            f"apply_rope: {name} has shape {tuple(array.shape)}; expected "
-            f"[B, H, T, D] (layout \"bhtd\", the default for 4 axes), "
-            f"[B, T, H, D] (\"bthd\"), [T, H, D] (\"thd\", the default for 3) "
-            f"or [H, T, D] (\"htd\")")
+        raise _refused(name,
+                       f"has shape {tuple(array.shape)}; expected "
+                       f"[B, H, T, D] (layout \"bhtd\", the default for 4 "
+                       f"axes), [B, T, H, D] (\"bthd\"), [T, H, D] (\"thd\","
+                       f" the default for 3) or [H, T, D] (\"htd\")")
     if layout is None:
         layout = "bhtd" if array.ndim == 4 else "thd"
     if len(layout) != array.ndim:
-        raise ValueError(
-            f"apply_rope: {name} has {array.ndim} axes {tuple(array.shape)} "
-            f"but layout \"{layout}\" names {len(layout)}")
+        raise _refused(name,
+                       f"has {array.ndim} axes {tuple(array.shape)} "
+                       f"but layout \"{layout}\" names {len(layout)}")
     sizes = dict(zip(layout, array.shape))
     from_sequence = torch_dtype is None and not isinstance(value, np.ndarray)
     return Operand(name, array, source, torch_dtype, device, from_sequence,
@@ -179,24 +187,23 @@ def check_key(query: Operand, key: Operand) -> None:
     """Key must match the query's layout, type, B, T and D; its head count
     may differ (grouped-query / multi-query attention)."""
     if key.source != query.source or key.torch_dtype != query.torch_dtype:
-        raise TypeError(f"apply_rope: key is {key.source} "
-                        f"({'torch' if key.torch_dtype else 'numpy'}), query "
-                        f"{query.source} "
-                        f"({'torch' if query.torch_dtype else 'numpy'}); "
-                        f"send both alike")
+        key_kind = "torch" if key.torch_dtype else "numpy"
+        query_kind = "torch" if query.torch_dtype else "numpy"
+        raise _refused("key", f"is {key.source} ({key_kind}), query "
+                       f"{query.source} ({query_kind}); send both alike")
     if key.array.ndim != query.array.ndim:
-        raise ValueError(f"apply_rope: key has shape {tuple(key.array.shape)}"
-                         f", query {tuple(query.array.shape)}: same axes "
-                         f"needed")
+        raise _refused("key", f"has shape {tuple(key.array.shape)}, query "
+                       f"{tuple(query.array.shape)}: same axes needed")
     for axis, query_size, key_size in (("B", query.batch, key.batch),
                                        ("T", query.tokens, key.tokens),
                                        ("D", query.head_dim, key.head_dim)):
         if query_size != key_size:
-            raise ValueError(
-                f"apply_rope: key has shape {tuple(key.array.shape)}, query "
-                f"{tuple(query.array.shape)} (layout \"{query.layout}\"): "
-                f"{axis} must match ({key_size} != {query_size}); only the "
-                f"head count may differ")
+            raise _refused("key",
+                           f"has shape {tuple(key.array.shape)}, query "
+                           f"{tuple(query.array.shape)} (layout "
+                           f"\"{query.layout}\"): {axis} must match "
+                           f"({key_size} != {query_size}); only the head "
+                           f"count may differ")
 
 
 def _to_tokens(array: np.ndarray, layout: str) -> np.ndarray:
@@ -290,9 +297,9 @@ def flat_positions(query: Operand, positions: Any) -> Optional[np.ndarray]:
     if values.dtype == np.bool_ or not (
             np.issubdtype(values.dtype, np.integer)
             or np.issubdtype(values.dtype, np.floating)):
-        raise TypeError(f"apply_rope: positions have dtype {values.dtype}; "
-                        f"send integers (token indices) or reals "
-                        f"(continuous time)")
+        raise _refused("positions", f"have dtype {values.dtype}; "
+                       f"send integers (token indices) or reals "
+                       f"(continuous time)")
     shape = tuple(values.shape)
     if shape == (tokens,) or shape == (1, tokens):
         values = values.reshape(-1)
@@ -301,9 +308,9 @@ def flat_positions(query: Operand, positions: Any) -> Optional[np.ndarray]:
         return values.reshape(-1)
     expected = (f"[T] = ({tokens},), [1, T] or [B, T] = ({batch}, {tokens})"
                 if "b" in query.layout else f"[T] = ({tokens},)")
-    raise ValueError(f"apply_rope: positions have shape {shape}; expected "
-                     f"{expected} for query {tuple(query.array.shape)} "
-                     f"(layout \"{query.layout}\")")
+    raise _refused("positions", f"have shape {shape}; expected "
+                   f"{expected} for query {tuple(query.array.shape)} "
+                   f"(layout \"{query.layout}\")")
 
 
 def positions_message(flat: Optional[np.ndarray], begin: int,
@@ -356,20 +363,20 @@ def split_layout(layout: Optional[str], tensor_layout: Optional[str]
     if tensor_layout is not None:
         tensor_layout = tensor_layout.lower()
         if tensor_layout not in TENSOR_LAYOUTS:
-            raise ValueError(f"apply_rope: tensor_layout {tensor_layout!r}: "
-                             f"give one of {', '.join(TENSOR_LAYOUTS)}")
+            raise _refused("tensor_layout", f"{tensor_layout!r}: "
+                           f"give one of {', '.join(TENSOR_LAYOUTS)}")
     if layout is None or not isinstance(layout, str):
         return layout, tensor_layout
     if layout.lower() in TENSOR_LAYOUTS:
         if tensor_layout is not None and tensor_layout != layout.lower():
-            raise ValueError(f"apply_rope: layout {layout!r} and "
-                             f"tensor_layout {tensor_layout!r} disagree")
+            raise _refused("layout", f"{layout!r} and "
+                           f"tensor_layout {tensor_layout!r} disagree")
         return pairing, layout.lower()
     if layout.lower() in PAIRINGS:
         return layout, tensor_layout
-    raise ValueError(f"apply_rope: layout {layout!r}: a tensor layout "
-                     f"({', '.join(TENSOR_LAYOUTS)}) or a RoPE pairing "
-                     f"(\"half\", \"interleaved\")")
+    raise _refused("layout", f"{layout!r}: a tensor layout "
+                   f"({', '.join(TENSOR_LAYOUTS)}) or a RoPE pairing "
+                   f"(\"half\", \"interleaved\")")
 
 
 __all__: Sequence[str] = (

@@ -352,15 +352,17 @@ class EncoderClient:
         dynamic scaling uses.
 
         Returns RopeResult(query, key or None, attention_factor).
-        Raises TypeError for dtypes and ValueError for shapes the client
-        cannot map without doubt, before any call; grpc.RpcError for what
-        the server refuses (for a cut batch, the first failing call's error;
-        its positions[i] then count from that call's first token).
+        Raises InvalidInputError (a PhasorError, ValueError and TypeError
+        naming the argument) for dtypes and shapes the client cannot map
+        without doubt, before any call; PhasorError for what the server
+        refuses (for a cut batch, the first failing call's error; its
+        positions[i] then count from that call's first token).
         """
         pairing, tensor_layout = _rope.split_layout(layout, tensor_layout)
         if positions is not None and position_ids is not None:
-            raise ValueError("apply_rope: give positions= or position_ids=, "
-                             "not both")
+            raise InvalidInputError("position_ids",
+                                    "give positions= or position_ids=, "
+                                    "not both")
         if position_ids is not None:
             positions = position_ids
         query_operand = _rope.operand("query", query, tensor_layout)
@@ -450,6 +452,8 @@ class EncoderClient:
             while in_flight:
                 receive(*in_flight[0][:2], in_flight[0][2].result())
                 in_flight.popleft()
+        except grpc.RpcError as error:
+            raise PhasorError.from_rpc_error(error) from None
         finally:
             for _, _, future in in_flight:
                 future.cancel()
