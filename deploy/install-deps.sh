@@ -5,7 +5,8 @@
 #
 #   bash deploy/install-deps.sh          build and run (the Docker builder)
 #   bash deploy/install-deps.sh --test   also clang-14 and libFuzzer, for the
-#                                        sanitizer and fuzz tree of .ci/run
+#                                        sanitizer and fuzz tree of .ci/run,
+#                                        and python3-torch for the Python tests
 set -euo pipefail
 
 packages=(
@@ -28,6 +29,8 @@ case "${1:-}" in
   --test)
     # clang's OpenMP (libomp), sanitizer runtimes and libFuzzer.
     packages+=(clang-14 libclang-rt-14-dev libomp-14-dev libfuzzer-14-dev)
+    # The Python client's torch tensors (apply_rope's bf16 tests and docs).
+    packages+=(python3-torch)
     ;;
   *) echo "usage: $0 [--test]" >&2; exit 2 ;;
 esac

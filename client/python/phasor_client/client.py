@@ -33,7 +33,7 @@ import grpc
 import numpy as np
 from google.protobuf import text_format
 
-from . import _panel
+from . import _panel, _rope
 from ._stubs import encoder_pb2 as pb
 from ._stubs import encoder_pb2_grpc as _pb_grpc
 from ._stubs import error_details_pb2 as _error_details
@@ -294,45 +294,196 @@ class EncoderClient:
         response = self._call(self._stub.EncodePositions, request)
         return from_tensor(response.encodings)
 
-    def apply_rope(self, query, key=None, positions=None, *, rotary_dim=0,
-                   base=None, layout=None, scaling=None,
-                   fold_attention_factor=None, max_position_embeddings=0,
-                   seq_len=0, profile=None, spec=None, dtype=None):
-        """Rotates query [T, H, D] (and key [T, Hkv, D]) with RoPE.
+    def apply_rope(self, query: _rope.ArrayLike,
+                   key: Optional[_rope.ArrayLike] = None,
+                   positions: Optional[_rope.ArrayLike] = None, *,
+                   position_ids: Optional[_rope.ArrayLike] = None,
+                   rotary_dim: int = 0, base: Optional[float] = None,
+                   layout: Optional[str] = None,
+                   tensor_layout: Optional[str] = None,
+                   scaling: Any = None,
+                   fold_attention_factor: Optional[bool] = None,
+                   max_position_embeddings: int = 0, seq_len: int = 0,
+                   profile: Optional[str] = None, spec: Any = None,
+                   dtype: Any = None) -> RopeResult:
+        """Rotates query (and key) with RoPE: one ApplyRope call, or several
+        when the tensors would exceed half of max_message_bytes or 2^23
+        elements (cut along the B·T tokens, up to 4 calls in flight, joined
+        in order: the same numbers as one call; seq_len is pinned to the
+        whole batch's, and a profile is sent inline to pin it).
 
-        positions default to 0..T-1; reals give continuous-time RoPE. dtype
-        ("float32", "float16", "bfloat16") is the wire and output dtype,
-        default the query's if it is one of those, else float32.
+        Shapes, by `tensor_layout` ("bhtd" is the default for 4 axes,
+        "thd" for 3; `layout=` takes these names too):
+          "bhtd"  [B, H, T, D]  HF transformers (q/k after the head split)
+          "bthd"  [B, T, H, D]  vLLM, flash-attn
+          "thd"   [T, H, D]     the wire's own, ApplyRope's tokens
+          "htd"   [H, T, D]
+        key has the query's layout, B, T and D; its head count may differ
+        (grouped-query attention). A batch goes as its B·T tokens.
+
+        positions / position_ids (HF's name; give one): None means
+        0..T-1 in every batch row; [T] or [1, T] are shared by the rows;
+        [B, T] gives each row its own. Integers are token indices, reals
+        continuous-time RoPE (exact: int64 / float64 on the wire). numpy
+        or torch.
+
+        dtype: query and key travel as their own dtype, and the results
+        come back as the caller's type, shape and layout:
+          numpy float32 / float16       -> the same (a read-only view of
+                                           the reply: .copy() to write)
+          numpy uint16 + dtype="bfloat16" -> uint16 bfloat16 bits
+          torch float32 / float16 / bfloat16 -> torch, same dtype and
+                                           device, contiguous, no grad
+          float64                       -> TypeError: the server's ApplyRope
+                                           takes no FLOAT64 yet
+        dtype= ("float32", "float16", "bfloat16") picks another wire dtype
+        on purpose, e.g. dtype="float32" for float64 input (returned as
+        float64 holding float32 values) or "bfloat16" for float32 input
+        (returned as float32 holding bfloat16 values).
+
+        layout: the RoPE pairing "half" (NeoX / HF LLaMA rotate_half, the
+        default) or "interleaved" (GPT-J / Meta), or a tensor layout.
         scaling: a RopeScaling message, its text format, or a dict such as
         {"yarn": {"factor": 4.0, "original_max_position_embeddings": 4096}}.
-        Returns (query, key or None, attention_factor).
-        """
-        query = np.asarray(query)
-        if dtype is None:
-            dtype = query.dtype if query.dtype in (np.float32, np.float16) \
-                else np.float32
-        if positions is None:
-            positions = np.arange(query.shape[0], dtype=np.int64)
-        request = pb.ApplyRopeRequest(
-            query=to_tensor(query, dtype),
-            positions=_positions(positions, None, 0, 1))
-        if key is not None:
-            request.key.CopyFrom(to_tensor(key, dtype))
-        _set_config(request, profile, spec, lambda: _rope_spec(
-            rotary_dim, base, layout, scaling, fold_attention_factor,
-            max_position_embeddings, seq_len))
-        response = self._call(self._stub.ApplyRope, request)
-        return RopeResult(
-            from_tensor(response.query),
-            from_tensor(response.key) if response.HasField("key") else None,
-            response.attention_factor)
+        seq_len 0 means 1 + the largest position of the whole batch, as HF's
+        dynamic scaling uses.
 
-    def rope_tables(self, positions=None, *, count=None, start=0, step=1,
-                    rotary_dim=0, base=None, layout=None, scaling=None,
-                    fold_attention_factor=None, max_position_embeddings=0,
-                    seq_len=0, profile=None, spec=None,
-                    output_dtype="float32"):
-        """cos, sin [N, rotary_dim/2], attention_factor and inv_freq."""
+        Returns RopeResult(query, key or None, attention_factor).
+        Raises InvalidInputError (a PhasorError, ValueError and TypeError
+        naming the argument) for dtypes and shapes the client cannot map
+        without doubt, before any call; PhasorError for what the server
+        refuses (for a cut batch, the first failing call's error; its
+        positions[i] then count from that call's first token).
+        """
+        pairing, tensor_layout = _rope.split_layout(layout, tensor_layout)
+        if positions is not None and position_ids is not None:
+            raise InvalidInputError("position_ids",
+                                    "give positions= or position_ids=, "
+                                    "not both")
+        if position_ids is not None:
+            positions = position_ids
+        query_operand = _rope.operand("query", query, tensor_layout)
+        key_operand = None
+        if key is not None:
+            key_operand = _rope.operand("key", key, query_operand.layout)
+            _rope.check_key(query_operand, key_operand)
+        wire = _rope.wire_dtype(query_operand, dtype)
+        flat_positions = _rope.flat_positions(query_operand, positions)
+        config = pb.ApplyRopeRequest()
+        _set_config(config, profile, spec, lambda: _rope_spec(
+            rotary_dim, base, pairing, scaling, fold_attention_factor,
+            max_position_embeddings, seq_len))
+        total = query_operand.batch * query_operand.tokens
+        per_call = _rope.tokens_per_call(
+            query_operand, key_operand, wire,
+            int(self.max_message_bytes * _panel.PIECE_FRACTION),
+            _panel.PIECE_ELEMENTS)
+        if total <= per_call:
+            request = pb.ApplyRopeRequest(
+                query=_rope.tensor(query_operand, wire),
+                positions=_rope.positions_message(flat_positions, 0, total))
+            if key_operand is not None:
+                request.key.CopyFrom(_rope.tensor(key_operand, wire))
+            request.MergeFrom(config)
+            response = self._call(self._stub.ApplyRope, request)
+            return RopeResult(
+                _rope.result(query_operand, _rope.reply_array(response.query),
+                             wire),
+                _rope.result(key_operand, _rope.reply_array(response.key),
+                             wire) if key_operand is not None else None,
+                response.attention_factor)
+        return self._apply_rope_split(config, query_operand, key_operand,
+                                      wire, flat_positions, per_call)
+
+    def _apply_rope_split(self, config, query_operand, key_operand, wire,
+                          flat_positions, per_call):
+        """apply_rope over several calls of at most per_call tokens each,
+        max_in_flight at once, joined in order: the same numbers as one
+        call, since each token's rotation depends on its position and the
+        frequencies only, and seq_len is pinned to the whole batch's."""
+        total = query_operand.batch * query_operand.tokens
+        if config.HasField("profile"):
+            # A profile's seq_len default would be each piece's: inline it.
+            found = [p for p in self.list_profiles()
+                     if p.name == config.profile]
+            if found and found[0].spec.HasField("rope"):
+                config = pb.ApplyRopeRequest(spec=found[0].spec)
+        if config.HasField("spec") and config.spec.HasField("rope") and \
+                config.spec.rope.seq_len == 0:
+            config.spec.rope.seq_len = _rope.default_seq_len(flat_positions,
+                                                             total)
+        outputs = [_rope.empty_tokens(query_operand, wire)]
+        if key_operand is not None:
+            outputs.append(_rope.empty_tokens(key_operand, wire))
+        operands = [query_operand, key_operand]
+        factors = []
+
+        def send(begin, end):
+            request = pb.ApplyRopeRequest(
+                query=_rope.tensor(query_operand, wire, begin, end),
+                positions=_rope.positions_message(flat_positions, begin, end))
+            if key_operand is not None:
+                request.key.CopyFrom(_rope.tensor(key_operand, wire, begin,
+                                                  end))
+            request.MergeFrom(config)
+            return self._stub.ApplyRope.future(
+                request, timeout=self.deadline_seconds,
+                metadata=self._metadata)
+
+        def receive(begin, end, response):
+            for out, reply, item in zip(outputs, (response.query,
+                                                  response.key), operands):
+                width = item.heads * item.head_dim
+                out[begin * width:end * width] = _rope.reply_array(reply)
+            factors.append(response.attention_factor)
+
+        pieces = [(begin, min(total, begin + per_call))
+                  for begin in range(0, total, per_call)]
+        in_flight = collections.deque()
+        try:
+            for begin, end in pieces:
+                if len(in_flight) >= _panel.MAX_IN_FLIGHT:
+                    receive(*in_flight[0][:2], in_flight[0][2].result())
+                    in_flight.popleft()
+                in_flight.append((begin, end, send(begin, end)))
+            while in_flight:
+                receive(*in_flight[0][:2], in_flight[0][2].result())
+                in_flight.popleft()
+        except grpc.RpcError as error:
+            raise PhasorError.from_rpc_error(error) from None
+        finally:
+            for _, _, future in in_flight:
+                future.cancel()
+        return RopeResult(
+            _rope.result(query_operand, outputs[0], wire),
+            _rope.result(key_operand, outputs[1], wire)
+            if key_operand is not None else None,
+            factors[0])
+
+    def rope_tables(self, positions: Any = None, *,
+                    count: Optional[int] = None, start: int = 0,
+                    step: int = 1, rotary_dim: int = 0,
+                    base: Optional[float] = None,
+                    layout: Optional[str] = None, scaling: Any = None,
+                    fold_attention_factor: Optional[bool] = None,
+                    max_position_embeddings: int = 0, seq_len: int = 0,
+                    profile: Optional[str] = None, spec: Any = None,
+                    output_dtype: Any = "float32") -> RopeTables:
+        """RopeTables(cos, sin, attention_factor, inv_freq): the tables
+        ApplyRope would use, for clients with their own kernels.
+
+        positions: N integers or reals (numpy, torch or a list; any shape,
+        flattened, so HF's position_ids [B, T] give B·T rows), or the range
+        count/start/step. cos and sin are numpy [N, rotary_dim/2] in
+        output_dtype ("float32", "float16"; "bfloat16" widened exactly to
+        float32), computed in double and rounded once; the attention factor
+        is folded into them unless fold_attention_factor=False. HF's
+        rotate_half wants them repeated along the last axis:
+        np.concatenate([cos, cos], -1). inv_freq: the θ_i as floats.
+        Other arguments as apply_rope's.
+        """
+        if positions is not None:
+            positions = _rope.to_numpy(positions)
         request = pb.RopeTablesRequest(
             positions=_positions(positions, count, start, step),
             output_dtype=dtype_enum(output_dtype))
