@@ -168,8 +168,9 @@ inline Result Encode(const TemporalSpec& spec, const ObservationsView& obs,
 }
 
 inline bool SameBytes(const std::vector<float>& a, const std::vector<float>& b) {
+  // memcmp's pointers must not be null, even for zero bytes.
   return a.size() == b.size() &&
-         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 inline void ExpectSameState(const SeriesState& a, const SeriesState& b) {
