@@ -158,6 +158,22 @@ ENCODE_OBSERVATIONS = [
     "state { last_timestamp_ns: %d first_timestamp_ns: 0 channels { last_seen_ns: %d "
     "last_value: 7 } }"
     % (tensor("INT64", [1], [10 * NS]), tensor("FLOAT32", [1, 1], [8]), 9 * NS, 9 * NS),
+    # A panel of three series (one empty) in two zones, the last continuing.
+    "observations { timestamps %s values %s series_offsets %s "
+    'time_zones: "America/New_York" time_zones: "Asia/Kathmandu" time_zone_index %s } '
+    "spec { temporal { time { dim: 4 } gaps { include_mask: true } "
+    'calendar { fields: HOUR_OF_DAY include_utc_offset: true } } } '
+    "states {} states {} states { last_timestamp_ns: %d first_timestamp_ns: 0 "
+    "channels {} channels { last_seen_ns: %d last_value: 2 } }"
+    % (tensor("INT64", [5], [DST_EVE, DST_EVE + 60 * NS, 6 * NS, 10 * NS, 10 * NS]),
+       tensor("FLOAT32", [5, 2], [1, float("nan"), 2, 3, 4, 5, float("nan"), 6, 7, 8]),
+       tensor("INT64", [4], [0, 2, 2, 5]), tensor("INT32", [3], [0, 1, 1]), 5 * NS, 5 * NS),
+    # A long-layout panel whose series share one zone.
+    "observations { event_times %s event_channels %s event_values %s num_channels: 2 "
+    'series_offsets %s time_zones: "Europe/Berlin" } '
+    'spec { temporal { gaps {} calendar { fields: DAY_OF_WEEK } } }'
+    % (tensor("INT64", [4], [0, NS, 0, 3 * NS]), tensor("INT32", [4], [0, 1, 1, 0]),
+       tensor("FLOAT64", [4], [1, 2, 3, 4]), tensor("INT64", [3], [0, 2, 4])),
 ]
 
 STREAM_CHUNK = "observations { timestamps %s values %s }"
@@ -177,6 +193,14 @@ STREAMS = [
      "observations { event_times %s event_channels %s event_values %s num_channels: 2 }"
      % (tensor("INT64", [1], [2 * NS]), tensor("INT32", [1], [1]),
         tensor("FLOAT32", [1], [3]))],
+    # A panel stream: two series, two messages.
+    ["observations { timestamps %s values %s series_offsets %s } "
+     "spec { temporal { gaps { include_last_value: true } } }"
+     % (tensor("INT64", [3], [0, NS, 0]), tensor("FLOAT32", [3, 1], [1, 2, 3]),
+        tensor("INT64", [3], [0, 2, 3])),
+     "observations { timestamps %s values %s series_offsets %s }"
+     % (tensor("INT64", [2], [2 * NS, 2 * NS]), tensor("FLOAT32", [2, 1], [4, 5]),
+        tensor("INT64", [3], [0, 1, 2]))],
 ]
 
 
