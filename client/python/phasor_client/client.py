@@ -23,14 +23,19 @@ Times: see times.py; pandas DataFrames: encode_frame and frame.py.
 Thread-safety: an EncoderClient may be shared by threads (grpc channels are).
 """
 
+from __future__ import annotations
+
 import collections
 import functools
 import os
 import threading
-from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+from typing import (TYPE_CHECKING, Any, Hashable, Iterable, Iterator, List,
+                    Mapping, Optional, Sequence, Tuple, Union)
 
 import grpc
 import numpy as np
+import numpy.typing as npt
+from google.protobuf import message as _message
 from google.protobuf import text_format
 
 from . import _panel, _rope
@@ -42,10 +47,24 @@ from ._stubs import health_pb2_grpc as _health_grpc
 from ._stubs import reflection_pb2 as _reflection
 from ._stubs import reflection_pb2_grpc as _reflection_grpc
 from ._stubs import status_pb2 as _status
-from .tensors import dtype_enum, from_tensor, to_tensor
+from .tensors import DTypeLike, dtype_enum, from_tensor, to_tensor
 from . import frame as _frame, specs as _specs
 from .errors import InvalidInputError, PhasorError
+from .specs import SpecLike
 from .times import read_times
+
+if TYPE_CHECKING:  # pandas is optional (the "pandas" extra).
+    import pandas as pd
+
+# The annotations' vocabulary. ArrayLike: anything np.asarray takes (numpy
+# arrays, lists, pandas Series/Index); timestamps also take what times.py
+# reads. A temporal block (time=, gaps=, calendar=, ...): a dict, True for
+# the defaults, its text format or its message (see specs.py). An enum
+# (layout=, frequencies=, combine=): its name, case-insensitively, or value.
+ArrayLike = npt.ArrayLike
+BlockLike = Union[None, bool, str, Mapping[str, Any], _message.Message]
+EnumLike = Union[None, str, int]
+PathLike = Union[str, "os.PathLike[str]"]
 
 RopeResult = collections.namedtuple("RopeResult",
                                     ["query", "key", "attention_factor"])
@@ -75,7 +94,7 @@ def _read(path):
         return f.read()
 
 
-def field_violations(error: grpc.RpcError) -> list:
+def field_violations(error: grpc.RpcError) -> List[Tuple[str, str]]:
     """[(field, description)] from a grpc.RpcError's BadRequest detail
     (PhasorError.field_violations() says the same)."""
     if isinstance(error, PhasorError):
@@ -131,7 +150,7 @@ def _no_shortcut():
     raise ValueError("give spec= or profile=")
 
 
-def serving_status_name(status):
+def serving_status_name(status: int) -> str:
     """"SERVING", "NOT_SERVING", ... for a HealthCheckResponse.status."""
     return _health.HealthCheckResponse.ServingStatus.Name(status)
 
@@ -184,11 +203,17 @@ def _raises_phasor_error(method):
 class EncoderClient:
     """A client for phasor.v1.Encoder. See the module docstring."""
 
-    def __init__(self, target="localhost:50051", *, deadline_seconds=30.0,
-                 max_message_bytes=None, tls=False,
-                 tls_ca=None, tls_cert=None, tls_key=None,
-                 tls_server_name=None, token=None, token_file=None,
-                 load_balancing_policy=None, channel_options=()):
+    def __init__(self, target: str = "localhost:50051", *,
+                 deadline_seconds: float = 30.0,
+                 max_message_bytes: Optional[int] = None, tls: bool = False,
+                 tls_ca: Optional[PathLike] = None,
+                 tls_cert: Optional[PathLike] = None,
+                 tls_key: Optional[PathLike] = None,
+                 tls_server_name: Optional[str] = None,
+                 token: Optional[str] = None,
+                 token_file: Optional[PathLike] = None,
+                 load_balancing_policy: Optional[str] = None,
+                 channel_options: Sequence[Tuple[str, Any]] = ()) -> None:
         """Opens a channel to `target` (connects lazily).
 
         TLS is on when `tls` or any tls_* path is given: tls_ca verifies the
@@ -238,13 +263,15 @@ class EncoderClient:
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self._stub = _pb_grpc.EncoderStub(self._channel)
 
-    def close(self):
+    def close(self) -> None:
+        """Closes the channel: calls still in flight are cancelled and the
+        client makes no further calls."""
         self._channel.close()
 
-    def __enter__(self):
+    def __enter__(self) -> EncoderClient:
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
     def _call(self, method, request):
@@ -256,11 +283,18 @@ class EncoderClient:
         except grpc.RpcError as error:
             raise PhasorError.from_rpc_error(error) from None
 
-    def encode_positions(self, positions=None, *, count=None, start=0, step=1,
-                         dim=None, base=None, layout=None, frequencies=None,
-                         learned_table=None, profile=None, spec=None,
-                         content=None, content_scale=None,
-                         output_dtype="float32"):
+    def encode_positions(self, positions: Optional[ArrayLike] = None, *,
+                         count: Optional[int] = None, start: int = 0,
+                         step: int = 1, dim: Optional[int] = None,
+                         base: Optional[float] = None,
+                         layout: EnumLike = None,
+                         frequencies: EnumLike = None,
+                         learned_table: Optional[str] = None,
+                         profile: Optional[str] = None,
+                         spec: SpecLike = None,
+                         content: Optional[ArrayLike] = None,
+                         content_scale: Optional[float] = None,
+                         output_dtype: DTypeLike = "float32") -> np.ndarray:
         """Encodings [N, dim] = content·content_scale + PE.
 
         positions: array of N integers (token indices) or reals; or
@@ -494,8 +528,9 @@ class EncoderClient:
         return RopeTables(from_tensor(response.cos), from_tensor(response.sin),
                           response.attention_factor, list(response.inv_freq))
 
-    def alibi(self, num_heads, q_len=0, k_len=0, *, causal=False,
-              output_dtype="float32"):
+    def alibi(self, num_heads: int, q_len: int = 0, k_len: int = 0, *,
+              causal: bool = False,
+              output_dtype: DTypeLike = "float32") -> AlibiResult:
         """ALiBi slopes [H] and, when q_len and k_len are given, bias
         [H, q_len, k_len]."""
         request = pb.AlibiBiasRequest(num_heads=num_heads, q_len=q_len,
@@ -527,13 +562,22 @@ class EncoderClient:
             observations.content.CopyFrom(to_tensor(content, "float32"))
         return observations, times.time_zone
 
-    def encode_observations(self, timestamps, values=None, mask=None, *,
-                            spec=None, profile=None, state=None,
-                            content=None, channel_names=None,
-                            output_dtype="float32",
+    def encode_observations(self, timestamps: ArrayLike,
+                            values: Optional[ArrayLike] = None,
+                            mask: Optional[ArrayLike] = None, *,
+                            spec: SpecLike = None,
+                            profile: Optional[str] = None,
+                            state: Optional[pb.SeriesState] = None,
+                            content: Optional[ArrayLike] = None,
+                            channel_names: Optional[Sequence[str]] = None,
+                            output_dtype: DTypeLike = "float32",
                             time_unit: Optional[str] = None,
-                            content_block=None, time=None, time2vec=None,
-                            gaps=None, calendar=None, combine=None,
+                            content_block: BlockLike = None,
+                            time: BlockLike = None,
+                            time2vec: BlockLike = None,
+                            gaps: BlockLike = None,
+                            calendar: BlockLike = None,
+                            combine: EnumLike = None,
                             d_model: Optional[int] = None) -> Features:
         """Features [T, F] of one series of wide observations.
 
@@ -569,14 +613,20 @@ class EncoderClient:
         return Features(from_tensor(response.features), list(response.schema),
                         response.state)
 
-    def encode_events(self, times, channels, values=None, *, spec=None,
-                      profile=None, state=None, num_channels: int = 0,
+    def encode_events(self, times: ArrayLike, channels: ArrayLike,
+                      values: Optional[ArrayLike] = None, *,
+                      spec: SpecLike = None, profile: Optional[str] = None,
+                      state: Optional[pb.SeriesState] = None,
+                      num_channels: int = 0,
                       channel_names: Optional[Sequence[str]] = None,
-                      content=None, output_dtype="float32",
-                      time_unit: Optional[str] = None, content_block=None,
-                      time=None, time2vec=None, gaps=None, calendar=None,
-                      combine=None, d_model: Optional[int] = None
-                      ) -> Features:
+                      content: Optional[ArrayLike] = None,
+                      output_dtype: DTypeLike = "float32",
+                      time_unit: Optional[str] = None,
+                      content_block: BlockLike = None,
+                      time: BlockLike = None, time2vec: BlockLike = None,
+                      gaps: BlockLike = None, calendar: BlockLike = None,
+                      combine: EnumLike = None,
+                      d_model: Optional[int] = None) -> Features:
         """Features [N, F] of one series in the long layout: one event
         (time, channel, value) per row and one output row per event
         (SeFT/STraTS triplets).
@@ -635,14 +685,17 @@ class EncoderClient:
         return Features(from_tensor(response.features), list(response.schema),
                         response.state)
 
-    def encode_observations_stream(self, chunks, *, spec=None, profile=None,
-                                   output_dtype="float32",
-                                   time_unit: Optional[str] = None,
-                                   content_block=None, time=None,
-                                   time2vec=None, gaps=None, calendar=None,
-                                   combine=None,
-                                   d_model: Optional[int] = None
-                                   ) -> Iterator[Features]:
+    def encode_observations_stream(
+            self,
+            chunks: Iterable[Union[ArrayLike,
+                                   Tuple[Optional[ArrayLike], ...]]], *,
+            spec: SpecLike = None, profile: Optional[str] = None,
+            output_dtype: DTypeLike = "float32",
+            time_unit: Optional[str] = None,
+            content_block: BlockLike = None, time: BlockLike = None,
+            time2vec: BlockLike = None, gaps: BlockLike = None,
+            calendar: BlockLike = None, combine: EnumLike = None,
+            d_model: Optional[int] = None) -> Iterator[Features]:
         """Yields Features per chunk of one series, sent over one stream.
 
         chunks: an iterable, in time order, of (timestamps, values) or
@@ -706,16 +759,28 @@ class EncoderClient:
         if failure:
             raise failure[0]
 
-    def encode_panel(self, timestamps=None, values=None, mask=None, *,
-                     series_offsets=None, series_ids=None, time_zones=None,
-                     time_zone_index=None, states=None, spec=None,
-                     profile=None, output_dtype="float32", content=None,
-                     channel_names=None, event_times=None,
-                     event_channels=None, event_values=None, num_channels=0,
-                     max_in_flight=_panel.MAX_IN_FLIGHT,
-                     time_unit: Optional[str] = None, content_block=None,
-                     time=None, time2vec=None, gaps=None, calendar=None,
-                     combine=None, d_model: Optional[int] = None) -> Panel:
+    def encode_panel(
+            self, timestamps: Optional[ArrayLike] = None,
+            values: Optional[ArrayLike] = None,
+            mask: Optional[ArrayLike] = None, *,
+            series_offsets: Optional[ArrayLike] = None,
+            series_ids: Optional[ArrayLike] = None,
+            time_zones: Optional[Sequence[str]] = None,
+            time_zone_index: Optional[ArrayLike] = None,
+            states: Optional[Sequence[Optional[pb.SeriesState]]] = None,
+            spec: SpecLike = None, profile: Optional[str] = None,
+            output_dtype: DTypeLike = "float32",
+            content: Optional[ArrayLike] = None,
+            channel_names: Optional[Sequence[str]] = None,
+            event_times: Optional[ArrayLike] = None,
+            event_channels: Optional[ArrayLike] = None,
+            event_values: Optional[ArrayLike] = None,
+            num_channels: int = 0, max_in_flight: int = _panel.MAX_IN_FLIGHT,
+            time_unit: Optional[str] = None, content_block: BlockLike = None,
+            time: BlockLike = None, time2vec: BlockLike = None,
+            gaps: BlockLike = None, calendar: BlockLike = None,
+            combine: EnumLike = None,
+            d_model: Optional[int] = None) -> Panel:
         """Features of S series in one call: Panel(features [rows, F],
         schema, states [S], series_offsets [S+1]).
 
@@ -933,16 +998,22 @@ class EncoderClient:
             result["schema"] = schema
         return Panel(result["features"], result["schema"], states, offsets)
 
-    def encode_frame(self, df, *, series_column=None, time_column=None,
-                     value_columns=None, channel_column=None,
-                     channels: Optional[Sequence[Any]] = None,
-                     time_zones: Union[None, str, Mapping[Any, str]] = None,
-                     states: Optional[Mapping[Any, Any]] = None, spec=None,
-                     profile: Optional[str] = None,
-                     time_unit: Optional[str] = None,
-                     output_dtype="float32", content_block=None, time=None,
-                     time2vec=None, gaps=None, calendar=None, combine=None,
-                     d_model: Optional[int] = None) -> "_frame.FrameResult":
+    def encode_frame(
+            self, df: pd.DataFrame, *,
+            series_column: Optional[Hashable] = None,
+            time_column: Optional[Hashable] = None,
+            value_columns: Union[None, Hashable, Sequence[Hashable]] = None,
+            channel_column: Optional[Hashable] = None,
+            channels: Optional[Sequence[Any]] = None,
+            time_zones: Union[None, str, Mapping[Any, str]] = None,
+            states: Optional[Mapping[Any, Any]] = None,
+            spec: SpecLike = None, profile: Optional[str] = None,
+            time_unit: Optional[str] = None,
+            output_dtype: DTypeLike = "float32",
+            content_block: BlockLike = None, time: BlockLike = None,
+            time2vec: BlockLike = None, gaps: BlockLike = None,
+            calendar: BlockLike = None, combine: EnumLike = None,
+            d_model: Optional[int] = None) -> _frame.FrameResult:
         """Encodes a pandas panel DataFrame in one go (through encode_panel)
         and returns FrameResult(frame, states, schema, channels): `frame`
         has one named column per feature (time.sin_0, gaps.delta.<channel>,
@@ -973,8 +1044,12 @@ class EncoderClient:
                         gaps=gaps, calendar=calendar, combine=combine,
                         d_model=d_model))
 
-    def describe(self, *, dim=None, rotary_dim=None, base=None, spec=None,
-                 profile=None, num_offsets=0, offset_step=None):
+    def describe(self, *, dim: Optional[int] = None,
+                 rotary_dim: Optional[int] = None,
+                 base: Optional[float] = None, spec: SpecLike = None,
+                 profile: Optional[str] = None, num_offsets: int = 0,
+                 offset_step: Optional[float] = None
+                 ) -> pb.DescribeResponse:
         """The DescribeResponse: frequencies, wavelengths, unambiguous range,
         nearest-code distance and the similarity curve."""
         request = pb.DescribeRequest(num_offsets=num_offsets)
@@ -995,25 +1070,26 @@ class EncoderClient:
         _set_config(request, profile, spec, shortcut)
         return self._call(self._stub.Describe, request)
 
-    def list_profiles(self):
+    def list_profiles(self) -> List[pb.ProfileInfo]:
         """The server's profiles (phasor.v1.ProfileInfo messages)."""
         return list(self._call(self._stub.ListProfiles,
                                pb.ListProfilesRequest()).profiles)
 
-    def echo(self, payload):
+    def echo(self, payload: bytes) -> bytes:
         """The payload back; needs a server started with --enable_echo."""
         return self._call(self._stub.Echo,
                           pb.EchoRequest(payload=payload)).payload
 
     @_raises_phasor_error
-    def health(self, service=""):
+    def health(self, service: str = "") -> str:
         """"SERVING", "NOT_SERVING", ... for the server ("") or a service."""
         stub = _health_grpc.HealthStub(self._channel)
         response = stub.Check(_health.HealthCheckRequest(service=service),
                               timeout=self.deadline_seconds)
         return serving_status_name(response.status)
 
-    def watch_health(self, service=""):
+    def watch_health(self, service: str = ""
+                     ) -> Iterator[_health.HealthCheckResponse]:
         """The grpc.health.v1 Watch call: iterates over HealthCheckResponse
         messages (serving_status_name(r.status)) as the status changes.
 
@@ -1025,7 +1101,7 @@ class EncoderClient:
                           timeout=self.deadline_seconds)
 
     @_raises_phasor_error
-    def list_services(self):
+    def list_services(self) -> List[str]:
         """Service names the server registers, via gRPC server reflection."""
         stub = _reflection_grpc.ServerReflectionStub(self._channel)
         request = _reflection.ServerReflectionRequest(list_services="*")
@@ -1038,7 +1114,7 @@ class EncoderClient:
         return []
 
     @_raises_phasor_error
-    def file_containing_symbol(self, symbol):
+    def file_containing_symbol(self, symbol: str) -> List[bytes]:
         """Serialized FileDescriptorProtos declaring `symbol`, via
         reflection (e.g. "phasor.v1.Encoder")."""
         stub = _reflection_grpc.ServerReflectionStub(self._channel)

@@ -21,7 +21,9 @@ what the client raised for such input before.
 Thread-safety: instances are immutable after construction.
 """
 
-from typing import List, Optional, Sequence, Tuple
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -33,8 +35,12 @@ _error_details_pb2 = _modules.error_details_pb2
 
 _DETAILS_KEY = "grpc-status-details-bin"
 
+# gRPC metadata: (key, value) pairs; values of "-bin" keys are bytes.
+Metadata = Sequence[Tuple[str, Union[str, bytes]]]
 
-def bad_request_violations(trailing_metadata) -> List[Tuple[str, str]]:
+
+def bad_request_violations(trailing_metadata: Optional[Metadata]
+                           ) -> List[Tuple[str, str]]:
     """[(field, description)] of the google.rpc.BadRequest details in the
     grpc-status-details-bin trailer, or [] when there is none."""
     for key, value in trailing_metadata or ():
@@ -61,6 +67,9 @@ class PhasorError(grpc.RpcError, grpc.Call):
     def __init__(self, code: grpc.StatusCode, message: str,
                  violations: Sequence[Tuple[str, str]] = (),
                  rpc_error: Optional[grpc.RpcError] = None) -> None:
+        """An error with `code`, `message` (details()), the BadRequest
+        `violations` [(field, description)] and the grpc.RpcError it wraps
+        (None for input the client refused)."""
         super().__init__(message)
         self._code = code
         self._message = message
@@ -68,7 +77,7 @@ class PhasorError(grpc.RpcError, grpc.Call):
         self.rpc_error = rpc_error
 
     @classmethod
-    def from_rpc_error(cls, error: grpc.RpcError) -> "PhasorError":
+    def from_rpc_error(cls, error: grpc.RpcError) -> PhasorError:
         """The PhasorError for a grpc.RpcError (itself if it is one)."""
         if isinstance(error, PhasorError):
             return error
@@ -101,7 +110,7 @@ class PhasorError(grpc.RpcError, grpc.Call):
 
     # -- the rest of grpc.Call, for code written against gRPC's error ------
 
-    def trailing_metadata(self):
+    def trailing_metadata(self) -> Metadata:
         """The call's trailing metadata (the BadRequest detail included);
         () for input refused by the client."""
         if self.rpc_error is not None and hasattr(self.rpc_error,
@@ -109,28 +118,37 @@ class PhasorError(grpc.RpcError, grpc.Call):
             return self.rpc_error.trailing_metadata()
         return ()
 
-    def initial_metadata(self):
+    def initial_metadata(self) -> Metadata:
+        """The call's initial metadata; () for input refused by the
+        client."""
         if self.rpc_error is not None and hasattr(self.rpc_error,
                                                   "initial_metadata"):
             return self.rpc_error.initial_metadata()
         return ()
 
     def debug_error_string(self) -> str:
+        """gRPC's debug string for the failed call; the message for input
+        refused by the client."""
         if self.rpc_error is not None and hasattr(self.rpc_error,
                                                   "debug_error_string"):
             return self.rpc_error.debug_error_string()
         return self._message
 
     def is_active(self) -> bool:
+        """False: the call has ended."""
         return False
 
-    def time_remaining(self):
+    def time_remaining(self) -> Optional[float]:
+        """None: an ended call has no deadline left to report."""
         return None
 
     def cancel(self) -> bool:
+        """False: an ended call cannot be cancelled."""
         return False
 
-    def add_callback(self, callback) -> bool:
+    def add_callback(self, callback: Callable[[], None]) -> bool:
+        """False, and `callback` is not registered: the call has ended
+        (grpc.RpcContext.add_callback's contract)."""
         return False
 
     def __str__(self) -> str:
@@ -146,5 +164,8 @@ class InvalidInputError(PhasorError, ValueError, TypeError):
     violation (field, description), e.g. ("timestamps", "float64 ...")."""
 
     def __init__(self, field: str, description: str) -> None:
+        """`field` names the argument (and row, "timestamps[3]"),
+        `description` what is wrong with it; the message is
+        "field: description"."""
         super().__init__(grpc.StatusCode.INVALID_ARGUMENT,
                          f"{field}: {description}", [(field, description)])

@@ -68,6 +68,7 @@ class FrameResult:
 
     def __init__(self, frame: pd.DataFrame, states: Dict[Any, Any],
                  schema: List[Any], channels: List[Any]) -> None:
+        """Holds encode_frame's results (see the class docstring)."""
         self.frame = frame
         self.states = states
         self.schema = schema

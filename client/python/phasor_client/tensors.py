@@ -9,11 +9,21 @@ bfloat16 has no numpy dtype: it is sent from float32 by rounding to nearest
 even and received by widening to float32, which is exact.
 """
 
+from __future__ import annotations
+
+from typing import Union
+
 import numpy as np
+import numpy.typing as npt
 
 from . import _stubs
 
 pb = _stubs.load().encoder_pb2
+
+# What a `dtype=` argument takes: a numpy dtype (or anything np.dtype takes),
+# a name ("float32", "bfloat16", ...; numpy has no bfloat16) or a
+# phasor.v1.DType value; None means unspecified.
+DTypeLike = Union[int, str, npt.DTypeLike]
 
 _NUMPY_TO_DTYPE = {
     np.dtype(np.float32): pb.FLOAT32,
@@ -34,7 +44,7 @@ _NAMES = {
 }
 
 
-def dtype_enum(dtype):
+def dtype_enum(dtype: DTypeLike) -> int:
     """phasor.v1.DType for a numpy dtype, a name ("bfloat16") or the enum."""
     if dtype is None:
         return pb.DTYPE_UNSPECIFIED
@@ -57,7 +67,7 @@ def _bfloat16_bits(values):
     return rounded.astype("<u2")
 
 
-def to_tensor(array, dtype=None):
+def to_tensor(array: npt.ArrayLike, dtype: DTypeLike = None) -> pb.Tensor:
     """A Tensor holding `array` (anything np.asarray takes) as `dtype`.
 
     dtype None keeps the array's own dtype (Python floats become float64,
@@ -73,7 +83,7 @@ def to_tensor(array, dtype=None):
     return pb.Tensor(shape=list(array.shape), dtype=target, data=data)
 
 
-def from_tensor(tensor):
+def from_tensor(tensor: pb.Tensor) -> np.ndarray:
     """The Tensor's values as a numpy array of its shape (no copy)."""
     shape = tuple(tensor.shape)
     if tensor.dtype == pb.BFLOAT16:
