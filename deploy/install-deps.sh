@@ -23,6 +23,8 @@ packages=(
   # no python3-grpcio-health-checking, and python3-grpc-tools (1.14) is
   # older than the grpcio it would generate for, so neither is used.
   python3-pip python3-venv python3-setuptools python3-wheel
+  # The package's DataFrame API (encode_frame, DatetimeIndex timestamps).
+  python3-pandas
 )
 case "${1:-}" in
   "") ;;
