@@ -122,5 +122,31 @@ class PythonApiSurfaceTest(unittest.TestCase):
                 typing.get_type_hints(function, localns={"pd": pandas})
 
 
+class OptionalPandasTest(unittest.TestCase):
+    def test_imports_without_pandas_and_says_what_encode_frame_needs(self):
+        # pandas is the package's optional extra: a process without it (a
+        # stand-in module that fails to import hides Debian's) imports the
+        # package, and encode_frame alone asks for it.
+        import os
+        import subprocess
+        import sys
+        import tempfile
+        with tempfile.TemporaryDirectory() as hide:
+            with open(os.path.join(hide, "pandas.py"), "w") as f:
+                f.write("raise ImportError('pandas hidden by the test')\n")
+            code = ("import phasor_client\n"
+                    "client = phasor_client.EncoderClient('127.0.0.1:9')\n"
+                    "try:\n"
+                    "    client.encode_frame(None)\n"
+                    "except phasor_client.InvalidInputError as e:\n"
+                    "    print(e.details())\n")
+            result = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True,
+                env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                    [hide, harness.PYTHON_DIR])), timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("encode_frame needs pandas", result.stdout)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -37,11 +37,17 @@ Thread-safety: encode_frame holds no state of its own; the client it calls
 may be shared.
 """
 
+from __future__ import annotations
+
 import collections.abc
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
-import pandas as pd
+
+try:  # pandas is optional (pyproject's "pandas" extra); encode_frame needs it.
+    import pandas as pd
+except ImportError:  # pragma: no cover - Debian's python3-pandas is installed
+    pd = None
 
 from . import specs
 from .errors import InvalidInputError
@@ -146,6 +152,10 @@ def encode_frame(client, df: pd.DataFrame, *, series_column=None,
                  output_dtype="float32", blocks: Mapping[str, Any] = None
                  ) -> FrameResult:
     """See EncoderClient.encode_frame and the module docstring."""
+    if pd is None:
+        raise InvalidInputError("df", "encode_frame needs pandas: install "
+                                "python3-pandas (Debian) or the package's "
+                                "'pandas' extra")
     if not isinstance(df, pd.DataFrame):
         raise InvalidInputError("df", f"expected a pandas DataFrame, got "
                                       f"{type(df).__name__}")
