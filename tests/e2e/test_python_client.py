@@ -180,6 +180,31 @@ class PythonClientTest(unittest.TestCase):
             self.client.encode_positions(count=4, profile="no-such-profile")
         self.assertEqual(raised.exception.code(), grpc.StatusCode.NOT_FOUND)
 
+    def test_list_profiles_and_dtype_enum(self):
+        import tempfile
+        from phasor_client import dtype_enum
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "profiles.textproto")
+            with open(path, "w") as f:
+                f.write('profile { name: "sin16" description: "16-wide" '
+                        'spec { positional { sinusoidal { dim: 16 } } } }\n'
+                        'profile { name: "rope64" '
+                        'spec { rope { rotary_dim: 64 base: 500000 } } }\n')
+            with harness.Server(["--profiles", path]) as server:
+                client = server.client()
+                profiles = client.list_profiles()
+                client.close()
+        self.assertEqual(sorted(p.name for p in profiles), ["rope64", "sin16"])
+        by_name = {p.name: p for p in profiles}
+        self.assertEqual(by_name["sin16"].description, "16-wide")
+        self.assertEqual(by_name["sin16"].spec.positional.sinusoidal.dim, 16)
+        self.assertEqual(by_name["rope64"].spec.rope.base, 500000)
+        self.assertEqual(dtype_enum("float16"), pb.FLOAT16)
+        self.assertEqual(dtype_enum(np.float32), pb.FLOAT32)
+        self.assertEqual(dtype_enum("bfloat16"), pb.BFLOAT16)
+        with self.assertRaises((ValueError, TypeError)):
+            dtype_enum("complex64")
+
     def test_example_script(self):
         script = os.path.join(harness.SOURCE_DIR, "client", "python",
                               "example.py")
