@@ -19,24 +19,12 @@
 //                                 DST, US federal holidays EXPONENTIAL).
 //   observations_long/N=.../threads=n  the same blocks on N long-format
 //                                 events over 8 channels.
-//   workload_p/rows=1000000/threads=1   workload P (below), one series of 10^6
-//                                 rows in one call.
-//   workload_p/series=10000x100/threads=1  workload P as 10^4 calls of 100
-//                                 rows, back to back.
-//   workload_p_time/encode|encode_rows/...  the time block alone, row by row
-//                                 (as compose calls it) and TimeSinusoid::EncodeRows.
-//   workload_p_memcpy/...         memcpy of the same output bytes: the peer the
-//                                 workload_p runs are read against (GB/s).
-// items_per_second counts rows (events); for workload_p bytes_per_second
-// counts output bytes.
-//
-// Workload P (shared with the panel benchmarks): time (dim 8, 1 s .. 10
-// years, FIRST_OBSERVATION), gaps (Δt, δ per channel, mask; RAW, 1 s),
-// calendar America/New_York hour_of_day, day_of_week, month_of_year CYCLIC;
-// wide, 3 float64 channels, 30% missing: F = 8 + 7 + 6 = 21 float32 columns.
-// Series s (R rows each), row i, k = s·R + i, h(k) = (k·2654435761) mod 2^32:
-//   t = 1704067200 s + s·7919 s + i·3600 s + (h(k) mod 3600000) ms
-//   value[c] = NaN if h(3k + c + 1) mod 10 < 3 else sin(0.001·k + c).
+//   workload_p_time/encode|encode_rows/...  workload P's (bench/workload_p.h)
+//                                 time block alone over one series of 10^6
+//                                 rows: row by row, and TimeSinusoid::EncodeRows
+//                                 (what compose calls per tile). The whole
+//                                 workload is bench/panel_bench.cc's.
+// items_per_second counts rows (events).
 //
 // --phasor_dump=DIR writes the calendar configuration's features for N = 10^4
 // to DIR/calendar_N10000.bin (float32, 18 per row) for the check step.
@@ -53,6 +41,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/bench_common.h"
+#include "bench/workload_p.h"
 #include "core/calendar.h"
 #include "core/compose.h"
 #include "core/continuous_time.h"
@@ -217,91 +206,9 @@ void BM_Encode(benchmark::State& state, TemporalSpec spec, int64_t n, bool wide,
   state.counters["columns"] = static_cast<double>(out.size() / n);
 }
 
-constexpr int64_t kWorkloadPChannels = 3;
-
-TemporalSpec WorkloadPSpec() {
-  TemporalSpec spec;
-  TimeBlock time;
-  time.dim = 8;
-  spec.time = time;
-  GapsBlock gaps;
-  gaps.global_delta = true;
-  gaps.per_channel_delta = true;
-  gaps.include_mask = true;
-  gaps.transform = GapTransform::kRaw;
-  gaps.unit_seconds = 1.0;
-  spec.gaps = gaps;
-  CalendarBlock calendar;
-  calendar.time_zone = "America/New_York";
-  calendar.fields = {CalendarField::kHourOfDay, CalendarField::kDayOfWeek,
-                     CalendarField::kMonthOfYear};
-  calendar.encoding = CalendarEncoding::kCyclic;
-  spec.calendar = calendar;
-  return spec;
-}
-
-// `num_series` series of `rows_per_series` rows, concatenated (each series'
-// timestamps are non-decreasing; the series are encoded one call each).
-struct PanelP {
-  int64_t num_series = 0;
-  int64_t rows_per_series = 0;
-  std::vector<int64_t> times;   // [S·R]
-  std::vector<double> values;   // [S·R, 3]
-};
-
-PanelP MakeWorkloadP(int64_t num_series, int64_t rows_per_series) {
-  constexpr int64_t kStart = int64_t{1704067200} * 1000000000;
-  PanelP p{num_series, rows_per_series, {}, {}};
-  const int64_t n = num_series * rows_per_series;
-  p.times.resize(n);
-  p.values.resize(n * kWorkloadPChannels);
-  for (int64_t s = 0; s < num_series; ++s) {
-    for (int64_t i = 0; i < rows_per_series; ++i) {
-      const int64_t k = s * rows_per_series + i;
-      const auto jitter_ms = static_cast<int64_t>(Hash(static_cast<uint64_t>(k)) % 3600000);
-      p.times[k] = kStart + s * 7919 * int64_t{1000000000} +
-                   i * 3600 * int64_t{1000000000} + jitter_ms * 1000000;
-      for (int64_t c = 0; c < kWorkloadPChannels; ++c) {
-        p.values[k * kWorkloadPChannels + c] =
-            Hash(static_cast<uint64_t>(3 * k + c + 1)) % 10 < 3
-                ? std::numeric_limits<double>::quiet_NaN()
-                : std::sin(0.001 * static_cast<double>(k) + static_cast<double>(c));
-      }
-    }
-  }
-  return p;
-}
-
-ObservationsView SeriesView(const PanelP& p, int64_t s) {
-  const int64_t r = p.rows_per_series;
-  ObservationsView view;
-  view.layout = ObservationLayout::kWide;
-  view.num_channels = kWorkloadPChannels;
-  view.timestamps = absl::MakeConstSpan(p.times).subspan(s * r, r);
-  view.values.f64 =
-      absl::MakeConstSpan(p.values).subspan(s * r * kWorkloadPChannels, r * kWorkloadPChannels);
-  return view;
-}
-
-// Encodes every series of `p` into `out` ([S·R, F]) with one
-// EncodeObservations call per series on one thread.
-void EncodeWorkloadP(const TemporalSpec& spec, const PanelP& p, int64_t width,
-                     std::vector<float>& out) {
-  const int64_t r = p.rows_per_series;
-  for (int64_t s = 0; s < p.num_series; ++s) {
-    const absl::Status status = EncodeObservations(
-        spec, SeriesView(p, s), /*state_in=*/nullptr, ExecutionOptions{.max_threads = 1},
-        absl::MakeSpan(out).subspan(s * r * width, r * width), /*state_out=*/nullptr);
-    if (!status.ok()) {
-      std::fprintf(stderr, "%s\n", status.ToString().c_str());
-      std::exit(1);
-    }
-  }
-}
-
 int64_t WorkloadPWidth() {
   const absl::StatusOr<FeatureLayout> layout =
-      TemporalFeatureLayout(WorkloadPSpec(), kWorkloadPChannels, 0);
+      TemporalFeatureLayout(WorkloadPCoreSpec(), WorkloadPShape().channels, 0);
   if (!layout.ok()) {
     std::fprintf(stderr, "%s\n", layout.status().ToString().c_str());
     std::exit(1);
@@ -309,56 +216,31 @@ int64_t WorkloadPWidth() {
   return layout->width;
 }
 
-void BM_WorkloadP(benchmark::State& state, int64_t num_series, int64_t rows_per_series) {
-  const TemporalSpec spec = WorkloadPSpec();
-  const PanelP p = MakeWorkloadP(num_series, rows_per_series);
-  const int64_t width = WorkloadPWidth();
-  std::vector<float> out(p.times.size() * width);
-  for (auto _ : state) {
-    EncodeWorkloadP(spec, p, width, out);
-    benchmark::ClobberMemory();
-  }
-  const auto rows = static_cast<int64_t>(p.times.size());
-  state.SetItemsProcessed(state.iterations() * rows);
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.size()) * 4);
-  state.counters["columns"] = static_cast<double>(width);
-}
-
 // Workload P's time block alone (dim 8) over its 10^6 timestamps, into
 // [rows, F] doubles: TimeSinusoid::Encode row by row (what compose does
 // today) or EncodeRows (what a block-at-a-time compose would call).
 void BM_WorkloadPTime(benchmark::State& state, bool rows_at_once) {
-  const PanelP p = MakeWorkloadP(1, 1000000);
+  WorkloadPShape shape;
+  shape.series = 1;
+  shape.rows_per_series = 1000000;
+  const WorkloadP p = MakeWorkloadP(shape);
+  const std::vector<int64_t>& times = p.timestamps_ns;
   const int64_t width = WorkloadPWidth();
   const TimeSinusoid sinusoid(/*dim=*/8, TimeBlock{}.min_period_seconds,
                               TimeBlock{}.max_period_seconds);
-  std::vector<double> out(p.times.size() * width);
-  const auto rows = static_cast<int64_t>(p.times.size());
+  std::vector<double> out(times.size() * width);
+  const auto rows = static_cast<int64_t>(times.size());
   for (auto _ : state) {
     if (rows_at_once) {
-      sinusoid.EncodeRows(p.times, p.times[0], out.data(), width);
+      sinusoid.EncodeRows(times, times[0], out.data(), width);
     } else {
       for (int64_t r = 0; r < rows; ++r) {
-        sinusoid.Encode(ElapsedNs(p.times[r], p.times[0]), &out[r * width]);
+        sinusoid.Encode(ElapsedNs(times[r], times[0]), &out[r * width]);
       }
     }
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * rows);
-}
-
-// The peer: copying the bytes workload P writes, [rows, F] float32.
-void BM_WorkloadPMemcpy(benchmark::State& state, int64_t rows) {
-  const auto floats = static_cast<size_t>(rows * WorkloadPWidth());
-  std::vector<float> src(floats);
-  FillInputs(src.data(), static_cast<int64_t>(floats));
-  std::vector<float> dst = src;  // Touched once, as the encoder's output is.
-  for (auto _ : state) {
-    std::memcpy(dst.data(), src.data(), floats * sizeof(float));
-    benchmark::ClobberMemory();
-  }
-  state.SetItemsProcessed(state.iterations() * rows);
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(floats) * 4);
 }
 
 void Dump(const std::string& dir) {
@@ -373,25 +255,14 @@ void RegisterAll(const BenchFlags& flags) {
   const std::vector<int64_t> sizes = flags.small_only
                                          ? std::vector<int64_t>{10000, 100000}
                                          : std::vector<int64_t>{10000, 100000, 1000000};
-  // Workload P is a one-core target (DESIGN §5): threads=1 only.
-  benchmark::RegisterBenchmark("workload_p/rows=1000000/threads=1", BM_WorkloadP,
-                               int64_t{1}, int64_t{1000000})
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("workload_p/series=10000x100/threads=1", BM_WorkloadP,
-                               int64_t{10000}, int64_t{100})
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
+  // Workload P's whole panel, per-series calls and memcpy peer are in
+  // bench/panel_bench.cc; here its time block alone, one thread.
   benchmark::RegisterBenchmark("workload_p_time/encode/rows=1000000/threads=1",
                                BM_WorkloadPTime, false)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("workload_p_time/encode_rows/rows=1000000/threads=1",
                                BM_WorkloadPTime, true)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("workload_p_memcpy/rows=1000000/threads=1",
-                               BM_WorkloadPMemcpy, int64_t{1000000})
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
   for (int threads : flags.threads) {
