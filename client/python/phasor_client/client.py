@@ -599,19 +599,11 @@ class EncoderClient:
         """
         observations, zone = self._observations(
             timestamps, values, mask, content, channel_names, time_unit)
-        config = _frame.apply_data_zone(_specs.temporal_config(
-            spec, profile, dict(content=content_block, time=time,
-                                time2vec=time2vec, gaps=gaps,
-                                calendar=calendar, combine=combine,
-                                d_model=d_model)), zone)
-        request = pb.EncodeObservationsRequest(
-            observations=observations, output_dtype=dtype_enum(output_dtype))
-        _set_config(request, profile, config, _no_shortcut)
-        if state is not None:
-            request.state.CopyFrom(state)
-        response = self._call(self._stub.EncodeObservations, request)
-        return Features(from_tensor(response.features), list(response.schema),
-                        response.state)
+        return self._encode_one_series(
+            observations, zone, spec, profile, state, output_dtype,
+            dict(content=content_block, time=time, time2vec=time2vec,
+                 gaps=gaps, calendar=calendar, combine=combine,
+                 d_model=d_model))
 
     def encode_events(self, times: ArrayLike, channels: ArrayLike,
                       values: Optional[ArrayLike] = None, *,
@@ -671,11 +663,18 @@ class EncoderClient:
             observations.num_channels = num_channels
         if content is not None:
             observations.content.CopyFrom(to_tensor(content, "float32"))
-        config = _frame.apply_data_zone(_specs.temporal_config(
-            spec, profile, dict(content=content_block, time=time,
-                                time2vec=time2vec, gaps=gaps,
-                                calendar=calendar, combine=combine,
-                                d_model=d_model)), parsed.time_zone)
+        return self._encode_one_series(
+            observations, parsed.time_zone, spec, profile, state, output_dtype,
+            dict(content=content_block, time=time, time2vec=time2vec,
+                 gaps=gaps, calendar=calendar, combine=combine,
+                 d_model=d_model))
+
+    def _encode_one_series(self, observations, zone, spec, profile, state,
+                           output_dtype, blocks) -> Features:
+        """One EncodeObservations call: the spec from `spec`/`profile`/the
+        keyword `blocks`, the data's time zone applied, `state` continued."""
+        config = _frame.apply_data_zone(
+            _specs.temporal_config(spec, profile, blocks), zone)
         request = pb.EncodeObservationsRequest(
             observations=observations, output_dtype=dtype_enum(output_dtype))
         _set_config(request, profile, config, _no_shortcut)
