@@ -68,6 +68,14 @@ struct YarnResolved {
   int64_t original_max_position_embeddings;
 };
 
+// HF reads `get("beta_fast") or 32` and `get("beta_slow") or 1`: 0 is the
+// default, not a value.
+constexpr double kYarnDefaultBetaFast = 32.0;
+constexpr double kYarnDefaultBetaSlow = 1.0;
+double BetaOrDefault(double beta, double default_beta) {
+  return beta == 0.0 ? default_beta : beta;
+}
+
 YarnResolved ResolveYarn(const YarnRopeScaling& yarn) {
   YarnResolved resolved;
   resolved.original_max_position_embeddings =
@@ -82,10 +90,33 @@ YarnResolved ResolveYarn(const YarnRopeScaling& yarn) {
   return resolved;
 }
 
-absl::Status ValidateFactorAtLeastOne(double factor, absl::string_view field) {
-  if (!FiniteAtLeast(factor, 1.0)) {
+// HF warns about factor < 1 and computes anyway; only factors <= 0, where θ
+// becomes infinite or changes sign, are refused.
+absl::Status ValidateFactor(double factor, absl::string_view field) {
+  if (!FinitePositive(factor)) {
     return InvalidField(field,
-                        absl::StrCat("must be finite and >= 1, got ", Fmt(factor)));
+                        absl::StrCat("must be finite and > 0, got ", Fmt(factor)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateAttentionFactor(const std::optional<double>& attention_factor,
+                                     absl::string_view field) {
+  if (attention_factor.has_value() && !FinitePositive(*attention_factor)) {
+    return InvalidField(field, absl::StrCat("must be finite and > 0, got ",
+                                            Fmt(*attention_factor)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateBeta(double beta, double default_beta,
+                          absl::string_view field) {
+  // A negative beta is the log of a negative number in HF's
+  // find_correction_dim (math.log raises).
+  if (!FiniteAtLeast(beta, 0.0)) {
+    return InvalidField(field, absl::StrCat("must be finite and >= 0 (0 means the "
+                                            "default ",
+                                            Fmt(default_beta), "), got ", Fmt(beta)));
   }
   return absl::OkStatus();
 }
@@ -118,7 +149,7 @@ absl::Status ValidateYarn(const YarnRopeScaling& yarn, double base,
       absl::StrCat(prefix, ".original_max_position_embeddings");
   const std::string max_field = absl::StrCat(prefix, ".max_position_embeddings");
   if (yarn.factor.has_value()) {
-    PHASOR_RETURN_IF_ERROR(ValidateFactorAtLeastOne(*yarn.factor, factor_field));
+    PHASOR_RETURN_IF_ERROR(ValidateFactor(*yarn.factor, factor_field));
   }
   PHASOR_RETURN_IF_ERROR(ValidateOptionalPositive(
       yarn.original_max_position_embeddings, original_field));
@@ -129,48 +160,50 @@ absl::Status ValidateYarn(const YarnRopeScaling& yarn, double base,
     return InvalidField(original_field,
                         "required when max_position_embeddings is absent");
   }
-  if (!yarn.factor.has_value()) {
-    if (!yarn.max_position_embeddings.has_value()) {
-      return InvalidField(factor_field,
-                          "required when max_position_embeddings is absent");
-    }
-    const YarnResolved resolved = ResolveYarn(yarn);
-    if (resolved.factor < 1.0) {
-      return InvalidField(
-          max_field,
-          absl::StrCat("must be >= original_max_position_embeddings ",
-                       resolved.original_max_position_embeddings,
-                       " when factor is absent (factor = ratio >= 1), got ",
-                       *yarn.max_position_embeddings));
-    }
+  // Without a factor, HF takes max/original whatever its size (a ratio below
+  // 1 only draws its "factor must be >= 1" warning).
+  if (!yarn.factor.has_value() && !yarn.max_position_embeddings.has_value()) {
+    return InvalidField(factor_field,
+                        "required when max_position_embeddings is absent");
   }
-  if (!FinitePositive(yarn.beta_slow)) {
-    return InvalidField(absl::StrCat(prefix, ".beta_slow"),
-                        absl::StrCat("must be finite and > 0, got ",
-                                     Fmt(yarn.beta_slow)));
+  PHASOR_RETURN_IF_ERROR(ValidateBeta(yarn.beta_fast, kYarnDefaultBetaFast,
+                                      absl::StrCat(prefix, ".beta_fast")));
+  PHASOR_RETURN_IF_ERROR(ValidateBeta(yarn.beta_slow, kYarnDefaultBetaSlow,
+                                      absl::StrCat(prefix, ".beta_slow")));
+  const std::string mscale_field = absl::StrCat(prefix, ".mscale");
+  const std::string mscale_all_dim_field = absl::StrCat(prefix, ".mscale_all_dim");
+  if (yarn.mscale.has_value() && !std::isfinite(*yarn.mscale)) {
+    return InvalidField(mscale_field,
+                        absl::StrCat("must be finite, got ", Fmt(*yarn.mscale)));
   }
-  if (!std::isfinite(yarn.beta_fast) || yarn.beta_fast <= yarn.beta_slow) {
-    return InvalidField(absl::StrCat(prefix, ".beta_fast"),
-                        absl::StrCat("must be > beta_slow (", Fmt(yarn.beta_slow),
-                                     ") and finite, got ", Fmt(yarn.beta_fast)));
-  }
-  // mscale >= 0 keeps get_mscale >= 1, so the ratio never divides by zero.
-  if (yarn.mscale.has_value() && !FiniteAtLeast(*yarn.mscale, 0.0)) {
-    return InvalidField(absl::StrCat(prefix, ".mscale"),
-                        absl::StrCat("must be finite and >= 0, got ",
-                                     Fmt(*yarn.mscale)));
-  }
-  if (yarn.mscale_all_dim.has_value() &&
-      !FiniteAtLeast(*yarn.mscale_all_dim, 0.0)) {
-    return InvalidField(absl::StrCat(prefix, ".mscale_all_dim"),
-                        absl::StrCat("must be finite and >= 0, got ",
+  if (yarn.mscale_all_dim.has_value() && !std::isfinite(*yarn.mscale_all_dim)) {
+    return InvalidField(mscale_all_dim_field,
+                        absl::StrCat("must be finite, got ",
                                      Fmt(*yarn.mscale_all_dim)));
   }
-  if (yarn.attention_factor.has_value() &&
-      !FinitePositive(*yarn.attention_factor)) {
-    return InvalidField(absl::StrCat(prefix, ".attention_factor"),
-                        absl::StrCat("must be finite and > 0, got ",
-                                     Fmt(*yarn.attention_factor)));
+  PHASOR_RETURN_IF_ERROR(ValidateAttentionFactor(
+      yarn.attention_factor, absl::StrCat(prefix, ".attention_factor")));
+  // HF accepts any mscale pair silently; the ratio it yields must still be a
+  // usable attention factor (a zero denominator is HF's ZeroDivisionError).
+  if (!yarn.attention_factor.has_value() && yarn.mscale.has_value() &&
+      yarn.mscale_all_dim.has_value() && *yarn.mscale != 0.0 &&
+      *yarn.mscale_all_dim != 0.0) {
+    const double factor = ResolveYarn(yarn).factor;
+    const double denominator = GetMscale(factor, *yarn.mscale_all_dim);
+    if (denominator == 0.0) {
+      return InvalidField(mscale_all_dim_field,
+                          absl::StrCat("makes get_mscale(factor ", Fmt(factor),
+                                       ", mscale_all_dim) zero, the denominator "
+                                       "of the attention factor"));
+    }
+    const double ratio = GetMscale(factor, *yarn.mscale) / denominator;
+    if (!FinitePositive(ratio)) {
+      return InvalidField(
+          mscale_field,
+          absl::StrCat("gives attention factor get_mscale(f, mscale) / "
+                       "get_mscale(f, mscale_all_dim) = ",
+                       Fmt(ratio), "; it must be finite and > 0"));
+    }
   }
   // The correction dimension divides by ln(base).
   if (base == 1.0) {
@@ -184,10 +217,13 @@ absl::Status ValidateYarn(const YarnRopeScaling& yarn, double base,
 absl::Status ValidateFactorList(const std::vector<double>& factors,
                                 int64_t rotary_dim, absl::string_view field) {
   const int64_t half = rotary_dim / 2;
-  if (static_cast<int64_t>(factors.size()) != half) {
+  // HF warns about any other length; a one-element list broadcasts over the
+  // pairs in its `ext_factors * base**inv_freq_shape`, others raise there.
+  if (static_cast<int64_t>(factors.size()) != half && factors.size() != 1) {
     return InvalidField(field,
                         absl::StrCat("must have rotary_dim/2 = ", half,
-                                     " values, got ", factors.size()));
+                                     " values (or 1 for every pair), got ",
+                                     factors.size()));
   }
   for (size_t i = 0; i < factors.size(); ++i) {
     if (!FinitePositive(factors[i])) {
@@ -208,6 +244,9 @@ absl::Status ValidateLongRope(const LongRopeScaling& longrope,
   const std::string original_field =
       absl::StrCat(prefix, ".original_max_position_embeddings");
   const std::string max_field = absl::StrCat(prefix, ".max_position_embeddings");
+  const std::string factor_field = absl::StrCat(prefix, ".factor");
+  PHASOR_RETURN_IF_ERROR(ValidateOptionalPositive(
+      longrope.original_max_position_embeddings, original_field));
   PHASOR_RETURN_IF_ERROR(
       ValidateOptionalPositive(longrope.max_position_embeddings, max_field));
   if (!longrope.original_max_position_embeddings.has_value() &&
@@ -215,61 +254,61 @@ absl::Status ValidateLongRope(const LongRopeScaling& longrope,
     return InvalidField(original_field,
                         "required when max_position_embeddings is absent");
   }
-  // The default attention factor divides by ln(original).
-  if (longrope.original_max_position_embeddings.has_value() &&
-      *longrope.original_max_position_embeddings < 2) {
-    return InvalidField(original_field,
-                        absl::StrCat("must be >= 2, got ",
-                                     *longrope.original_max_position_embeddings));
-  }
-  if (!longrope.original_max_position_embeddings.has_value() &&
-      *longrope.max_position_embeddings < 2) {
-    return InvalidField(max_field,
-                        absl::StrCat("must be >= 2 when it stands in for "
-                                     "original_max_position_embeddings, got ",
-                                     *longrope.max_position_embeddings));
-  }
   if (longrope.factor.has_value()) {
-    PHASOR_RETURN_IF_ERROR(ValidateFactorAtLeastOne(
-        *longrope.factor, absl::StrCat(prefix, ".factor")));
+    PHASOR_RETURN_IF_ERROR(ValidateFactor(*longrope.factor, factor_field));
   }
   if (longrope.attention_factor.has_value()) {
-    if (!FinitePositive(*longrope.attention_factor)) {
-      return InvalidField(absl::StrCat(prefix, ".attention_factor"),
-                          absl::StrCat("must be finite and > 0, got ",
-                                       Fmt(*longrope.attention_factor)));
-    }
-  } else if (!longrope.factor.has_value() &&
-             !longrope.max_position_embeddings.has_value()) {
-    return InvalidField(absl::StrCat(prefix, ".factor"),
+    return ValidateAttentionFactor(longrope.attention_factor,
+                                   absl::StrCat(prefix, ".attention_factor"));
+  }
+  if (!longrope.factor.has_value() &&
+      !longrope.max_position_embeddings.has_value()) {
+    return InvalidField(factor_field,
                         "required when attention_factor and "
                         "max_position_embeddings are absent");
+  }
+  // The default attention factor sqrt(1 + ln f / ln L0) divides by ln L0 when
+  // f > 1: L0 = 1 is HF's ZeroDivisionError. With f <= 1 it is 1 and L0 = 1
+  // is fine.
+  const bool original_given = longrope.original_max_position_embeddings.has_value();
+  const int64_t original = original_given
+                               ? *longrope.original_max_position_embeddings
+                               : *longrope.max_position_embeddings;
+  const double factor =
+      longrope.factor.has_value()
+          ? *longrope.factor
+          : static_cast<double>(*longrope.max_position_embeddings) /
+                static_cast<double>(original);
+  if (original == 1 && factor > 1.0) {
+    return InvalidField(
+        original_given ? original_field : max_field,
+        absl::StrCat("must be >= 2 when the default attention factor "
+                     "sqrt(1 + ln f / ln L0) is used with f = ",
+                     Fmt(factor), " > 1 (ln 1 = 0); got 1"));
   }
   return absl::OkStatus();
 }
 
 absl::Status ValidateLlama3(const Llama3RopeScaling& llama3,
                             absl::string_view prefix) {
-  PHASOR_RETURN_IF_ERROR(
-      ValidateFactorAtLeastOne(llama3.factor, absl::StrCat(prefix, ".factor")));
-  if (!FinitePositive(llama3.low_freq_factor)) {
-    return InvalidField(absl::StrCat(prefix, ".low_freq_factor"),
-                        absl::StrCat("must be finite and > 0, got ",
-                                     Fmt(llama3.low_freq_factor)));
+  const std::string factor_field = absl::StrCat(prefix, ".factor");
+  if (!llama3.factor.has_value()) {
+    // A required key in HF's _validate_llama3_rope_parameters (KeyError).
+    return InvalidField(factor_field,
+                        "required (no default: Llama 3.1 uses 8, Llama 3.2 32)");
   }
-  if (!std::isfinite(llama3.high_freq_factor) ||
-      llama3.high_freq_factor <= llama3.low_freq_factor) {
-    return InvalidField(
-        absl::StrCat(prefix, ".high_freq_factor"),
-        absl::StrCat("must be > low_freq_factor (", Fmt(llama3.low_freq_factor),
-                     ") and finite, got ", Fmt(llama3.high_freq_factor)));
-  }
-  if (llama3.original_max_position_embeddings <= 0) {
-    return InvalidField(absl::StrCat(prefix, ".original_max_position_embeddings"),
-                        absl::StrCat("must be > 0, got ",
-                                     llama3.original_max_position_embeddings));
-  }
-  return absl::OkStatus();
+  PHASOR_RETURN_IF_ERROR(ValidateFactor(*llama3.factor, factor_field));
+  // The band edges are L0/low_freq_factor and L0/high_freq_factor: 0 is HF's
+  // ZeroDivisionError. Their order is free (HF warns): see Llama3Frequencies.
+  PHASOR_RETURN_IF_ERROR(ValidateFactor(llama3.low_freq_factor,
+                                        absl::StrCat(prefix, ".low_freq_factor")));
+  PHASOR_RETURN_IF_ERROR(ValidateFactor(llama3.high_freq_factor,
+                                        absl::StrCat(prefix, ".high_freq_factor")));
+  PHASOR_RETURN_IF_ERROR(ValidateOptionalPositive(
+      llama3.original_max_position_embeddings,
+      absl::StrCat(prefix, ".original_max_position_embeddings")));
+  return ValidateOptionalPositive(llama3.max_position_embeddings,
+                                  absl::StrCat(prefix, ".max_position_embeddings"));
 }
 
 // Overloaded-lambda helper for std::visit.
@@ -298,8 +337,12 @@ RopeFrequencies YarnFrequencies(const YarnRopeScaling& yarn, double base,
 
   const double context =
       static_cast<double>(resolved.original_max_position_embeddings);
-  double low = YarnCorrectionDim(yarn.beta_fast, rotary_dim, base, context);
-  double high = YarnCorrectionDim(yarn.beta_slow, rotary_dim, base, context);
+  // With beta_fast < beta_slow, low > high and the ramp runs downwards, as
+  // in HF.
+  double low = YarnCorrectionDim(BetaOrDefault(yarn.beta_fast, kYarnDefaultBetaFast),
+                                 rotary_dim, base, context);
+  double high = YarnCorrectionDim(BetaOrDefault(yarn.beta_slow, kYarnDefaultBetaSlow),
+                                  rotary_dim, base, context);
   if (yarn.truncate) {
     low = std::floor(low);
     high = std::ceil(high);
@@ -346,15 +389,19 @@ RopeFrequencies LongRopeFrequencies(const LongRopeScaling& longrope,
       seq_len > original ? longrope.long_factor : longrope.short_factor;
   result.inv_freq = PlainInverseFrequencies(base, rotary_dim);
   for (size_t i = 0; i < result.inv_freq.size(); ++i) {
-    result.inv_freq[i] /= ext[i];
+    result.inv_freq[i] /= ext.size() == 1 ? ext[0] : ext[i];
   }
   return result;
 }
 
 RopeFrequencies Llama3Frequencies(const Llama3RopeScaling& llama3, double base,
                                   int64_t rotary_dim) {
-  const double context =
-      static_cast<double>(llama3.original_max_position_embeddings);
+  constexpr int64_t kMetaOriginalContext = 8192;
+  const double context = static_cast<double>(
+      llama3.original_max_position_embeddings.has_value()
+          ? *llama3.original_max_position_embeddings
+          : llama3.max_position_embeddings.value_or(kMetaOriginalContext));
+  const double factor = *llama3.factor;
   const double low_freq_wavelength = context / llama3.low_freq_factor;
   const double high_freq_wavelength = context / llama3.high_freq_factor;
   RopeFrequencies result;
@@ -362,11 +409,21 @@ RopeFrequencies Llama3Frequencies(const Llama3RopeScaling& llama3, double base,
   for (double& theta : result.inv_freq) {
     const double wavelength = 2.0 * kPi / theta;
     if (wavelength > low_freq_wavelength) {
-      theta /= llama3.factor;
+      theta /= factor;
     } else if (!(wavelength < high_freq_wavelength)) {
+      // Only reached with high_freq_factor >= low_freq_factor: otherwise the
+      // band [L0/high, L0/low] is empty and the two branches above are a step
+      // at L0/low, which is what HF's torch.where computes. With the two equal
+      // the band is the single wavelength L0/low, where HF's smooth factor is
+      // 0/0 = NaN; Phasor takes the limit from below the band (smooth 0,
+      // θ/factor) instead.
+      if (llama3.high_freq_factor == llama3.low_freq_factor) {
+        theta /= factor;
+        continue;
+      }
       const double smooth = (context / wavelength - llama3.low_freq_factor) /
                             (llama3.high_freq_factor - llama3.low_freq_factor);
-      theta = (1.0 - smooth) * theta / llama3.factor + smooth * theta;
+      theta = (1.0 - smooth) * theta / factor + smooth * theta;
     }
   }
   return result;
@@ -399,19 +456,15 @@ absl::Status ValidateRopeScaling(const RopeScaling& scaling, double base,
       Overloaded{
           [&](const NoRopeScaling&) { return absl::OkStatus(); },
           [&](const LinearRopeScaling& linear) {
-            return ValidateFactorAtLeastOne(linear.factor,
-                                            absl::StrCat(prefix, ".factor"));
+            return ValidateFactor(linear.factor, absl::StrCat(prefix, ".factor"));
           },
           [&](const NtkRopeScaling& ntk) {
-            if (!FinitePositive(ntk.factor)) {
-              return InvalidField(absl::StrCat(prefix, ".factor"),
-                                  absl::StrCat("must be finite and > 0, got ",
-                                               Fmt(ntk.factor)));
-            }
+            PHASOR_RETURN_IF_ERROR(
+                ValidateFactor(ntk.factor, absl::StrCat(prefix, ".factor")));
             return ValidateNtkExponent(rotary_dim, "ntk", spec_field_prefix);
           },
           [&](const DynamicNtkRopeScaling& dynamic) {
-            PHASOR_RETURN_IF_ERROR(ValidateFactorAtLeastOne(
+            PHASOR_RETURN_IF_ERROR(ValidateFactor(
                 dynamic.factor, absl::StrCat(prefix, ".factor")));
             if (dynamic.max_position_embeddings <= 0) {
               return InvalidField(

@@ -31,6 +31,23 @@
 // Every quantity is computed in double (HF computes in float32; the two agree
 // to float32 rounding).
 //
+// What is accepted. HF main's `RotaryEmbeddingConfigMixin._validate_*_rope_parameters`
+// raise only for a missing required key (`_check_received_keys`); every range
+// rule (factor >= 1, beta_fast > beta_slow, high_freq_factor >
+// low_freq_factor, list lengths, ...) is a `logger.warning`, after which the
+// `_compute_*_parameters` functions compute anyway. Phasor accepts those
+// configurations and computes what HF computes. It refuses, deliberately
+// stricter than HF:
+//   - NaN or infinite values (HF propagates them or raises deep in math.floor);
+//   - factor, low/high_freq_factor and LongRoPE's per-pair factors <= 0 (HF
+//     warns only about factor < 1; at 0 its θ or band edges are infinite or a
+//     ZeroDivisionError, below 0 θ changes sign: no context ratio means that);
+//   - attention_factor <= 0, given or derived from mscale (HF warns below 0 and
+//     accepts 0, which zeroes every rotated value);
+// and refuses what makes HF raise: a negative beta (math.log domain error), base
+// 1 with yarn and rotary_dim 2 with dynamic/ntk (division by zero), a LongRoPE
+// list that is neither rd/2 long nor length 1 (torch cannot broadcast it).
+//
 // "Absent" is std::optional: HF distinguishes a missing key from any value.
 //
 // Thread-safety: plain data and pure functions; concurrent calls are safe.
@@ -50,7 +67,8 @@ namespace phasor {
 // Plain RoPE: θ_i = base^(−2i/rd), attention factor 1.
 struct NoRopeScaling {};
 
-// Position interpolation: θ_i / factor. HF requires factor >= 1.
+// Position interpolation: θ_i / factor. factor > 0; HF warns below 1 but
+// computes θ_i / factor all the same.
 struct LinearRopeScaling {
   double factor = 1.0;
 };
@@ -64,14 +82,15 @@ struct NtkRopeScaling {
 // HF "dynamic": NTK base change that grows with the sequence length; below
 // max_position_embeddings it equals plain RoPE. Needs rd > 2.
 struct DynamicNtkRopeScaling {
-  double factor = 1.0;                  // >= 1.
+  double factor = 1.0;                  // > 0 (HF warns below 1).
   int64_t max_position_embeddings = 0;  // L0, tokens; > 0.
 };
 
 // YaRN. HF defaults: beta_fast 32, beta_slow 1, truncate true.
 struct YarnRopeScaling {
-  // Context extension ratio. Absent: max_position_embeddings /
-  // original_max_position_embeddings (HF main; older HF always overrode it).
+  // Context extension ratio, > 0 (HF warns below 1). Absent:
+  // max_position_embeddings / original_max_position_embeddings, whatever its
+  // size (HF main; older HF always overrode it).
   std::optional<double> factor;
   // Pre-extension context length in tokens; the correction range is computed
   // from it. Absent: max_position_embeddings (HF's standardisation).
@@ -79,14 +98,19 @@ struct YarnRopeScaling {
   // The model's extended context length in tokens; only used to fill in the
   // two fields above when they are absent.
   std::optional<int64_t> max_position_embeddings;
-  double beta_fast = 32.0;  // Rotations marking the high-frequency end; > beta_slow.
-  double beta_slow = 1.0;   // Rotations marking the low-frequency end; > 0.
+  // Rotations per context marking the high- and low-frequency ends of the
+  // ramp; >= 0, where 0 means the default (HF reads `get("beta_fast") or 32`).
+  // Any order: HF only warns when beta_fast < beta_slow (the ramp then runs
+  // downwards) and guards beta_fast == beta_slow with `high += 0.001`.
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
   // DeepSeek-V2/V3: attention factor = get_mscale(f, mscale) /
   // get_mscale(f, mscale_all_dim) when both are present and non-zero, with
-  // get_mscale(f, m) = 1 for f <= 1, else 0.1·m·ln f + 1.
+  // get_mscale(f, m) = 1 for f <= 1, else 0.1·m·ln f + 1. Any finite value
+  // whose ratio is finite and > 0.
   std::optional<double> mscale;
   std::optional<double> mscale_all_dim;
-  // Given explicitly, it wins over both formulas.
+  // Given explicitly (> 0), it wins over both formulas.
   std::optional<double> attention_factor;
   // floor/ceil the correction range to whole dimensions (HF default); false
   // keeps it fractional (gpt-oss).
@@ -95,24 +119,34 @@ struct YarnRopeScaling {
 
 // LongRoPE (Phi-3 "longrope", formerly "su"): per-pair rescale factors.
 struct LongRopeScaling {
-  std::vector<double> short_factor;  // rd/2 values, each > 0.
-  std::vector<double> long_factor;   // rd/2 values, each > 0.
-  // Pre-extension context length in tokens. Absent: max_position_embeddings.
+  // rd/2 values, each > 0; or a single value for every pair (HF warns about
+  // the length and torch broadcasts a one-element list).
+  std::vector<double> short_factor;
+  std::vector<double> long_factor;
+  // Pre-extension context length in tokens, > 0. Absent:
+  // max_position_embeddings.
   std::optional<int64_t> original_max_position_embeddings;
   std::optional<int64_t> max_position_embeddings;
-  // Used only for the default attention factor. Absent:
+  // Used only for the default attention factor, > 0. Absent:
   // max_position_embeddings / original_max_position_embeddings.
   std::optional<double> factor;
-  std::optional<double> attention_factor;
+  std::optional<double> attention_factor;  // > 0.
 };
 
-// Llama 3.1 ("llama3"). Defaults are Meta's reference values except factor,
-// which every config sets (8 for Llama 3.1, 32 for Llama 3.2).
+// Llama 3.1 ("llama3"). HF requires factor, low_freq_factor and
+// high_freq_factor; Phasor requires factor (8 for Llama 3.1, 32 for Llama 3.2:
+// there is no default) and defaults the band edges to Meta's reference values.
 struct Llama3RopeScaling {
-  double factor = 8.0;                              // >= 1.
-  double low_freq_factor = 1.0;                     // > 0.
-  double high_freq_factor = 4.0;                    // > low_freq_factor.
-  int64_t original_max_position_embeddings = 8192;  // tokens; > 0.
+  std::optional<double> factor;   // Required; > 0 (HF warns below 1).
+  double low_freq_factor = 1.0;   // > 0.
+  // > 0. HF warns when it is not above low_freq_factor; the bands then
+  // degenerate to a step at wavelength L0/low_freq_factor (see
+  // ScaledRopeFrequencies).
+  double high_freq_factor = 4.0;
+  // L0 in tokens, > 0. Absent: max_position_embeddings when present (HF's
+  // standardisation), else 8192 (Meta's reference value).
+  std::optional<int64_t> original_max_position_embeddings;
+  std::optional<int64_t> max_position_embeddings;
 };
 
 using RopeScaling =

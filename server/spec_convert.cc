@@ -78,12 +78,13 @@ absl::StatusOr<RopeScaling> ScalingFromProto(const v1::RopeScaling& scaling,
     case v1::RopeScaling::kLlama3: {
       const v1::RopeScaling::Llama3& in = scaling.llama3();
       Llama3RopeScaling out;
-      out.factor = in.factor();
+      if (in.has_factor()) out.factor = in.factor();
       if (in.has_low_freq_factor()) out.low_freq_factor = in.low_freq_factor();
       if (in.has_high_freq_factor()) out.high_freq_factor = in.high_freq_factor();
       if (in.has_original_max_position_embeddings()) {
         out.original_max_position_embeddings = in.original_max_position_embeddings();
       }
+      out.max_position_embeddings = max_positions;
       return out;
     }
     case v1::RopeScaling::KIND_NOT_SET:

@@ -3,6 +3,7 @@
 // tests/data/gen_rope_expected.py (torch, float64), plus every validation path.
 #include "core/rope_scaling.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -357,7 +359,8 @@ TEST(RopeScaling, LongRopeSwitchesFactorsStrictlyAboveOriginal) {
 }
 
 TEST(RopeScaling, Llama3BandsByWavelength) {
-  Llama3RopeScaling llama3;  // factor 8, low 1, high 4, original 8192.
+  Llama3RopeScaling llama3;  // low 1, high 4, original 8192 by default.
+  llama3.factor = 8.0;
   RopeSpec spec, plain;
   spec.base = plain.base = 500000.0;
   spec.scaling = llama3;
@@ -412,6 +415,12 @@ YarnRopeScaling GoodYarn() {
   return yarn;
 }
 
+Llama3RopeScaling GoodLlama3() {
+  Llama3RopeScaling llama3;
+  llama3.factor = 8.0;
+  return llama3;
+}
+
 LongRopeScaling GoodLongRope(int64_t rotary_dim) {
   LongRopeScaling longrope;
   longrope.short_factor.assign(rotary_dim / 2, 1.0);
@@ -427,21 +436,321 @@ T With(T value, F mutate) {
   return value;
 }
 
+// ---------------------------------------------------------------------------
+// Configurations HF main accepts with only a warning (issue 11). Expected
+// values come from the published formulas written out here in double,
+// independently of core/: HF transformers src/transformers/modeling_rope_utils.py
+// (main), `_compute_linear_scaling_rope_parameters`,
+// `_compute_dynamic_ntk_parameters`, `_compute_yarn_parameters` (its
+// find_correction_dim / find_correction_range / linear_ramp_factor /
+// get_mscale), `_compute_longrope_parameters`, `_compute_llama3_parameters`;
+// the warnings are in `RotaryEmbeddingConfigMixin._validate_*_rope_parameters`.
+
+std::vector<double> ReferenceTheta(double base, int64_t rotary_dim) {
+  std::vector<double> theta;
+  for (int64_t i = 0; i < rotary_dim / 2; ++i) {
+    theta.push_back(std::pow(base, -2.0 * static_cast<double>(i) /
+                                       static_cast<double>(rotary_dim)));
+  }
+  return theta;
+}
+
+// YaRN eq. 17 / HF find_correction_dim.
+double ReferenceCorrectionDim(double rotations, int64_t rotary_dim, double base,
+                              double context) {
+  return static_cast<double>(rotary_dim) *
+         std::log(context / (rotations * 2.0 * M_PI)) / (2.0 * std::log(base));
+}
+
+std::vector<double> ReferenceYarn(double base, int64_t rotary_dim, double factor,
+                                  double context, double beta_fast,
+                                  double beta_slow, bool truncate) {
+  double low = ReferenceCorrectionDim(beta_fast, rotary_dim, base, context);
+  double high = ReferenceCorrectionDim(beta_slow, rotary_dim, base, context);
+  if (truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(rotary_dim - 1));
+  if (low == high) high += 0.001;  // HF linear_ramp_factor's singular guard.
+  std::vector<double> theta = ReferenceTheta(base, rotary_dim);
+  for (size_t i = 0; i < theta.size(); ++i) {
+    const double ramp =
+        std::min(1.0, std::max(0.0, (static_cast<double>(i) - low) / (high - low)));
+    theta[i] = theta[i] / factor * ramp + theta[i] * (1.0 - ramp);
+  }
+  return theta;
+}
+
+std::vector<double> ReferenceLlama3(double base, int64_t rotary_dim, double factor,
+                                    double low_freq_factor, double high_freq_factor,
+                                    double context) {
+  std::vector<double> theta = ReferenceTheta(base, rotary_dim);
+  for (double& t : theta) {
+    const double wavelength = 2.0 * M_PI / t;
+    if (wavelength > context / low_freq_factor) {
+      t /= factor;
+    } else if (wavelength >= context / high_freq_factor) {
+      const double smooth = (context / wavelength - low_freq_factor) /
+                            (high_freq_factor - low_freq_factor);
+      t = (1.0 - smooth) * t / factor + smooth * t;
+    }
+  }
+  return theta;
+}
+
+void ExpectFrequenciesNear(const std::vector<double>& actual,
+                           const std::vector<double>& expected,
+                           const std::string& label) {
+  ASSERT_EQ(actual.size(), expected.size()) << label;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    EXPECT_NEAR(actual[i], expected[i], 1e-14 * expected[i]) << label << " i=" << i;
+  }
+}
+
+TEST(HfWarnsPhasorAccepts, LinearFactorBelowOne) {
+  RopeSpec spec;
+  spec.scaling = LinearRopeScaling{0.5};
+  std::vector<double> expected = ReferenceTheta(1e4, 64);
+  for (double& t : expected) t /= 0.5;
+  ExpectFrequenciesNear(MustCompute(spec, 64, 1).inv_freq, expected, "linear 0.5");
+}
+
+TEST(HfWarnsPhasorAccepts, DynamicFactorBelowOne) {
+  RopeSpec spec;
+  spec.scaling = DynamicNtkRopeScaling{/*factor=*/0.5,
+                                       /*max_position_embeddings=*/2048};
+  // L = 4096: base' = base·(0.5·4096/2048 − (0.5 − 1))^(64/62).
+  const double scaled_base = 1e4 * std::pow(0.5 * 2.0 + 0.5, 64.0 / 62.0);
+  ExpectFrequenciesNear(MustCompute(spec, 64, 4096).inv_freq,
+                        ReferenceTheta(scaled_base, 64), "dynamic 0.5");
+}
+
+TEST(HfWarnsPhasorAccepts, YarnEqualBetasUntruncatedHitTheSingularGuard) {
+  YarnRopeScaling yarn = GoodYarn();  // factor 4, original 4096.
+  yarn.beta_fast = yarn.beta_slow = 8.0;
+  yarn.truncate = false;
+  RopeSpec spec;
+  spec.scaling = yarn;
+  const RopeFrequencies frequencies = MustCompute(spec, 64, 1);
+  ExpectFrequenciesNear(frequencies.inv_freq,
+                        ReferenceYarn(1e4, 64, 4.0, 4096, 8, 8, false), "yarn");
+  // low = high = d(8) ≈ 15.3, so the ramp is a step: θ up to pair 15, θ/4 after.
+  const double d = ReferenceCorrectionDim(8.0, 64, 1e4, 4096);
+  ASSERT_GT(d, 15.0);
+  ASSERT_LT(d, 16.0);
+  const std::vector<double> theta = ReferenceTheta(1e4, 64);
+  for (size_t i = 0; i < theta.size(); ++i) {
+    EXPECT_NEAR(frequencies.inv_freq[i], i <= 15 ? theta[i] : theta[i] / 4.0,
+                1e-14 * theta[i])
+        << i;
+  }
+  EXPECT_NEAR(frequencies.attention_factor, 0.1 * std::log(4.0) + 1.0, 1e-15);
+}
+
+TEST(HfWarnsPhasorAccepts, YarnEqualBetasTruncatedClampToOneDimension) {
+  // beta = 1.01·L0/(2π) puts both correction dimensions in (−1, 0): floor and
+  // ceil give 0 and 0, the case the issue names ("must be > beta_slow").
+  const double beta = 1.01 * 4096.0 / (2.0 * M_PI);
+  YarnRopeScaling yarn = GoodYarn();
+  yarn.beta_fast = yarn.beta_slow = beta;
+  RopeSpec spec;
+  spec.scaling = yarn;
+  const double d = ReferenceCorrectionDim(beta, 64, 1e4, 4096);
+  ASSERT_GT(d, -1.0);
+  ASSERT_LT(d, 0.0);
+  const RopeFrequencies frequencies = MustCompute(spec, 64, 1);
+  ExpectFrequenciesNear(frequencies.inv_freq,
+                        ReferenceYarn(1e4, 64, 4.0, 4096, beta, beta, true), "yarn");
+  const std::vector<double> theta = ReferenceTheta(1e4, 64);
+  EXPECT_EQ(frequencies.inv_freq[0], theta[0]);
+  EXPECT_NEAR(frequencies.inv_freq[1], theta[1] / 4.0, 1e-14 * theta[1]);
+}
+
+TEST(HfWarnsPhasorAccepts, YarnEqualBetasTruncatedOneDimensionApart) {
+  YarnRopeScaling yarn = GoodYarn();
+  yarn.beta_fast = yarn.beta_slow = 8.0;
+  RopeSpec spec;
+  spec.scaling = yarn;
+  ExpectFrequenciesNear(MustCompute(spec, 64, 1).inv_freq,
+                        ReferenceYarn(1e4, 64, 4.0, 4096, 8, 8, true), "yarn");
+}
+
+TEST(HfWarnsPhasorAccepts, YarnBetaFastBelowBetaSlowRampsDownwards) {
+  YarnRopeScaling yarn = GoodYarn();
+  yarn.beta_fast = 1.0;
+  yarn.beta_slow = 32.0;
+  RopeSpec spec;
+  spec.scaling = yarn;
+  const RopeFrequencies frequencies = MustCompute(spec, 128, 1);
+  ExpectFrequenciesNear(frequencies.inv_freq,
+                        ReferenceYarn(1e4, 128, 4.0, 4096, 1, 32, true), "yarn");
+  // Reversed: the highest frequency is now interpolated, the lowest kept.
+  const std::vector<double> theta = ReferenceTheta(1e4, 128);
+  EXPECT_NEAR(frequencies.inv_freq.front(), theta.front() / 4.0, 1e-15);
+  EXPECT_EQ(frequencies.inv_freq.back(), theta.back());
+}
+
+TEST(HfWarnsPhasorAccepts, YarnZeroBetasMeanTheDefaults) {
+  // HF: `get("beta_fast") or 32`, `get("beta_slow") or 1`.
+  YarnRopeScaling zero = GoodYarn();
+  zero.beta_fast = 0.0;
+  zero.beta_slow = 0.0;
+  RopeSpec a, b;
+  a.scaling = zero;
+  b.scaling = GoodYarn();
+  EXPECT_EQ(MustCompute(a, 64, 1).inv_freq, MustCompute(b, 64, 1).inv_freq);
+}
+
+TEST(HfWarnsPhasorAccepts, YarnImplicitFactorBelowOne) {
+  YarnRopeScaling yarn;
+  yarn.original_max_position_embeddings = 4096;
+  yarn.max_position_embeddings = 2048;  // factor = 2048/4096 = 0.5.
+  RopeSpec spec;
+  spec.scaling = yarn;
+  const RopeFrequencies frequencies = MustCompute(spec, 64, 1);
+  ExpectFrequenciesNear(frequencies.inv_freq,
+                        ReferenceYarn(1e4, 64, 0.5, 4096, 32, 1, true), "yarn");
+  EXPECT_EQ(frequencies.attention_factor, 1.0);  // get_mscale(f <= 1) = 1.
+}
+
+TEST(HfWarnsPhasorAccepts, YarnNegativeMscale) {
+  YarnRopeScaling yarn = GoodYarn();
+  yarn.mscale = -1.0;
+  yarn.mscale_all_dim = 1.0;
+  RopeSpec spec;
+  spec.scaling = yarn;
+  EXPECT_NEAR(MustCompute(spec, 64, 1).attention_factor,
+              (1.0 - 0.1 * std::log(4.0)) / (1.0 + 0.1 * std::log(4.0)), 1e-15);
+}
+
+TEST(HfWarnsPhasorAccepts, LongRopeOneFactorBroadcastsOverPairs) {
+  LongRopeScaling longrope;
+  longrope.short_factor = {2.0};
+  longrope.long_factor = {3.0};
+  longrope.original_max_position_embeddings = 100;
+  longrope.attention_factor = 1.0;
+  RopeSpec spec;
+  spec.scaling = longrope;
+  std::vector<double> short_expected = ReferenceTheta(1e4, 8);
+  std::vector<double> long_expected = short_expected;
+  for (double& t : short_expected) t /= 2.0;
+  for (double& t : long_expected) t /= 3.0;
+  ExpectFrequenciesNear(MustCompute(spec, 8, 100).inv_freq, short_expected, "short");
+  ExpectFrequenciesNear(MustCompute(spec, 8, 101).inv_freq, long_expected, "long");
+}
+
+TEST(HfWarnsPhasorAccepts, LongRopeFactorBelowOneAndOriginalOne) {
+  LongRopeScaling longrope = GoodLongRope(8);
+  longrope.factor = 0.5;
+  RopeSpec spec;
+  spec.scaling = longrope;
+  EXPECT_EQ(MustCompute(spec, 8, 1).attention_factor, 1.0);  // f <= 1.
+  // L0 = 1 only breaks the default attention factor with f > 1.
+  longrope.original_max_position_embeddings = 1;
+  longrope.factor = 1.0;
+  spec.scaling = longrope;
+  EXPECT_EQ(MustCompute(spec, 8, 1).attention_factor, 1.0);
+  longrope.factor = 4.0;
+  longrope.attention_factor = 1.25;
+  spec.scaling = longrope;
+  EXPECT_EQ(MustCompute(spec, 8, 1).attention_factor, 1.25);
+}
+
+TEST(HfWarnsPhasorAccepts, Llama3FactorBelowOne) {
+  Llama3RopeScaling llama3 = GoodLlama3();
+  llama3.factor = 0.5;
+  RopeSpec spec;
+  spec.base = 5e5;
+  spec.scaling = llama3;
+  ExpectFrequenciesNear(MustCompute(spec, 128, 1).inv_freq,
+                        ReferenceLlama3(5e5, 128, 0.5, 1.0, 4.0, 8192), "llama3");
+}
+
+TEST(HfWarnsPhasorAccepts, Llama3HighNotAboveLowIsAStepAtContextOverLow) {
+  for (const auto& [low, high] :
+       std::vector<std::pair<double, double>>{{2.0, 2.0}, {4.0, 1.0}}) {
+    Llama3RopeScaling llama3 = GoodLlama3();
+    llama3.low_freq_factor = low;
+    llama3.high_freq_factor = high;
+    RopeSpec spec;
+    spec.base = 5e5;
+    spec.scaling = llama3;
+    const RopeFrequencies frequencies = MustCompute(spec, 128, 1);
+    const std::vector<double> theta = ReferenceTheta(5e5, 128);
+    int kept = 0, divided = 0;
+    for (size_t i = 0; i < theta.size(); ++i) {
+      const double wavelength = 2.0 * M_PI / theta[i];
+      ASSERT_NE(wavelength, 8192.0 / low);  // HF's 0/0 point is not hit here.
+      if (wavelength > 8192.0 / low) {
+        EXPECT_NEAR(frequencies.inv_freq[i], theta[i] / 8.0, 1e-14 * theta[i]) << i;
+        ++divided;
+      } else {
+        EXPECT_EQ(frequencies.inv_freq[i], theta[i]) << i;
+        ++kept;
+      }
+    }
+    EXPECT_GT(kept, 0);
+    EXPECT_GT(divided, 0);
+    if (low > high) {
+      ExpectFrequenciesNear(frequencies.inv_freq,
+                            ReferenceLlama3(5e5, 128, 8.0, low, high, 8192), "llama3");
+    }
+  }
+}
+
+TEST(HfWarnsPhasorAccepts, Llama3OnTheDegenerateBandEdgeDividesByFactor) {
+  // θ_0 = 1, wavelength 2π: put the single band edge L0/low exactly there.
+  Llama3RopeScaling llama3 = GoodLlama3();
+  llama3.original_max_position_embeddings = 8192;
+  llama3.low_freq_factor = llama3.high_freq_factor = 8192.0 / (2.0 * M_PI);
+  if (8192.0 / llama3.low_freq_factor != 2.0 * M_PI) {
+    GTEST_SKIP() << "8192/(8192/2π) does not round back to 2π";
+  }
+  RopeSpec spec;
+  spec.scaling = llama3;
+  EXPECT_EQ(MustCompute(spec, 64, 1).inv_freq[0], 1.0 / 8.0);
+}
+
+TEST(HfWarnsPhasorAccepts, Llama3OriginalDefaultsToMaxPositionEmbeddingsThen8192) {
+  Llama3RopeScaling from_max = GoodLlama3();
+  from_max.max_position_embeddings = 4096;
+  Llama3RopeScaling explicit_4096 = GoodLlama3();
+  explicit_4096.original_max_position_embeddings = 4096;
+  explicit_4096.max_position_embeddings = 131072;  // An explicit L0 wins.
+  Llama3RopeScaling neither = GoodLlama3();
+  RopeSpec a, b, c;
+  a.base = b.base = c.base = 5e5;
+  a.scaling = from_max;
+  b.scaling = explicit_4096;
+  c.scaling = neither;
+  EXPECT_EQ(MustCompute(a, 128, 1).inv_freq, MustCompute(b, 128, 1).inv_freq);
+  ExpectFrequenciesNear(MustCompute(a, 128, 1).inv_freq,
+                        ReferenceLlama3(5e5, 128, 8.0, 1.0, 4.0, 4096), "4096");
+  ExpectFrequenciesNear(MustCompute(c, 128, 1).inv_freq,
+                        ReferenceLlama3(5e5, 128, 8.0, 1.0, 4.0, 8192), "8192");
+}
+
 std::vector<BadScaling> BadScalings() {
   const double nan = std::nan("");
   const double inf = INFINITY;
   const std::string p = "spec.rope.scaling.";
   std::vector<BadScaling> bad = {
-      {"linear_factor_below_one", LinearRopeScaling{0.5}, 64, 1e4, p + "linear.factor"},
+      {"linear_factor_zero", LinearRopeScaling{0.0}, 64, 1e4, p + "linear.factor"},
+      {"linear_factor_negative", LinearRopeScaling{-2.0}, 64, 1e4, p + "linear.factor"},
       {"linear_factor_nan", LinearRopeScaling{nan}, 64, 1e4, p + "linear.factor"},
       {"ntk_factor_zero", NtkRopeScaling{0.0}, 64, 1e4, p + "ntk.factor"},
       {"ntk_factor_inf", NtkRopeScaling{inf}, 64, 1e4, p + "ntk.factor"},
       {"ntk_rd_two", NtkRopeScaling{2.0}, 2, 1e4, "spec.rope.rotary_dim"},
-      {"dynamic_factor", DynamicNtkRopeScaling{0.9, 2048}, 64, 1e4, p + "dynamic.factor"},
+      {"dynamic_factor_zero", DynamicNtkRopeScaling{0.0, 2048}, 64, 1e4,
+       p + "dynamic.factor"},
+      {"dynamic_factor_negative", DynamicNtkRopeScaling{-1.0, 2048}, 64, 1e4,
+       p + "dynamic.factor"},
       {"dynamic_max_pos", DynamicNtkRopeScaling{2.0, 0}, 64, 1e4,
        p + "dynamic.max_position_embeddings"},
       {"dynamic_rd_two", DynamicNtkRopeScaling{2.0, 2048}, 2, 1e4, "spec.rope.rotary_dim"},
-      {"yarn_factor", With(GoodYarn(), [](auto& y) { y.factor = 0.5; }), 64, 1e4,
+      {"yarn_factor_zero", With(GoodYarn(), [](auto& y) { y.factor = 0.0; }), 64, 1e4,
        p + "yarn.factor"},
       {"yarn_factor_nan", With(GoodYarn(), [&](auto& y) { y.factor = nan; }), 64, 1e4,
        p + "yarn.factor"},
@@ -455,19 +764,20 @@ std::vector<BadScaling> BadScalings() {
        1e4, p + "yarn.original_max_position_embeddings"},
       {"yarn_no_factor_no_max", With(GoodYarn(), [](auto& y) { y.factor.reset(); }), 64,
        1e4, p + "yarn.factor"},
-      {"yarn_implicit_factor_below_one", With(GoodYarn(), [](auto& y) {
-         y.factor.reset();
-         y.max_position_embeddings = 2048;
-       }),
-       64, 1e4, p + "yarn.max_position_embeddings"},
-      {"yarn_beta_fast_equal", With(GoodYarn(), [](auto& y) { y.beta_fast = 1.0; }), 64,
-       1e4, p + "yarn.beta_fast"},
       {"yarn_beta_fast_nan", With(GoodYarn(), [&](auto& y) { y.beta_fast = nan; }), 64,
        1e4, p + "yarn.beta_fast"},
-      {"yarn_beta_slow_zero", With(GoodYarn(), [](auto& y) { y.beta_slow = 0.0; }), 64,
-       1e4, p + "yarn.beta_slow"},
-      {"yarn_mscale_negative", With(GoodYarn(), [](auto& y) { y.mscale = -1.0; }), 64,
-       1e4, p + "yarn.mscale"},
+      {"yarn_beta_fast_negative", With(GoodYarn(), [](auto& y) { y.beta_fast = -32.0; }),
+       64, 1e4, p + "yarn.beta_fast"},
+      {"yarn_beta_slow_negative", With(GoodYarn(), [](auto& y) { y.beta_slow = -1.0; }),
+       64, 1e4, p + "yarn.beta_slow"},
+      {"yarn_mscale_nan", With(GoodYarn(), [&](auto& y) { y.mscale = nan; }), 64, 1e4,
+       p + "yarn.mscale"},
+      // get_mscale(4, -100) = 1 − 10·ln 4 < 0: a negative derived attention factor.
+      {"yarn_mscale_ratio_negative", With(GoodYarn(), [](auto& y) {
+         y.mscale = -100.0;
+         y.mscale_all_dim = 1.0;
+       }),
+       64, 1e4, p + "yarn.mscale"},
       {"yarn_mscale_all_dim_inf",
        With(GoodYarn(), [&](auto& y) { y.mscale_all_dim = inf; }), 64, 1e4,
        p + "yarn.mscale_all_dim"},
@@ -500,28 +810,36 @@ std::vector<BadScaling> BadScalings() {
       {"longrope_max_stands_in_too_small", With(GoodLongRope(8), [](auto& l) {
          l.original_max_position_embeddings.reset();
          l.max_position_embeddings = 1;
+         l.factor = 2.0;  // f > 1: the default attention factor needs ln L0 != 0.
        }),
        8, 1e4, p + "longrope.max_position_embeddings"},
-      {"longrope_factor", With(GoodLongRope(8), [](auto& l) { l.factor = 0.5; }), 8, 1e4,
-       p + "longrope.factor"},
+      {"longrope_factor_zero", With(GoodLongRope(8), [](auto& l) { l.factor = 0.0; }), 8,
+       1e4, p + "longrope.factor"},
+      {"longrope_original_zero",
+       With(GoodLongRope(8), [](auto& l) { l.original_max_position_embeddings = 0; }), 8,
+       1e4, p + "longrope.original_max_position_embeddings"},
+      {"longrope_attention_zero",
+       With(GoodLongRope(8), [](auto& l) { l.attention_factor = 0.0; }), 8, 1e4,
+       p + "longrope.attention_factor"},
       {"longrope_attention_negative",
        With(GoodLongRope(8), [](auto& l) { l.attention_factor = -1.0; }), 8, 1e4,
        p + "longrope.attention_factor"},
       {"longrope_nothing_for_attention",
        With(GoodLongRope(8), [](auto& l) { l.max_position_embeddings.reset(); }), 8, 1e4,
        p + "longrope.factor"},
-      {"llama3_factor", With(Llama3RopeScaling(), [](auto& l) { l.factor = 0.5; }), 128,
+      {"llama3_factor_absent", Llama3RopeScaling(), 128, 5e5, p + "llama3.factor"},
+      {"llama3_factor_zero", With(GoodLlama3(), [](auto& l) { l.factor = 0.0; }), 128,
        5e5, p + "llama3.factor"},
-      {"llama3_low_zero",
-       With(Llama3RopeScaling(), [](auto& l) { l.low_freq_factor = 0.0; }), 128, 5e5,
-       p + "llama3.low_freq_factor"},
-      {"llama3_high_not_above_low",
-       With(Llama3RopeScaling(), [](auto& l) { l.high_freq_factor = 1.0; }), 128, 5e5,
+      {"llama3_low_zero", With(GoodLlama3(), [](auto& l) { l.low_freq_factor = 0.0; }),
+       128, 5e5, p + "llama3.low_freq_factor"},
+      {"llama3_high_negative",
+       With(GoodLlama3(), [](auto& l) { l.high_freq_factor = -4.0; }), 128, 5e5,
        p + "llama3.high_freq_factor"},
+      {"llama3_high_nan", With(GoodLlama3(), [&](auto& l) { l.high_freq_factor = nan; }),
+       128, 5e5, p + "llama3.high_freq_factor"},
       {"llama3_original_zero",
-       With(Llama3RopeScaling(),
-            [](auto& l) { l.original_max_position_embeddings = 0; }),
-       128, 5e5, p + "llama3.original_max_position_embeddings"},
+       With(GoodLlama3(), [](auto& l) { l.original_max_position_embeddings = 0; }), 128,
+       5e5, p + "llama3.original_max_position_embeddings"},
   };
   return bad;
 }
@@ -549,7 +867,7 @@ TEST(RopeScalingValidation, ValidCounterpartsPass) {
     for (const RopeScaling& scaling :
          std::vector<RopeScaling>{LinearRopeScaling{1.0}, NtkRopeScaling{0.5},
                                   DynamicNtkRopeScaling{1.0, 1}, GoodYarn(),
-                                  GoodLongRope(rd), Llama3RopeScaling()}) {
+                                  GoodLongRope(rd), GoodLlama3()}) {
       RopeSpec spec;
       spec.rotary_dim = rd;
       spec.scaling = scaling;
@@ -578,10 +896,15 @@ TEST(RopeScalingValidation, MessagesReadAsDocumented) {
   spec.scaling = With(GoodLongRope(128), [](auto& l) { l.short_factor = {1, 1, 1}; });
   EXPECT_EQ(ValidateRopeSpec(spec, 128).message(),
             "spec.rope.scaling.longrope.short_factor: must have rotary_dim/2 = 64 "
-            "values, got 3");
-  spec.scaling = With(GoodYarn(), [](auto& y) { y.beta_fast = 0.5; });
-  EXPECT_THAT(std::string(ValidateRopeSpec(spec, 128).message()),
-              StartsWith("spec.rope.scaling.yarn.beta_fast: must be > beta_slow"));
+            "values (or 1 for every pair), got 3");
+  spec.scaling = With(GoodYarn(), [](auto& y) { y.beta_fast = -0.5; });
+  EXPECT_EQ(ValidateRopeSpec(spec, 128).message(),
+            "spec.rope.scaling.yarn.beta_fast: must be finite and >= 0 (0 means the "
+            "default 32), got -0.5");
+  spec.scaling = Llama3RopeScaling();
+  EXPECT_EQ(ValidateRopeSpec(spec, 128).message(),
+            "spec.rope.scaling.llama3.factor: required (no default: Llama 3.1 uses "
+            "8, Llama 3.2 32)");
 }
 
 TEST(RopeScalingValidation, CustomPrefixIsUsed) {
