@@ -85,7 +85,9 @@ TEST_F(ErrorsTest, WrongDtypeAndRank) {
                    grpc::StatusCode::INVALID_ARGUMENT, "query.shape");
 }
 
-TEST_F(ErrorsTest, YarnBetaFastMustExceedBetaSlow) {
+// HF main only warns when beta_fast < beta_slow (modeling_rope_utils.py,
+// _validate_yarn_rope_parameters) and computes anyway; so does Phasor.
+TEST_F(ErrorsTest, YarnBetaFastBelowBetaSlowIsAcceptedAsInHf) {
   v1::ApplyRopeRequest request = RopeRequest(2, 1, 8);
   v1::RopeScaling::Yarn* yarn =
       request.mutable_spec()->mutable_rope()->mutable_scaling()->mutable_yarn();
@@ -94,9 +96,76 @@ TEST_F(ErrorsTest, YarnBetaFastMustExceedBetaSlow) {
   yarn->set_beta_fast(1);
   yarn->set_beta_slow(2);
   v1::ApplyRopeResponse response;
+  const grpc::Status status = server_.stub->ApplyRope(Context().get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_NEAR(response.attention_factor(), 0.1 * std::log(4.0) + 1.0, 1e-15);
+}
+
+TEST_F(ErrorsTest, YarnNegativeBetaNamesTheField) {
+  v1::ApplyRopeRequest request = RopeRequest(2, 1, 8);
+  v1::RopeScaling::Yarn* yarn =
+      request.mutable_spec()->mutable_rope()->mutable_scaling()->mutable_yarn();
+  yarn->set_factor(4);
+  yarn->set_original_max_position_embeddings(2048);
+  yarn->set_beta_slow(-1);
+  v1::ApplyRopeResponse response;
   ExpectFieldError(server_.stub->ApplyRope(Context().get(), request, &response),
                    grpc::StatusCode::INVALID_ARGUMENT,
-                   "spec.rope.scaling.yarn.beta_fast");
+                   "spec.rope.scaling.yarn.beta_slow");
+}
+
+TEST_F(ErrorsTest, ScalingFactorAtOrBelowZeroNamesTheField) {
+  v1::ApplyRopeRequest request = RopeRequest(2, 1, 8);
+  request.mutable_spec()->mutable_rope()->mutable_scaling()->mutable_linear()->set_factor(
+      -2);
+  v1::ApplyRopeResponse response;
+  ExpectFieldError(server_.stub->ApplyRope(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT,
+                   "spec.rope.scaling.linear.factor");
+  // Below 1 is only a warning in HF: accepted.
+  request.mutable_spec()->mutable_rope()->mutable_scaling()->mutable_linear()->set_factor(
+      0.5);
+  EXPECT_TRUE(server_.stub->ApplyRope(Context().get(), request, &response).ok());
+}
+
+TEST_F(ErrorsTest, Llama3FactorIsRequired) {
+  v1::RopeTablesRequest request;
+  request.mutable_positions()->mutable_range()->set_count(4);
+  request.mutable_spec()->mutable_rope()->set_rotary_dim(8);
+  request.mutable_spec()->mutable_rope()->mutable_scaling()->mutable_llama3();
+  v1::RopeTablesResponse response;
+  ExpectFieldError(server_.stub->RopeTables(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT,
+                   "spec.rope.scaling.llama3.factor");
+}
+
+// HF fills llama3's original_max_position_embeddings from the config's
+// max_position_embeddings (RotaryEmbeddingConfigMixin.standardize_rope_params).
+TEST_F(ErrorsTest, Llama3OriginalDefaultsToSpecMaxPositionEmbeddings) {
+  enum class Original { kFromMax, kExplicit, kAbsent };
+  auto tables = [&](Original original) {
+    v1::RopeTablesRequest request;
+    request.mutable_positions()->mutable_range()->set_count(4);
+    v1::RopeSpec* rope = request.mutable_spec()->mutable_rope();
+    rope->set_rotary_dim(128);
+    rope->set_base(500000);
+    v1::RopeScaling::Llama3* llama3 = rope->mutable_scaling()->mutable_llama3();
+    llama3->set_factor(8);
+    if (original == Original::kExplicit) {
+      llama3->set_original_max_position_embeddings(1024);
+    } else if (original == Original::kFromMax) {
+      rope->set_max_position_embeddings(1024);
+    }
+    v1::RopeTablesResponse response;
+    const grpc::Status status =
+        server_.stub->RopeTables(Context().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.cos().data();
+  };
+  const std::string from_max = tables(Original::kFromMax);
+  EXPECT_FALSE(from_max.empty());
+  EXPECT_EQ(from_max, tables(Original::kExplicit));
+  EXPECT_NE(from_max, tables(Original::kAbsent));  // 8192, Meta's value.
 }
 
 TEST_F(ErrorsTest, DynamicScalingNeedsMaxPositionEmbeddingsOnTheWirePath) {
