@@ -110,6 +110,23 @@ TEST_F(ErrorsTest, DynamicScalingNeedsMaxPositionEmbeddingsOnTheWirePath) {
                    "spec.rope.max_position_embeddings");
 }
 
+TEST_F(ErrorsTest, AlibiOneLengthWithoutTheOtherNamesTheMissingField) {
+  v1::AlibiBiasRequest request;
+  request.set_num_heads(4);
+  request.set_q_len(3);  // k_len missing: not "must be <= k_len (0)".
+  v1::AlibiBiasResponse response;
+  grpc::Status status = server_.stub->AlibiBias(Context().get(), request, &response);
+  ExpectFieldError(status, grpc::StatusCode::INVALID_ARGUMENT, "k_len");
+  EXPECT_THAT(status.error_message(), HasSubstr("required"));
+  request.clear_q_len();
+  request.set_k_len(5);  // q_len missing: not slopes alone with OK.
+  status = server_.stub->AlibiBias(Context().get(), request, &response);
+  ExpectFieldError(status, grpc::StatusCode::INVALID_ARGUMENT, "q_len");
+  EXPECT_THAT(status.error_message(), HasSubstr("required"));
+  EXPECT_FALSE(response.has_bias());
+  ExpectStillServing();
+}
+
 TEST_F(ErrorsTest, OddSinusoidalDim) {
   v1::EncodePositionsRequest request;
   request.mutable_positions()->mutable_range()->set_count(3);
