@@ -127,6 +127,19 @@ TEST_F(ErrorsTest, AlibiOneLengthWithoutTheOtherNamesTheMissingField) {
   ExpectStillServing();
 }
 
+TEST_F(ErrorsTest, DescribeSeqLenIsForRopeSpecsAndNotNegative) {
+  v1::DescribeRequest request;
+  request.mutable_spec()->mutable_positional()->mutable_sinusoidal()->set_dim(8);
+  request.set_seq_len(100);
+  v1::DescribeResponse response;
+  ExpectFieldError(server_.stub->Describe(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT, "seq_len");
+  request.mutable_spec()->mutable_rope()->set_rotary_dim(8);
+  request.set_seq_len(-1);
+  ExpectFieldError(server_.stub->Describe(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT, "seq_len");
+}
+
 TEST_F(ErrorsTest, OddSinusoidalDim) {
   v1::EncodePositionsRequest request;
   request.mutable_positions()->mutable_range()->set_count(3);
