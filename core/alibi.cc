@@ -15,6 +15,20 @@ absl::Status ValidateAlibi(int64_t num_heads, int64_t q_len, int64_t k_len) {
   }
   if (q_len < 0) return InvalidField("q_len", absl::StrCat("must be >= 0, got ", q_len));
   if (k_len < 0) return InvalidField("k_len", absl::StrCat("must be >= 0, got ", k_len));
+  // One length alone is a half-sent request, not a request for slopes: name
+  // the missing field rather than answer without the bias asked for.
+  if (q_len > 0 && k_len == 0) {
+    return InvalidField("k_len", absl::StrCat("is required when q_len is set (the bias "
+                                              "[num_heads, q_len, k_len] needs k_len >= "
+                                              "q_len = ", q_len,
+                                              "); leave both 0 for slopes only"));
+  }
+  if (k_len > 0 && q_len == 0) {
+    return InvalidField("q_len", absl::StrCat("is required when k_len is set (the bias "
+                                              "[num_heads, q_len, k_len] needs q_len in "
+                                              "[1, k_len = ", k_len,
+                                              "]); leave both 0 for slopes only"));
+  }
   if (q_len > k_len) {
     return InvalidField("q_len", absl::StrCat("must be <= k_len (", k_len, "), got ", q_len));
   }

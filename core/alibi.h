@@ -23,7 +23,10 @@
 
 namespace phasor {
 
-// num_heads > 0; q_len, k_len >= 0 with q_len <= k_len (both 0: slopes only).
+// num_heads > 0; q_len and k_len both 0 (slopes only) or both > 0 with
+// q_len <= k_len. One length without the other is an error naming the
+// missing one: the bias needs both, and answering with slopes alone would
+// drop what the caller asked for.
 absl::Status ValidateAlibi(int64_t num_heads, int64_t q_len, int64_t k_len);
 
 // REQUIRES: slopes.size() == num_heads > 0.

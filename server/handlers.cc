@@ -90,10 +90,22 @@ absl::StatusOr<RopeFrequencies> RopeFrequenciesFor(const RopeSpec& rope,
   return frequencies;
 }
 
-// The sequence length a RoPE spec is described (or checked) at without
+// The sequence length a profile's RoPE spec is checked at without
 // positions: seq_len, else max_position_embeddings, else 1.
 int64_t SpecSeqLen(const v1::RopeSpec& wire) {
   return std::max<int64_t>({wire.seq_len(), wire.max_position_embeddings(), 1});
+}
+
+// The sequence length Describe chooses a RoPE spec's frequencies for, as
+// ApplyRope would: spec.rope.seq_len when the spec pins it (ApplyRope then
+// ignores the positions), else the request's seq_len (standing in for
+// 1 + the largest position), else max_position_embeddings (the model's own
+// context: dynamic NTK is unscaled there since L = L0), else 1.
+// REQUIRES: request_seq_len >= 0.
+int64_t DescribeSeqLen(const v1::RopeSpec& wire, int64_t request_seq_len) {
+  if (wire.seq_len() > 0) return wire.seq_len();
+  if (request_seq_len > 0) return request_seq_len;
+  return std::max<int64_t>(wire.max_position_embeddings(), 1);
 }
 
 // RopeTables and Describe have no head to default rotary_dim to.
@@ -390,7 +402,17 @@ absl::Status HandleDescribe(const HandlerContext& context,
                             v1::DescribeResponse* response) {
   PHASOR_ASSIGN_OR_RETURN(const v1::EncoderSpec* spec, ResolveSpec(context, request));
   const int64_t num_offsets = request.num_offsets() == 0 ? 64 : request.num_offsets();
+  if (request.seq_len() < 0) {
+    return InvalidField("seq_len", absl::StrCat("must be >= 0, got ", request.seq_len()));
+  }
+  // Only RoPE scaling depends on the sequence length; accepting seq_len for
+  // another spec would answer as if it had been applied.
+  if (request.seq_len() > 0 && spec->kind_case() != v1::EncoderSpec::kRope) {
+    return InvalidField("seq_len", "applies only to a rope spec (sinusoidal and "
+                                   "time-ladder frequencies do not depend on it)");
+  }
   std::vector<double> frequencies;
+  int64_t seq_len = 0;  // Reported for rope specs only.
   const char* unit = "positions";
   switch (spec->kind_case()) {
     case v1::EncoderSpec::kPositional: {
@@ -415,8 +437,9 @@ absl::Status HandleDescribe(const HandlerContext& context,
       PHASOR_RETURN_IF_ERROR(CheckDescribeSize(rope.rotary_dim / 2, num_offsets,
                                                absl::StrCat(kRopePrefix, ".rotary_dim"),
                                                context.limits));
-      absl::StatusOr<RopeFrequencies> rope_frequencies = ComputeRopeFrequencies(
-          rope, rope.rotary_dim, SpecSeqLen(spec->rope()), kRopePrefix);
+      seq_len = DescribeSeqLen(spec->rope(), request.seq_len());
+      absl::StatusOr<RopeFrequencies> rope_frequencies =
+          ComputeRopeFrequencies(rope, rope.rotary_dim, seq_len, kRopePrefix);
       if (!rope_frequencies.ok()) {
         return RopeStatusToWirePaths(rope_frequencies.status());
       }
@@ -466,6 +489,7 @@ absl::Status HandleDescribe(const HandlerContext& context,
   response->mutable_wavelengths()->Add(description.wavelengths.begin(),
                                        description.wavelengths.end());
   response->set_unit(unit);
+  response->set_seq_len(seq_len);
   response->set_unambiguous_range(description.unambiguous_range);
   response->set_nearest_code_distance(description.nearest_code_distance);
   response->set_nearest_code_offset(description.nearest_code_offset);

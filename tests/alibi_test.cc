@@ -77,6 +77,17 @@ TEST(AlibiTest, ValidationNamesTheField) {
   EXPECT_THAT(ValidateAlibi(4, 1, -3), IsFieldError(StatusCode::kInvalidArgument, "k_len"));
   EXPECT_THAT(ValidateAlibi(4, 5, 3), IsFieldError(StatusCode::kInvalidArgument, "q_len"));
   PHASOR_ASSERT_OK(ValidateAlibi(4, 3, 5));
+  PHASOR_ASSERT_OK(ValidateAlibi(4, 0, 0));  // Slopes only.
+}
+
+TEST(AlibiTest, OneLengthWithoutTheOtherNamesTheMissingField) {
+  using ::absl::StatusCode;
+  const absl::Status no_k_len = ValidateAlibi(4, 3, 0);
+  EXPECT_THAT(no_k_len, IsFieldError(StatusCode::kInvalidArgument, "k_len"));
+  EXPECT_THAT(std::string(no_k_len.message()), ::testing::HasSubstr("is required"));
+  const absl::Status no_q_len = ValidateAlibi(4, 0, 5);
+  EXPECT_THAT(no_q_len, IsFieldError(StatusCode::kInvalidArgument, "q_len"));
+  EXPECT_THAT(std::string(no_q_len.message()), ::testing::HasSubstr("is required"));
 }
 
 }  // namespace

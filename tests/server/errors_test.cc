@@ -179,6 +179,36 @@ TEST_F(ErrorsTest, DynamicScalingNeedsMaxPositionEmbeddingsOnTheWirePath) {
                    "spec.rope.max_position_embeddings");
 }
 
+TEST_F(ErrorsTest, AlibiOneLengthWithoutTheOtherNamesTheMissingField) {
+  v1::AlibiBiasRequest request;
+  request.set_num_heads(4);
+  request.set_q_len(3);  // k_len missing: not "must be <= k_len (0)".
+  v1::AlibiBiasResponse response;
+  grpc::Status status = server_.stub->AlibiBias(Context().get(), request, &response);
+  ExpectFieldError(status, grpc::StatusCode::INVALID_ARGUMENT, "k_len");
+  EXPECT_THAT(status.error_message(), HasSubstr("required"));
+  request.clear_q_len();
+  request.set_k_len(5);  // q_len missing: not slopes alone with OK.
+  status = server_.stub->AlibiBias(Context().get(), request, &response);
+  ExpectFieldError(status, grpc::StatusCode::INVALID_ARGUMENT, "q_len");
+  EXPECT_THAT(status.error_message(), HasSubstr("required"));
+  EXPECT_FALSE(response.has_bias());
+  ExpectStillServing();
+}
+
+TEST_F(ErrorsTest, DescribeSeqLenIsForRopeSpecsAndNotNegative) {
+  v1::DescribeRequest request;
+  request.mutable_spec()->mutable_positional()->mutable_sinusoidal()->set_dim(8);
+  request.set_seq_len(100);
+  v1::DescribeResponse response;
+  ExpectFieldError(server_.stub->Describe(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT, "seq_len");
+  request.mutable_spec()->mutable_rope()->set_rotary_dim(8);
+  request.set_seq_len(-1);
+  ExpectFieldError(server_.stub->Describe(Context().get(), request, &response),
+                   grpc::StatusCode::INVALID_ARGUMENT, "seq_len");
+}
+
 TEST_F(ErrorsTest, OddSinusoidalDim) {
   v1::EncodePositionsRequest request;
   request.mutable_positions()->mutable_range()->set_count(3);

@@ -414,6 +414,116 @@ TEST_F(ProfilesFixture, DescribeTimeLadderAndRope) {
   }
 }
 
+// Describe's frequencies for a rope spec are RopeTables' inv_freq for the
+// same spec and positions whose largest is seq_len − 1.
+class DescribeSeqLenTest : public ProfilesFixture {
+ protected:
+  v1::DescribeResponse Describe(const v1::RopeSpec& rope, int64_t seq_len) {
+    v1::DescribeRequest request;
+    *request.mutable_spec()->mutable_rope() = rope;
+    request.set_seq_len(seq_len);
+    request.set_num_offsets(2);
+    v1::DescribeResponse response;
+    const grpc::Status status = server_.stub->Describe(Context().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  // inv_freq of RopeTables at positions {0, largest}: the server's default
+  // sequence length is then largest + 1.
+  std::vector<double> TablesInvFreq(const v1::RopeSpec& rope, int64_t largest) {
+    v1::RopeTablesRequest request;
+    const std::vector<int64_t> positions = {0, largest};
+    *request.mutable_positions()->mutable_values() = Int64Tensor(positions, {2});
+    *request.mutable_spec()->mutable_rope() = rope;
+    v1::RopeTablesResponse response;
+    const grpc::Status status = server_.stub->RopeTables(Context().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return {response.inv_freq().begin(), response.inv_freq().end()};
+  }
+
+  static std::vector<double> Frequencies(const v1::DescribeResponse& response) {
+    return {response.frequencies().begin(), response.frequencies().end()};
+  }
+};
+
+TEST_F(DescribeSeqLenTest, DynamicUsesTheScaledFrequenciesApplyRopeWould) {
+  v1::RopeSpec rope;
+  rope.set_rotary_dim(16);
+  rope.set_max_position_embeddings(4096);
+  rope.mutable_scaling()->mutable_dynamic()->set_factor(4);
+
+  const v1::DescribeResponse at_100k = Describe(rope, /*seq_len=*/100000);
+  EXPECT_EQ(at_100k.seq_len(), 100000);
+  const std::vector<double> scaled = TablesInvFreq(rope, /*largest=*/99999);
+  ASSERT_EQ(scaled.size(), 8u);
+  EXPECT_EQ(Frequencies(at_100k), scaled);  // Same doubles, bit for bit.
+  // base' = 10000·(4·100000/4096 − 3)^(16/14): every pair but the first is
+  // slower than plain RoPE's.
+  const double stretch = 4.0 * 100000 / 4096 - 3;
+  const double scaled_base = 10000.0 * std::pow(stretch, 16.0 / 14);
+  for (int i = 0; i < 8; ++i) {
+    const double expected = std::pow(scaled_base, -2.0 * i / 16);
+    EXPECT_NEAR(at_100k.frequencies(i), expected, expected * 1e-14) << i;
+  }
+
+  // Without seq_len: max_position_embeddings, where dynamic is unscaled.
+  const v1::DescribeResponse by_default = Describe(rope, /*seq_len=*/0);
+  EXPECT_EQ(by_default.seq_len(), 4096);
+  EXPECT_EQ(Frequencies(by_default), TablesInvFreq(rope, /*largest=*/4095));
+  for (int i = 0; i < 8; ++i) {
+    const double plain = std::pow(10000.0, -2.0 * i / 16);
+    EXPECT_NEAR(by_default.frequencies(i), plain, plain * 1e-14) << i;
+  }
+  EXPECT_GT(by_default.frequencies(7), 2 * at_100k.frequencies(7));
+}
+
+TEST_F(DescribeSeqLenTest, LongRopeChoosesShortOrLongFactorsBySeqLen) {
+  v1::RopeSpec rope;
+  rope.set_rotary_dim(8);
+  rope.set_max_position_embeddings(8192);
+  v1::RopeScaling::LongRope* longrope = rope.mutable_scaling()->mutable_longrope();
+  for (const double f : {1.0, 1.5, 2.0, 2.5}) longrope->add_short_factor(f);
+  for (const double f : {2.0, 3.0, 4.0, 5.0}) longrope->add_long_factor(f);
+  longrope->set_original_max_position_embeddings(4096);
+
+  const v1::DescribeResponse short_context = Describe(rope, /*seq_len=*/4096);
+  EXPECT_EQ(short_context.seq_len(), 4096);
+  EXPECT_EQ(Frequencies(short_context), TablesInvFreq(rope, /*largest=*/4095));
+  EXPECT_NEAR(short_context.frequencies(1), std::pow(10000.0, -0.25) / 1.5, 1e-15);
+
+  const v1::DescribeResponse long_context = Describe(rope, /*seq_len=*/4097);
+  EXPECT_EQ(Frequencies(long_context), TablesInvFreq(rope, /*largest=*/4096));
+  EXPECT_NEAR(long_context.frequencies(1), std::pow(10000.0, -0.25) / 3.0, 1e-15);
+
+  // Default: max_position_embeddings 8192 > 4096, so the long factors.
+  const v1::DescribeResponse by_default = Describe(rope, /*seq_len=*/0);
+  EXPECT_EQ(by_default.seq_len(), 8192);
+  EXPECT_EQ(Frequencies(by_default), Frequencies(long_context));
+
+  // A spec that pins seq_len wins, as it does in ApplyRope and RopeTables
+  // (whatever the positions), and the response says so.
+  rope.set_seq_len(100);
+  const v1::DescribeResponse pinned = Describe(rope, /*seq_len=*/100000);
+  EXPECT_EQ(pinned.seq_len(), 100);
+  EXPECT_EQ(Frequencies(pinned), Frequencies(short_context));
+  EXPECT_EQ(Frequencies(pinned), TablesInvFreq(rope, /*largest=*/99999));
+}
+
+TEST_F(DescribeSeqLenTest, ReportsNoSeqLenForSpecsThatDoNotDependOnIt) {
+  v1::DescribeRequest request;
+  request.mutable_spec()->mutable_positional()->mutable_sinusoidal()->set_dim(8);
+  v1::DescribeResponse response;
+  const grpc::Status status = server_.stub->Describe(Context().get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.seq_len(), 0);
+  // Plain RoPE without max_position_embeddings: seq_len 1 (any gives the
+  // same frequencies).
+  v1::RopeSpec rope;
+  rope.set_rotary_dim(8);
+  EXPECT_EQ(Describe(rope, /*seq_len=*/0).seq_len(), 1);
+}
+
 TEST_F(ProfilesFixture, ListProfilesSortedWithTables) {
   v1::ListProfilesResponse response;
   const grpc::Status status =
