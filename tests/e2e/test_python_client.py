@@ -180,6 +180,19 @@ class PythonClientTest(unittest.TestCase):
             self.client.encode_positions(count=4, profile="no-such-profile")
         self.assertEqual(raised.exception.code(), grpc.StatusCode.NOT_FOUND)
 
+    def test_describe_seq_len_picks_dynamic_frequencies(self):
+        spec = ('rope { rotary_dim: 8 max_position_embeddings: 4096 '
+                'scaling { dynamic { factor: 2 } } }')
+        default = self.client.describe(spec=spec)
+        long = self.client.describe(spec=spec, seq_len=100000)
+        self.assertEqual(default.seq_len, 4096)
+        self.assertEqual(long.seq_len, 100000)
+        tables = self.client.rope_tables(np.array([0, 99999]), spec=spec)
+        np.testing.assert_array_equal(np.asarray(long.frequencies),
+                                      np.asarray(tables.inv_freq, np.float64))
+        self.assertFalse(np.array_equal(np.asarray(default.frequencies),
+                                        np.asarray(long.frequencies)))
+
     def test_list_profiles_and_dtype_enum(self):
         import tempfile
         from phasor_client import dtype_enum

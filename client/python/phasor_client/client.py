@@ -1047,11 +1047,14 @@ class EncoderClient:
                  rotary_dim: Optional[int] = None,
                  base: Optional[float] = None, spec: SpecLike = None,
                  profile: Optional[str] = None, num_offsets: int = 0,
-                 offset_step: Optional[float] = None
+                 offset_step: Optional[float] = None, seq_len: int = 0
                  ) -> pb.DescribeResponse:
         """The DescribeResponse: frequencies, wavelengths, unambiguous range,
-        nearest-code distance and the similarity curve."""
-        request = pb.DescribeRequest(num_offsets=num_offsets)
+        nearest-code distance and the similarity curve. For a rope spec,
+        `seq_len` picks the frequencies ApplyRope uses for that sequence
+        length (dynamic and LongRoPE scaling); the response's seq_len says
+        which length was used."""
+        request = pb.DescribeRequest(num_offsets=num_offsets, seq_len=seq_len)
         if offset_step is not None:
             request.offset_step = offset_step
 
