@@ -1,0 +1,64 @@
+#include "core/exact_angle.h"
+
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+
+namespace phasor {
+namespace {
+
+// 1/(2π) to 1280 bits: bit j (weight 2^-j) is bit 64 − (j − 1) % 64 of word
+// (j − 1) / 64, most significant first. Covers every finite double θ: the
+// fraction of θ/2π needs bits up to weight 2^-(e + 192) for θ = m·2^e, and
+// e <= 971 (generated with mpmath at 1500 bits of precision).
+constexpr int kInverseTwoPiWords = 20;
+constexpr uint64_t kInverseTwoPi[kInverseTwoPiWords] = {
+    0x28be60db9391054aULL, 0x7f09d5f47d4d3770ULL, 0x36d8a5664f10e410ULL,
+    0x7f9458eaf7aef158ULL, 0x6dc91b8e909374b8ULL, 0x01924bba82746487ULL,
+    0x3f877ac72c4a69cfULL, 0xba208d7d4baed121ULL, 0x3a671c09ad17df90ULL,
+    0x4e64758e60d4ce7dULL, 0x272117e2ef7e4a0eULL, 0xc7fe25fff7816603ULL,
+    0xfbcbc462d6829b47ULL, 0xdb4d9fb3c9f2c26dULL, 0xd3d18fd9a797fa8bULL,
+    0x5d49eeb1faf97c5eULL, 0xcf41ce7de294a4baULL, 0x9afed7ec47e35742ULL,
+    0x1580cc11bf1edaeaULL, 0xfc33ef0826bd0d87ULL,
+};
+
+// The 64 bits of 1/(2π) of weights 2^-first .. 2^-(first + 63); bits of
+// weight >= 1 (first <= 0) are zero.
+uint64_t InverseTwoPiBits(int first) {
+  if (first <= -63 || first > 64 * kInverseTwoPiWords) return 0;
+  if (first < 1) return kInverseTwoPi[0] >> (1 - first);
+  const int word = (first - 1) / 64;
+  const int shift = (first - 1) % 64;
+  uint64_t bits = kInverseTwoPi[word] << shift;
+  if (shift != 0 && word + 1 < kInverseTwoPiWords) {
+    bits |= kInverseTwoPi[word + 1] >> (64 - shift);
+  }
+  return bits;
+}
+
+}  // namespace
+
+ExactAngle::ExactAngle(double theta) : step_(0) {
+  assert(std::isfinite(theta) && theta >= 0.0);
+  if (theta == 0.0) return;
+  // θ = m·2^e with m < 2^53 an integer.
+  int exponent = 0;
+  const double fraction = std::frexp(theta, &exponent);
+  const auto mantissa = static_cast<uint64_t>(std::ldexp(fraction, 53));
+  const int e = exponent - 53;
+  // W = the 192 bits of 1/(2π) of weights 2^-(e+1) .. 2^-(e+192); bits of
+  // weight 2^-e and above make m·2^e·bit an integer (whole turns). Then
+  // frac(θ/2π) = (m·W mod 2^192)·2^-192, up to m·2^-192 < 2^-139 for the
+  // bits left out.
+  const uint64_t w0 = InverseTwoPiBits(e + 1);
+  const uint64_t w1 = InverseTwoPiBits(e + 65);
+  const uint64_t w2 = InverseTwoPiBits(e + 129);
+  using u128 = unsigned __int128;
+  const u128 low = static_cast<u128>(mantissa) * w2;
+  const u128 middle = static_cast<u128>(mantissa) * w1 + (low >> 64);
+  const u128 high = static_cast<u128>(mantissa) * w0 + (middle >> 64);
+  step_ = (static_cast<u128>(static_cast<uint64_t>(high)) << 64) |
+          static_cast<uint64_t>(middle);
+}
+
+}  // namespace phasor
