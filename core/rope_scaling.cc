@@ -8,29 +8,70 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/errors.h"
+#include "core/frequency_ladder.h"
 #include "core/status_macros.h"
 
 namespace phasor {
 namespace {
 
-constexpr double kPi = 3.14159265358979323846;
+// θ_i = base^(−2i/rd): the unscaled RoFormer frequencies, as the ladder of
+// root = base^(−2/rd) in double-double (core/frequency_ladder.h). The scaled
+// frequencies multiply it by per-rung weights computed in wide precision and
+// round once, so every θ_i is the nearest double of its formula.
+std::vector<DoubleDouble> PlainLadder(double base, int64_t rotary_dim) {
+  return PowerLadder(InverseRoot(base, rotary_dim / 2), rotary_dim / 2);
+}
 
-// θ_i = base^(−2i/rd): the unscaled RoFormer frequencies.
+// The same for a base that is itself a formula (NTK), given in wide precision.
+std::vector<DoubleDouble> WideBaseLadder(WideReal base, int64_t rotary_dim) {
+  return PowerLadder(
+      ToDoubleDouble(WidePow(base, static_cast<WideReal>(-2) /
+                                       static_cast<WideReal>(rotary_dim))),
+      rotary_dim / 2);
+}
+
+// Rung i of the ladder of `base` in wide precision: the fallback when the
+// double-double value sits too close to a rounding boundary.
+WideReal WideTheta(WideReal base, int64_t i, int64_t rotary_dim) {
+  return WidePow(base, -static_cast<WideReal>(2 * i) /
+                           static_cast<WideReal>(rotary_dim));
+}
+
+// θ_i·weights[i] (weights empty: 1), each correctly rounded.
+std::vector<double> RoundedFrequencies(const std::vector<DoubleDouble>& ladder,
+                                       WideReal base, int64_t rotary_dim,
+                                       const std::vector<WideReal>& weights) {
+  return RoundLadder(ladder, weights, [&](int64_t i) {
+    const WideReal theta = WideTheta(base, i, rotary_dim);
+    return weights.empty() ? theta : theta * weights[i];
+  });
+}
+
 std::vector<double> PlainInverseFrequencies(double base, int64_t rotary_dim) {
-  const int64_t half = rotary_dim / 2;
-  std::vector<double> inv_freq(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i) {
-    inv_freq[i] = std::pow(base, -static_cast<double>(2 * i) /
-                                     static_cast<double>(rotary_dim));
-  }
-  return inv_freq;
+  return RoundedFrequencies(PlainLadder(base, rotary_dim),
+                            static_cast<WideReal>(base), rotary_dim, {});
+}
+
+// θ_i / divisor_i, correctly rounded.
+std::vector<double> DividedInverseFrequencies(double base, int64_t rotary_dim,
+                                              const std::vector<double>& divisors) {
+  std::vector<WideReal> weights;
+  weights.reserve(divisors.size());
+  for (double d : divisors) weights.push_back(1 / static_cast<WideReal>(d));
+  return RoundedFrequencies(PlainLadder(base, rotary_dim),
+                            static_cast<WideReal>(base), rotary_dim, weights);
 }
 
 // NTK-aware exponent rd/(rd−2): the base change that keeps the highest
-// frequency fixed while stretching the lowest by `factor` (bloc97).
-double NtkBase(double base, double stretch, int64_t rotary_dim) {
-  const double rd = static_cast<double>(rotary_dim);
-  return base * std::pow(stretch, rd / (rd - 2.0));
+// frequency fixed while stretching the lowest by `factor` (bloc97). The new
+// base and its ladder are formed in wide precision.
+std::vector<double> NtkInverseFrequencies(double base, WideReal stretch,
+                                          int64_t rotary_dim) {
+  const WideReal rd = static_cast<WideReal>(rotary_dim);
+  const WideReal ntk_base =
+      static_cast<WideReal>(base) * WidePow(stretch, rd / (rd - 2));
+  return RoundedFrequencies(WideBaseLadder(ntk_base, rotary_dim), ntk_base,
+                            rotary_dim, {});
 }
 
 // YaRN's get_mscale (HF `_compute_yarn_parameters`, from DeepSeek-V2).
@@ -40,12 +81,14 @@ double GetMscale(double scale, double mscale) {
 }
 
 // Dimension index (of rd) at which the wavelength fits `num_rotations` times
-// into `context_length` tokens; YaRN eq. 17, HF find_correction_dim.
-double YarnCorrectionDim(double num_rotations, int64_t rotary_dim, double base,
-                         double context_length) {
-  return static_cast<double>(rotary_dim) *
-         std::log(context_length / (num_rotations * 2.0 * kPi)) /
-         (2.0 * std::log(base));
+// into `context_length` tokens; YaRN eq. 17, HF find_correction_dim. In wide
+// precision: the YaRN ramp weights θ_i, so its rounding would reach θ_i.
+WideReal YarnCorrectionDim(double num_rotations, int64_t rotary_dim, double base,
+                           double context_length) {
+  return static_cast<WideReal>(rotary_dim) *
+         WideLog(static_cast<WideReal>(context_length) /
+                 (static_cast<WideReal>(num_rotations) * 2 * WidePi())) /
+         (2 * WideLog(static_cast<WideReal>(base)));
 }
 
 // Shortest text that reads back as the same double ("0.9", not
@@ -298,27 +341,29 @@ RopeFrequencies YarnFrequencies(const YarnRopeScaling& yarn, double base,
 
   const double context =
       static_cast<double>(resolved.original_max_position_embeddings);
-  double low = YarnCorrectionDim(yarn.beta_fast, rotary_dim, base, context);
-  double high = YarnCorrectionDim(yarn.beta_slow, rotary_dim, base, context);
+  WideReal low = YarnCorrectionDim(yarn.beta_fast, rotary_dim, base, context);
+  WideReal high = YarnCorrectionDim(yarn.beta_slow, rotary_dim, base, context);
   if (yarn.truncate) {
-    low = std::floor(low);
-    high = std::ceil(high);
+    low = WideFloor(low);
+    high = WideCeil(high);
   }
-  low = std::max(low, 0.0);
-  high = std::min(high, static_cast<double>(rotary_dim - 1));
-  if (low == high) high += 0.001;  // HF: "Prevent singularity".
+  low = std::max<WideReal>(low, 0);
+  high = std::min<WideReal>(high, static_cast<WideReal>(rotary_dim - 1));
+  if (low == high) high += static_cast<WideReal>(0.001);  // HF: "Prevent singularity".
 
-  const std::vector<double> theta = PlainInverseFrequencies(base, rotary_dim);
-  result.inv_freq.resize(theta.size());
-  for (size_t i = 0; i < theta.size(); ++i) {
-    // ramp = 0 below `low` (high frequencies: extrapolate, keep θ), 1 above
-    // `high` (low frequencies: interpolate, θ/factor).
-    const double ramp = std::clamp(
-        (static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
-    const double extrapolation_weight = 1.0 - ramp;
-    result.inv_freq[i] = theta[i] / factor * (1.0 - extrapolation_weight) +
-                         theta[i] * extrapolation_weight;
+  // θ_i/factor·ramp + θ_i·(1 − ramp) = θ_i·w_i: ramp = 0 below `low` (high
+  // frequencies: extrapolate, keep θ), 1 above `high` (low frequencies:
+  // interpolate, θ/factor).
+  const WideReal wide_factor = static_cast<WideReal>(factor);
+  std::vector<WideReal> weights(static_cast<size_t>(rotary_dim / 2));
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const WideReal ramp = std::clamp<WideReal>(
+        (static_cast<WideReal>(i) - low) / (high - low), 0, 1);
+    weights[i] = ramp / wide_factor + (1 - ramp);
   }
+  result.inv_freq = RoundedFrequencies(PlainLadder(base, rotary_dim),
+                                       static_cast<WideReal>(base), rotary_dim,
+                                       weights);
   return result;
 }
 
@@ -344,31 +389,38 @@ RopeFrequencies LongRopeFrequencies(const LongRopeScaling& longrope,
   }
   const std::vector<double>& ext =
       seq_len > original ? longrope.long_factor : longrope.short_factor;
-  result.inv_freq = PlainInverseFrequencies(base, rotary_dim);
-  for (size_t i = 0; i < result.inv_freq.size(); ++i) {
-    result.inv_freq[i] /= ext[i];
-  }
+  result.inv_freq = DividedInverseFrequencies(base, rotary_dim, ext);
   return result;
 }
 
 RopeFrequencies Llama3Frequencies(const Llama3RopeScaling& llama3, double base,
                                   int64_t rotary_dim) {
-  const double context =
-      static_cast<double>(llama3.original_max_position_embeddings);
-  const double low_freq_wavelength = context / llama3.low_freq_factor;
-  const double high_freq_wavelength = context / llama3.high_freq_factor;
-  RopeFrequencies result;
-  result.inv_freq = PlainInverseFrequencies(base, rotary_dim);
-  for (double& theta : result.inv_freq) {
-    const double wavelength = 2.0 * kPi / theta;
+  // In wide precision from the double-double θ_i: the smooth blend's weight
+  // depends on θ_i, and each θ_i is rounded once at the end.
+  const WideReal context =
+      static_cast<WideReal>(llama3.original_max_position_embeddings);
+  const WideReal low_freq_factor = static_cast<WideReal>(llama3.low_freq_factor);
+  const WideReal high_freq_factor = static_cast<WideReal>(llama3.high_freq_factor);
+  const WideReal factor = static_cast<WideReal>(llama3.factor);
+  const WideReal low_freq_wavelength = context / low_freq_factor;
+  const WideReal high_freq_wavelength = context / high_freq_factor;
+  const std::vector<DoubleDouble> ladder = PlainLadder(base, rotary_dim);
+  std::vector<WideReal> weights(ladder.size());
+  for (size_t i = 0; i < ladder.size(); ++i) {
+    const WideReal wavelength = 2 * WidePi() / ToWide(ladder[i]);
     if (wavelength > low_freq_wavelength) {
-      theta /= llama3.factor;
-    } else if (!(wavelength < high_freq_wavelength)) {
-      const double smooth = (context / wavelength - llama3.low_freq_factor) /
-                            (llama3.high_freq_factor - llama3.low_freq_factor);
-      theta = (1.0 - smooth) * theta / llama3.factor + smooth * theta;
+      weights[i] = 1 / factor;
+    } else if (wavelength < high_freq_wavelength) {
+      weights[i] = 1;
+    } else {
+      const WideReal smooth = (context / wavelength - low_freq_factor) /
+                              (high_freq_factor - low_freq_factor);
+      weights[i] = (1 - smooth) / factor + smooth;
     }
   }
+  RopeFrequencies result;
+  result.inv_freq = RoundedFrequencies(ladder, static_cast<WideReal>(base),
+                                       rotary_dim, weights);
   return result;
 }
 
@@ -445,29 +497,29 @@ RopeFrequencies ScaledRopeFrequencies(const RopeScaling& scaling, double base,
                                    1.0};
           },
           [&](const LinearRopeScaling& linear) {
-            RopeFrequencies result{PlainInverseFrequencies(base, rotary_dim),
-                                   1.0};
             // Dividing θ equals dividing positions (θ·p/f).
-            for (double& theta : result.inv_freq) theta /= linear.factor;
-            return result;
+            return RopeFrequencies{
+                DividedInverseFrequencies(
+                    base, rotary_dim,
+                    std::vector<double>(static_cast<size_t>(rotary_dim / 2),
+                                        linear.factor)),
+                1.0};
           },
           [&](const NtkRopeScaling& ntk) {
             return RopeFrequencies{
-                PlainInverseFrequencies(NtkBase(base, ntk.factor, rotary_dim),
-                                        rotary_dim),
+                NtkInverseFrequencies(base, static_cast<WideReal>(ntk.factor),
+                                      rotary_dim),
                 1.0};
           },
           [&](const DynamicNtkRopeScaling& dynamic) {
-            const double original =
-                static_cast<double>(dynamic.max_position_embeddings);
-            const double length =
-                std::max(static_cast<double>(seq_len), original);
-            const double stretch =
-                dynamic.factor * length / original - (dynamic.factor - 1.0);
+            const WideReal original =
+                static_cast<WideReal>(dynamic.max_position_embeddings);
+            const WideReal length =
+                std::max(static_cast<WideReal>(seq_len), original);
+            const WideReal factor = static_cast<WideReal>(dynamic.factor);
+            const WideReal stretch = factor * length / original - (factor - 1);
             return RopeFrequencies{
-                PlainInverseFrequencies(NtkBase(base, stretch, rotary_dim),
-                                        rotary_dim),
-                1.0};
+                NtkInverseFrequencies(base, stretch, rotary_dim), 1.0};
           },
           [&](const YarnRopeScaling& yarn) {
             return YarnFrequencies(yarn, base, rotary_dim);

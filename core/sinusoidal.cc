@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/errors.h"
 #include "core/exact_angle.h"
+#include "core/frequency_ladder.h"
 
 namespace phasor {
 
@@ -24,25 +25,22 @@ absl::Status ValidateSinusoidalSpec(const SinusoidalSpec& spec,
 }
 
 std::vector<double> SinusoidalFrequencies(const SinusoidalSpec& spec) {
+  // Both schemes are geometric ladders ω_k = base^(−k/n), correctly rounded
+  // (core/frequency_ladder.h): Vaswani with n = d/2; tensor2tensor
+  // (common_attention.get_timing_signal_1d: the log increment is
+  // ln(max/min timescale) / max(num_timescales − 1, 1)) with
+  // n = max(d/2 − 1, 1), so d = 2 has the single frequency ω_0 = 1, as in
+  // tensor2tensor.
   const int64_t half = spec.dim / 2;
-  std::vector<double> omega(half);
-  const double log_base = std::log(spec.base);
-  for (int64_t k = 0; k < half; ++k) {
-    switch (spec.frequencies) {
-      case FrequencyScheme::kVaswani:
-        // base^(−2k/d), via pow for a correctly rounded power of the base.
-        omega[k] = std::pow(spec.base, -2.0 * static_cast<double>(k) /
-                                           static_cast<double>(spec.dim));
-        break;
-      case FrequencyScheme::kTensor2Tensor:
-        // tensor2tensor common_attention.get_timing_signal_1d: the log
-        // increment is ln(max/min timescale) / max(num_timescales − 1, 1).
-        omega[k] = std::exp(-static_cast<double>(k) * log_base /
-                            static_cast<double>(std::max<int64_t>(half - 1, 1)));
-        break;
-    }
-  }
-  return omega;
+  const int64_t n = spec.frequencies == FrequencyScheme::kVaswani
+                        ? half
+                        : std::max<int64_t>(half - 1, 1);
+  const WideReal base = static_cast<WideReal>(spec.base);
+  return RoundLadder(PowerLadder(InverseRoot(spec.base, n), half), {},
+                     [&](int64_t k) {
+                       return WidePow(base, -static_cast<WideReal>(k) /
+                                                static_cast<WideReal>(n));
+                     });
 }
 
 absl::Status ValidateSinusoidalInputs(const SinusoidalSpec& spec,
