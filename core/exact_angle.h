@@ -54,11 +54,14 @@ class ExactAngle final {
     const uint64_t quadrant = (turns + (uint64_t{1} << 61)) >> 62;
     const auto residual = static_cast<int64_t>(turns - (quadrant << 62));
     // r·2π·2^-64 = r·(π·2^62)·2^-125, the product exact in 128 bits and
-    // rounded once to double.
+    // rounded once to double. Unsigned, so clang's UBSan needs no __muloti4.
     constexpr uint64_t kPiTimes2Pow62 = 0xc90fdaa22168c235u;  // round(π·2^62)
-    const __int128 scaled = static_cast<__int128>(residual) *
-                            static_cast<__int128>(kPiTimes2Pow62);
-    const double angle = static_cast<double>(scaled) * 0x1p-125;
+    const uint64_t magnitude =
+        residual < 0 ? uint64_t{0} - static_cast<uint64_t>(residual)
+                     : static_cast<uint64_t>(residual);
+    const double scaled = static_cast<double>(
+        static_cast<unsigned __int128>(magnitude) * kPiTimes2Pow62);
+    const double angle = (residual < 0 ? -scaled : scaled) * 0x1p-125;
     const double c = std::cos(angle);
     const double s = std::sin(angle);
     switch (quadrant & 3) {
