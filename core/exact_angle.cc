@@ -3,6 +3,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace phasor {
 namespace {
@@ -41,11 +42,17 @@ uint64_t InverseTwoPiBits(int first) {
 ExactAngle::ExactAngle(double theta) : step_(0) {
   assert(std::isfinite(theta) && theta >= 0.0);
   if (theta == 0.0) return;
-  // θ = m·2^e with m < 2^53 an integer.
-  int exponent = 0;
-  const double fraction = std::frexp(theta, &exponent);
-  const auto mantissa = static_cast<uint64_t>(std::ldexp(fraction, 53));
-  const int e = exponent - 53;
+  // θ = m·2^e with m < 2^53 an integer, read from the bits (frexp and ldexp
+  // are library calls; a request builds one of these per frequency).
+  uint64_t bits;
+  std::memcpy(&bits, &theta, sizeof(bits));
+  const int biased = static_cast<int>(bits >> 52);
+  uint64_t mantissa = bits & ((uint64_t{1} << 52) - 1);
+  int e = -1074;  // Subnormal: m·2^-1074.
+  if (biased != 0) {
+    mantissa |= uint64_t{1} << 52;
+    e = biased - 1075;
+  }
   // W = the 192 bits of 1/(2π) of weights 2^-(e+1) .. 2^-(e+192); bits of
   // weight 2^-e and above make m·2^e·bit an integer (whole turns). Then
   // frac(θ/2π) = (m·W mod 2^192)·2^-192, up to m·2^-192 < 2^-139 for the

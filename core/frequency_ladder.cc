@@ -3,6 +3,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #if defined(__SIZEOF_FLOAT128__) && defined(__x86_64__)
@@ -129,20 +130,36 @@ std::vector<DoubleDouble> PowerLadder(DoubleDouble root, int64_t count) {
 bool RoundIfDecidable(DoubleDouble value, double* out) {
   // After FastTwoSum, hi is value rounded to nearest unless |lo| is within
   // the error margin of half an ulp of hi (or of the smaller half-ulp below
-  // a power of two).
+  // a power of two). Positive normal values only (frequencies); others go
+  // to the fallback.
   const double hi = value.hi;
-  const double margin = std::fabs(hi) * 0x1p-92;
-  const double up = std::nextafter(hi, std::numeric_limits<double>::infinity()) - hi;
-  const double down = hi - std::nextafter(hi, -std::numeric_limits<double>::infinity());
-  const double half = (value.lo > 0 ? up : down) * 0.5;
-  if (!(std::fabs(std::fabs(value.lo) - half) > margin) || !std::isfinite(hi) ||
-      std::fabs(hi) < 0x1p-960) {
-    return false;
-  }
-  *out = std::fabs(value.lo) < half ? hi
-         : value.lo > 0            ? hi + up
-                                   : hi - down;
+  if (!(hi >= 0x1p-960 && hi <= 0x1p960)) return false;
+  uint64_t bits;
+  std::memcpy(&bits, &hi, sizeof(bits));
+  const uint64_t up_bits = bits + 1, down_bits = bits - 1;
+  double next_up, next_down;
+  std::memcpy(&next_up, &up_bits, sizeof(next_up));
+  std::memcpy(&next_down, &down_bits, sizeof(next_down));
+  const double half = (value.lo > 0 ? next_up - hi : hi - next_down) * 0.5;
+  const double margin = hi * 0x1p-92;
+  if (!(std::fabs(std::fabs(value.lo) - half) > margin)) return false;
+  *out = std::fabs(value.lo) < half ? hi : value.lo > 0 ? next_up : next_down;
   return true;
+}
+
+DoubleDouble Quotient(double a, double b) {
+  // q + r/b with q·b + r = a exactly (TwoProduct), to ~2^-106.
+  const double q = a / b;
+  const DoubleDouble product = TwoProduct(q, b);
+  const double remainder = (a - product.hi) - product.lo;
+  return FastTwoSum(q, remainder / b);
+}
+
+DoubleDouble Reciprocal(double d) { return Quotient(1.0, d); }
+
+DoubleDouble Add(DoubleDouble a, DoubleDouble b) {
+  const DoubleDouble sum = TwoSum(a.hi, b.hi);
+  return FastTwoSum(sum.hi, sum.lo + (a.lo + b.lo));
 }
 
 }  // namespace phasor

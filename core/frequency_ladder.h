@@ -68,18 +68,23 @@ inline WideReal ToWide(DoubleDouble value) {
 // value within 2^-92 relative of the truth; else false.
 bool RoundIfDecidable(DoubleDouble value, double* out);
 
+// 1/d and a/b to ~2^-106 relative; a + b. REQUIRES: finite, normal results.
+DoubleDouble Reciprocal(double d);
+DoubleDouble Quotient(double a, double b);
+DoubleDouble Add(DoubleDouble a, DoubleDouble b);
+
 // ladder[i]·weights[i] (weights empty: 1), each the nearest double to the
 // exact value; `fallback(i)` recomputes rung i in wide precision when the
 // double-double value is too close to a rounding boundary to decide.
-// REQUIRES: weights empty or the size of ladder.
+// REQUIRES: weights empty or the size of ladder; weights within ~2^-100.
 template <class Fallback>
 std::vector<double> RoundLadder(const std::vector<DoubleDouble>& ladder,
-                                const std::vector<WideReal>& weights,
+                                const std::vector<DoubleDouble>& weights,
                                 const Fallback& fallback) {
   std::vector<double> rungs(ladder.size());
   for (size_t i = 0; i < ladder.size(); ++i) {
     const DoubleDouble value =
-        weights.empty() ? ladder[i] : Multiply(ladder[i], ToDoubleDouble(weights[i]));
+        weights.empty() ? ladder[i] : Multiply(ladder[i], weights[i]);
     if (!RoundIfDecidable(value, &rungs[i])) {
       rungs[i] = static_cast<double>(fallback(static_cast<int64_t>(i)));
     }

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "core/errors.h"
@@ -37,29 +38,35 @@ WideReal WideTheta(WideReal base, int64_t i, int64_t rotary_dim) {
                            static_cast<WideReal>(rotary_dim));
 }
 
-// θ_i·weights[i] (weights empty: 1), each correctly rounded.
+// θ_i·weights[i] (weights empty: 1), each correctly rounded; wide_weight(i)
+// gives weight i in wide precision for the rare fallback.
+template <class WideWeight>
 std::vector<double> RoundedFrequencies(const std::vector<DoubleDouble>& ladder,
                                        WideReal base, int64_t rotary_dim,
-                                       const std::vector<WideReal>& weights) {
+                                       const std::vector<DoubleDouble>& weights,
+                                       const WideWeight& wide_weight) {
   return RoundLadder(ladder, weights, [&](int64_t i) {
-    const WideReal theta = WideTheta(base, i, rotary_dim);
-    return weights.empty() ? theta : theta * weights[i];
+    return WideTheta(base, i, rotary_dim) * wide_weight(i);
   });
 }
 
 std::vector<double> PlainInverseFrequencies(double base, int64_t rotary_dim) {
   return RoundedFrequencies(PlainLadder(base, rotary_dim),
-                            static_cast<WideReal>(base), rotary_dim, {});
+                            static_cast<WideReal>(base), rotary_dim, {},
+                            [](int64_t) { return static_cast<WideReal>(1); });
 }
 
 // θ_i / divisor_i, correctly rounded.
 std::vector<double> DividedInverseFrequencies(double base, int64_t rotary_dim,
                                               const std::vector<double>& divisors) {
-  std::vector<WideReal> weights;
+  std::vector<DoubleDouble> weights;
   weights.reserve(divisors.size());
-  for (double d : divisors) weights.push_back(1 / static_cast<WideReal>(d));
+  for (double d : divisors) weights.push_back(Reciprocal(d));
   return RoundedFrequencies(PlainLadder(base, rotary_dim),
-                            static_cast<WideReal>(base), rotary_dim, weights);
+                            static_cast<WideReal>(base), rotary_dim, weights,
+                            [&](int64_t i) {
+                              return 1 / static_cast<WideReal>(divisors[i]);
+                            });
 }
 
 // NTK-aware exponent rd/(rd−2): the base change that keeps the highest
@@ -71,7 +78,8 @@ std::vector<double> NtkInverseFrequencies(double base, WideReal stretch,
   const WideReal ntk_base =
       static_cast<WideReal>(base) * WidePow(stretch, rd / (rd - 2));
   return RoundedFrequencies(WideBaseLadder(ntk_base, rotary_dim), ntk_base,
-                            rotary_dim, {});
+                            rotary_dim, {},
+                            [](int64_t) { return static_cast<WideReal>(1); });
 }
 
 // YaRN's get_mscale (HF `_compute_yarn_parameters`, from DeepSeek-V2).
@@ -83,12 +91,21 @@ double GetMscale(double scale, double mscale) {
 // Dimension index (of rd) at which the wavelength fits `num_rotations` times
 // into `context_length` tokens; YaRN eq. 17, HF find_correction_dim. In wide
 // precision: the YaRN ramp weights θ_i, so its rounding would reach θ_i.
-WideReal YarnCorrectionDim(double num_rotations, int64_t rotary_dim, double base,
-                           double context_length) {
-  return static_cast<WideReal>(rotary_dim) *
-         WideLog(static_cast<WideReal>(context_length) /
-                 (static_cast<WideReal>(num_rotations) * 2 * WidePi())) /
-         (2 * WideLog(static_cast<WideReal>(base)));
+template <class Real>
+Real YarnCorrectionDim(double num_rotations, int64_t rotary_dim, double base,
+                       double context_length) {
+  const Real pi = static_cast<Real>(WidePi());
+  if constexpr (std::is_same_v<Real, long double>) {
+    return static_cast<Real>(rotary_dim) *
+           logl(static_cast<Real>(context_length) /
+                (static_cast<Real>(num_rotations) * 2 * pi)) /
+           (2 * logl(static_cast<Real>(base)));
+  } else {
+    return static_cast<Real>(rotary_dim) *
+           WideLog(static_cast<Real>(context_length) /
+                   (static_cast<Real>(num_rotations) * 2 * pi)) /
+           (2 * WideLog(static_cast<Real>(base)));
+  }
 }
 
 // Shortest text that reads back as the same double ("0.9", not
@@ -341,29 +358,65 @@ RopeFrequencies YarnFrequencies(const YarnRopeScaling& yarn, double base,
 
   const double context =
       static_cast<double>(resolved.original_max_position_embeddings);
-  WideReal low = YarnCorrectionDim(yarn.beta_fast, rotary_dim, base, context);
-  WideReal high = YarnCorrectionDim(yarn.beta_slow, rotary_dim, base, context);
-  if (yarn.truncate) {
-    low = WideFloor(low);
-    high = WideCeil(high);
+  // The ramp bounds, HF's find_correction_range. With truncation they are
+  // integers; long double decides floor/ceil unless a bound is within 1e-9
+  // of an integer. Otherwise (or without truncation) they are computed in
+  // wide precision, since the ramp then weights θ_i with irrational values.
+  const long double low_guess =
+      YarnCorrectionDim<long double>(yarn.beta_fast, rotary_dim, base, context);
+  const long double high_guess =
+      YarnCorrectionDim<long double>(yarn.beta_slow, rotary_dim, base, context);
+  auto near_integer = [](long double x) {
+    return fabsl(x - nearbyintl(x)) < 1e-9L;
+  };
+  WideReal low, high;
+  if (yarn.truncate && !near_integer(low_guess) && !near_integer(high_guess)) {
+    low = static_cast<WideReal>(floorl(low_guess));
+    high = static_cast<WideReal>(ceill(high_guess));
+  } else {
+    low = YarnCorrectionDim<WideReal>(yarn.beta_fast, rotary_dim, base, context);
+    high = YarnCorrectionDim<WideReal>(yarn.beta_slow, rotary_dim, base, context);
+    if (yarn.truncate) {
+      low = WideFloor(low);
+      high = WideCeil(high);
+    }
   }
   low = std::max<WideReal>(low, 0);
   high = std::min<WideReal>(high, static_cast<WideReal>(rotary_dim - 1));
   if (low == high) high += static_cast<WideReal>(0.001);  // HF: "Prevent singularity".
 
-  // θ_i/factor·ramp + θ_i·(1 − ramp) = θ_i·w_i: ramp = 0 below `low` (high
-  // frequencies: extrapolate, keep θ), 1 above `high` (low frequencies:
-  // interpolate, θ/factor).
+  // θ_i/factor·ramp + θ_i·(1 − ramp) = θ_i·w_i, w_i = 1 + ramp·(1/factor − 1):
+  // ramp = 0 below `low` (high frequencies: extrapolate, keep θ), 1 above
+  // `high` (low frequencies: interpolate, θ/factor). With integer bounds the
+  // ramp is a ratio of small integers, formed in double-double.
   const WideReal wide_factor = static_cast<WideReal>(factor);
-  std::vector<WideReal> weights(static_cast<size_t>(rotary_dim / 2));
-  for (size_t i = 0; i < weights.size(); ++i) {
+  auto wide_weight = [&](int64_t i) -> WideReal {
     const WideReal ramp = std::clamp<WideReal>(
         (static_cast<WideReal>(i) - low) / (high - low), 0, 1);
-    weights[i] = ramp / wide_factor + (1 - ramp);
+    return ramp / wide_factor + (1 - ramp);
+  };
+  const double low_d = static_cast<double>(low), high_d = static_cast<double>(high);
+  const bool integer_bounds = static_cast<WideReal>(low_d) == low &&
+                              static_cast<WideReal>(high_d) == high &&
+                              std::floor(low_d) == low_d && std::floor(high_d) == high_d;
+  const DoubleDouble inverse_factor = Reciprocal(factor);
+  const DoubleDouble slope = Add(inverse_factor, {-1.0, 0.0});  // 1/factor − 1
+  std::vector<DoubleDouble> weights(static_cast<size_t>(rotary_dim / 2));
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const double offset = static_cast<double>(i) - low_d;
+    if (integer_bounds && offset <= 0) {
+      weights[i] = {1.0, 0.0};
+    } else if (integer_bounds && offset >= high_d - low_d) {
+      weights[i] = inverse_factor;
+    } else if (integer_bounds) {
+      weights[i] = Add({1.0, 0.0}, Multiply(Quotient(offset, high_d - low_d), slope));
+    } else {
+      weights[i] = ToDoubleDouble(wide_weight(static_cast<int64_t>(i)));
+    }
   }
   result.inv_freq = RoundedFrequencies(PlainLadder(base, rotary_dim),
                                        static_cast<WideReal>(base), rotary_dim,
-                                       weights);
+                                       weights, wide_weight);
   return result;
 }
 
@@ -395,8 +448,11 @@ RopeFrequencies LongRopeFrequencies(const LongRopeScaling& longrope,
 
 RopeFrequencies Llama3Frequencies(const Llama3RopeScaling& llama3, double base,
                                   int64_t rotary_dim) {
-  // In wide precision from the double-double θ_i: the smooth blend's weight
-  // depends on θ_i, and each θ_i is rounded once at the end.
+  // θ_i·w_i with w_i = 1/factor (long wavelengths), 1 (short), or the smooth
+  // blend (1 − s)/factor + s, s = (context/wavelength − low)/(high − low),
+  // which depends on θ_i: that blend is formed in wide precision from the
+  // double-double θ_i. The band is decided in double unless a wavelength is
+  // within 1e-12 of a band edge.
   const WideReal context =
       static_cast<WideReal>(llama3.original_max_position_embeddings);
   const WideReal low_freq_factor = static_cast<WideReal>(llama3.low_freq_factor);
@@ -404,23 +460,33 @@ RopeFrequencies Llama3Frequencies(const Llama3RopeScaling& llama3, double base,
   const WideReal factor = static_cast<WideReal>(llama3.factor);
   const WideReal low_freq_wavelength = context / low_freq_factor;
   const WideReal high_freq_wavelength = context / high_freq_factor;
+  const double low_edge = static_cast<double>(low_freq_wavelength);
+  const double high_edge = static_cast<double>(high_freq_wavelength);
   const std::vector<DoubleDouble> ladder = PlainLadder(base, rotary_dim);
-  std::vector<WideReal> weights(ladder.size());
-  for (size_t i = 0; i < ladder.size(); ++i) {
+  auto wide_weight = [&](int64_t i) -> WideReal {
     const WideReal wavelength = 2 * WidePi() / ToWide(ladder[i]);
-    if (wavelength > low_freq_wavelength) {
-      weights[i] = 1 / factor;
-    } else if (wavelength < high_freq_wavelength) {
-      weights[i] = 1;
+    if (wavelength > low_freq_wavelength) return 1 / factor;
+    if (wavelength < high_freq_wavelength) return 1;
+    const WideReal smooth = (context / wavelength - low_freq_factor) /
+                            (high_freq_factor - low_freq_factor);
+    return (1 - smooth) / factor + smooth;
+  };
+  constexpr double kTwoPi = 6.283185307179586;
+  const DoubleDouble inverse_factor = Reciprocal(llama3.factor);
+  std::vector<DoubleDouble> weights(ladder.size());
+  for (size_t i = 0; i < ladder.size(); ++i) {
+    const double wavelength = kTwoPi / ladder[i].hi;
+    if (wavelength > low_edge * (1 + 1e-12)) {
+      weights[i] = inverse_factor;
+    } else if (wavelength < high_edge * (1 - 1e-12)) {
+      weights[i] = {1.0, 0.0};
     } else {
-      const WideReal smooth = (context / wavelength - low_freq_factor) /
-                              (high_freq_factor - low_freq_factor);
-      weights[i] = (1 - smooth) / factor + smooth;
+      weights[i] = ToDoubleDouble(wide_weight(static_cast<int64_t>(i)));
     }
   }
   RopeFrequencies result;
   result.inv_freq = RoundedFrequencies(ladder, static_cast<WideReal>(base),
-                                       rotary_dim, weights);
+                                       rotary_dim, weights, wide_weight);
   return result;
 }
 

@@ -36,7 +36,8 @@ std::vector<double> SinusoidalFrequencies(const SinusoidalSpec& spec) {
                         ? half
                         : std::max<int64_t>(half - 1, 1);
   const WideReal base = static_cast<WideReal>(spec.base);
-  return RoundLadder(PowerLadder(InverseRoot(spec.base, n), half), {},
+  return RoundLadder(PowerLadder(InverseRoot(spec.base, n), half),
+                     std::vector<DoubleDouble>{},
                      [&](int64_t k) {
                        return WidePow(base, -static_cast<WideReal>(k) /
                                                 static_cast<WideReal>(n));
