@@ -23,18 +23,9 @@ constexpr uint64_t kInverseTwoPi[kInverseTwoPiWords] = {
     0x1580cc11bf1edaeaULL, 0xfc33ef0826bd0d87ULL,
 };
 
-// The 64 bits of 1/(2π) of weights 2^-first .. 2^-(first + 63); bits of
-// weight >= 1 (first <= 0) are zero.
-uint64_t InverseTwoPiBits(int first) {
-  if (first <= -63 || first > 64 * kInverseTwoPiWords) return 0;
-  if (first < 1) return kInverseTwoPi[0] >> (1 - first);
-  const int word = (first - 1) / 64;
-  const int shift = (first - 1) % 64;
-  uint64_t bits = kInverseTwoPi[word] << shift;
-  if (shift != 0 && word + 1 < kInverseTwoPiWords) {
-    bits |= kInverseTwoPi[word + 1] >> (64 - shift);
-  }
-  return bits;
+// Word k of 1/(2π), zero outside the table (k < 0: bits of weight >= 1).
+inline uint64_t InverseTwoPiWord(int k) {
+  return k >= 0 && k < kInverseTwoPiWords ? kInverseTwoPi[k] : 0;
 }
 
 }  // namespace
@@ -57,9 +48,19 @@ ExactAngle::ExactAngle(double theta) : step_(0) {
   // weight 2^-e and above make m·2^e·bit an integer (whole turns). Then
   // frac(θ/2π) = (m·W mod 2^192)·2^-192, up to m·2^-192 < 2^-139 for the
   // bits left out.
-  const uint64_t w0 = InverseTwoPiBits(e + 1);
-  const uint64_t w1 = InverseTwoPiBits(e + 65);
-  const uint64_t w2 = InverseTwoPiBits(e + 129);
+  // Bit j of 1/(2π) (weight 2^-j) is bit 63 − (j − 1) mod 64 of word
+  // floor((j − 1)/64); W starts at j = e + 1, so at word q, bit offset r.
+  const int start = e;  // (e + 1) − 1
+  const int q = start >= 0 ? start / 64 : -((-start + 63) / 64);
+  const int r = start - 64 * q;
+  uint64_t words[4];
+  for (int t = 0; t < 4; ++t) words[t] = InverseTwoPiWord(q + t);
+  auto window = [&](int t) {
+    return r == 0 ? words[t] : (words[t] << r) | (words[t + 1] >> (64 - r));
+  };
+  const uint64_t w0 = window(0);
+  const uint64_t w1 = window(1);
+  const uint64_t w2 = window(2);
   using u128 = unsigned __int128;
   const u128 low = static_cast<u128>(mantissa) * w2;
   const u128 middle = static_cast<u128>(mantissa) * w1 + (low >> 64);

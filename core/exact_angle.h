@@ -18,6 +18,9 @@
 // of cos and sin within 1.7e-16 absolute of the exact value
 // (tests/exact_angle_test in rope_test.cc and sinusoidal_test.cc check ≤ 4e-16
 // against a __float128 reference at 2^53 ± 1, INT64_MAX, INT64_MIN, ...).
+// The bound is absolute: the phase has a resolution of 2^-64 turns, so an
+// angle below ~1e-18 rad has a sin of the right size only to that absolute
+// precision.
 //
 // Thread-safety: immutable after construction.
 #ifndef PHASOR_CORE_EXACT_ANGLE_H_
