@@ -1,10 +1,10 @@
 // Positions: what the positional encodings are evaluated at.
 //
 // A position is either an exact integer (token index) or a real value
-// (continuous position, e.g. time in some unit). Integers stay int64 until the
-// single conversion to double inside a kernel: every |position| <= 2^53 is
-// exact in double, so no position is lost before the angle is formed (float32
-// would round 2^24 + 1 to 2^24).
+// (continuous position, e.g. time in some unit). Integers stay int64 into the
+// kernels: the sinusoid and RoPE reduce p·θ exactly for every int64
+// (core/exact_angle.h); a double would round 2^53 + 1 to 2^53 (and float32
+// 2^24 + 1 to 2^24).
 //
 // A Positions object does not own its storage; the caller keeps the span alive.
 #ifndef PHASOR_CORE_POSITIONS_H_
@@ -33,7 +33,8 @@ class Positions final {
   absl::Span<const int64_t> integers() const { return integers_; }
   absl::Span<const double> reals() const { return reals_; }
 
-  // Position i as a double; exact for integers up to 2^53 in magnitude.
+  // Position i as a double; exact for integers up to 2^53 in magnitude (the
+  // angle kernels use integers() directly).
   // REQUIRES: 0 <= i < size().
   double at(int64_t i) const {
     return is_real_ ? reals_[i] : static_cast<double>(integers_[i]);

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/errors.h"
+#include "core/exact_angle.h"
 #include "core/status_macros.h"
 
 namespace phasor {
@@ -40,9 +41,19 @@ namespace {
 
 // ---------------------------------------------------------------------------
 // Layer 1: the scalar formula. One position's cos(p·θ_i), sin(p·θ_i) in
-// double from the exact position.
-void ExactTrig(const double* __restrict inv_freq, int64_t half, double position,
-               double* __restrict cos_row, double* __restrict sin_row) {
+// double. Integer positions are reduced exactly (core/exact_angle.h: any int64
+// p, within 1.7e-16 of the exact values); a real position forms the double
+// product p·θ_i, which costs up to |p|·θ_i·2^-53 radians (docs/API.md).
+void IntegerTrig(const ExactAngle* __restrict angles, int64_t half,
+                 int64_t position, double* __restrict cos_row,
+                 double* __restrict sin_row) {
+  for (int64_t i = 0; i < half; ++i) {
+    angles[i].CosSin(position, &cos_row[i], &sin_row[i]);
+  }
+}
+
+void RealTrig(const double* __restrict inv_freq, int64_t half, double position,
+              double* __restrict cos_row, double* __restrict sin_row) {
   for (int64_t i = 0; i < half; ++i) {
     const double angle = position * inv_freq[i];
     cos_row[i] = std::cos(angle);
@@ -96,6 +107,7 @@ constexpr int64_t kMaxLadderStep = int64_t{1} << 20;
 // Built once per call.
 struct TrigPlan {
   const double* inv_freq = nullptr;
+  std::vector<ExactAngle> angles;  // Per θ_i, for integer positions.
   int64_t half = 0;
   double scale = 1.0;  // Attention factor when folded, else 1.
   Positions positions = Positions::Integers({});
@@ -111,6 +123,10 @@ TrigPlan MakeTrigPlan(const RopeFrequencies& frequencies, double scale,
   plan.half = static_cast<int64_t>(frequencies.inv_freq.size());
   plan.scale = scale;
   plan.positions = positions;
+  if (!positions.is_real()) {
+    plan.angles.reserve(frequencies.inv_freq.size());
+    for (double theta : frequencies.inv_freq) plan.angles.emplace_back(theta);
+  }
   if (!positions.is_real() && positions.size() >= 2) {
     const absl::Span<const int64_t> p = positions.integers();
     int64_t step = 0;
@@ -119,11 +135,22 @@ TrigPlan MakeTrigPlan(const RopeFrequencies& frequencies, double scale,
       plan.step = step;
       plan.step_cos.resize(plan.half);
       plan.step_sin.resize(plan.half);
-      ExactTrig(plan.inv_freq, plan.half, static_cast<double>(step),
-                plan.step_cos.data(), plan.step_sin.data());
+      IntegerTrig(plan.angles.data(), plan.half, step, plan.step_cos.data(),
+                  plan.step_sin.data());
     }
   }
   return plan;
+}
+
+// Row t's cos and sin in double, from its position alone.
+void PositionTrig(const TrigPlan& plan, int64_t t, double* cos_row,
+                  double* sin_row) {
+  if (plan.positions.is_real()) {
+    RealTrig(plan.inv_freq, plan.half, plan.positions.reals()[t], cos_row, sin_row);
+  } else {
+    IntegerTrig(plan.angles.data(), plan.half, plan.positions.integers()[t],
+                cos_row, sin_row);
+  }
 }
 
 // Whether row t is reached from row t−1 by one step.
@@ -144,14 +171,13 @@ class TrigWalker final {
   PHASOR_KERNEL_INLINE void Row(int64_t t, float* cos_out, float* sin_out) {
     const int64_t half = plan_.half;
     if (!StepsFromPrevious(plan_, t)) {
-      ExactTrig(plan_.inv_freq, half, plan_.positions.at(t), cos_.data(), sin_.data());
+      PositionTrig(plan_, t, cos_.data(), sin_.data());
     } else {
       if (row_ != t - 1) {
         // First row of a chunk in the middle of a run: replay from its anchor.
         int64_t anchor = t - 1;
         while (StepsFromPrevious(plan_, anchor)) --anchor;
-        ExactTrig(plan_.inv_freq, half, plan_.positions.at(anchor), cos_.data(),
-                  sin_.data());
+        PositionTrig(plan_, anchor, cos_.data(), sin_.data());
         for (int64_t r = anchor + 1; r < t; ++r) Step();
       }
       Step();

@@ -18,14 +18,19 @@
 // Units: positions are token indices (int64) or real-valued positions
 // (double; continuous-time RoPE), angles in radians.
 //
-// Accuracy: θ_i and p·θ_i are formed in double from the exact position
-// (int64 converted once) and cos/sin taken in double, then rounded once to
-// float; the rotation runs in float32 (fp16/bf16 are widened first and
-// narrowed once at the end). Runs of evenly spaced integer positions are
-// tabulated by angle addition in double, re-anchored exactly every 256 rows
-// (rope.cc gives the bound). For |p| <= 2^31 float32 tables and outputs are
-// within 2e-6 of a long-double reference (tests/rope_test.cc). Float32 angle
-// arithmetic would be off by up to 0.89 at p = 2^24 + 1.
+// Accuracy: each θ_i is the correctly rounded double of its formula
+// (core/frequency_ladder.h). For an int64 position p, p·θ_i is reduced modulo
+// 2π exactly, for every int64 (core/exact_angle.h), and cos/sin are formed in
+// double within 1.7e-16 of exact, then rounded once to float; the rotation
+// runs in float32 (fp16/bf16 are widened first and narrowed once at the end).
+// Runs of evenly spaced integer positions are tabulated by angle addition in
+// double, re-anchored exactly every 256 rows (rope.cc gives the bound, ~1e-9).
+// Float32 tables at any int64 position are within 3e-8 of a __float128
+// reference (tests/rope_test.cc). A real (double) position p forms the double
+// product p·θ_i, off by up to |p|·θ_i·2^-53 radians: below half a float32 ulp
+// for |p|·θ_i <= 2^28, within 2e-6 for |p|·θ_i <= 2^34 (docs/API.md,
+// "Precision"). Float32 angle arithmetic would be off by up to 0.89 at
+// p = 2^24 + 1.
 //
 // Layers (rope.cc): one dtype switch → ParallelFor over tokens (one writer per
 // token row, so any thread count gives identical bytes) → per token, cos/sin

@@ -5,32 +5,81 @@
 #include <charconv>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "core/errors.h"
+#include "core/frequency_ladder.h"
 #include "core/status_macros.h"
 
 namespace phasor {
 namespace {
 
-constexpr double kPi = 3.14159265358979323846;
+// θ_i = base^(−2i/rd): the unscaled RoFormer frequencies, as the ladder of
+// root = base^(−2/rd) in double-double (core/frequency_ladder.h). The scaled
+// frequencies multiply it by per-rung weights computed in wide precision and
+// round once, so every θ_i is the nearest double of its formula.
+std::vector<DoubleDouble> PlainLadder(double base, int64_t rotary_dim) {
+  return PowerLadder(InverseRoot(base, rotary_dim / 2), rotary_dim / 2);
+}
 
-// θ_i = base^(−2i/rd): the unscaled RoFormer frequencies.
+// The same for a base that is itself a formula (NTK), given in wide precision.
+std::vector<DoubleDouble> WideBaseLadder(WideReal base, int64_t rotary_dim) {
+  return PowerLadder(
+      ToDoubleDouble(WidePow(base, static_cast<WideReal>(-2) /
+                                       static_cast<WideReal>(rotary_dim))),
+      rotary_dim / 2);
+}
+
+// Rung i of the ladder of `base` in wide precision: the fallback when the
+// double-double value sits too close to a rounding boundary.
+WideReal WideTheta(WideReal base, int64_t i, int64_t rotary_dim) {
+  return WidePow(base, -static_cast<WideReal>(2 * i) /
+                           static_cast<WideReal>(rotary_dim));
+}
+
+// θ_i·weights[i] (weights empty: 1), each correctly rounded; wide_weight(i)
+// gives weight i in wide precision for the rare fallback.
+template <class WideWeight>
+std::vector<double> RoundedFrequencies(const std::vector<DoubleDouble>& ladder,
+                                       WideReal base, int64_t rotary_dim,
+                                       const std::vector<DoubleDouble>& weights,
+                                       const WideWeight& wide_weight) {
+  return RoundLadder(ladder, weights, [&](int64_t i) {
+    return WideTheta(base, i, rotary_dim) * wide_weight(i);
+  });
+}
+
 std::vector<double> PlainInverseFrequencies(double base, int64_t rotary_dim) {
-  const int64_t half = rotary_dim / 2;
-  std::vector<double> inv_freq(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i) {
-    inv_freq[i] = std::pow(base, -static_cast<double>(2 * i) /
-                                     static_cast<double>(rotary_dim));
-  }
-  return inv_freq;
+  return RoundedFrequencies(PlainLadder(base, rotary_dim),
+                            static_cast<WideReal>(base), rotary_dim, {},
+                            [](int64_t) { return static_cast<WideReal>(1); });
+}
+
+// θ_i / divisor_i, correctly rounded.
+std::vector<double> DividedInverseFrequencies(double base, int64_t rotary_dim,
+                                              const std::vector<double>& divisors) {
+  std::vector<DoubleDouble> weights;
+  weights.reserve(divisors.size());
+  for (double d : divisors) weights.push_back(Reciprocal(d));
+  return RoundedFrequencies(PlainLadder(base, rotary_dim),
+                            static_cast<WideReal>(base), rotary_dim, weights,
+                            [&](int64_t i) {
+                              return 1 / static_cast<WideReal>(divisors[i]);
+                            });
 }
 
 // NTK-aware exponent rd/(rd−2): the base change that keeps the highest
-// frequency fixed while stretching the lowest by `factor` (bloc97).
-double NtkBase(double base, double stretch, int64_t rotary_dim) {
-  const double rd = static_cast<double>(rotary_dim);
-  return base * std::pow(stretch, rd / (rd - 2.0));
+// frequency fixed while stretching the lowest by `factor` (bloc97). The new
+// base and its ladder are formed in wide precision.
+std::vector<double> NtkInverseFrequencies(double base, WideReal stretch,
+                                          int64_t rotary_dim) {
+  const WideReal rd = static_cast<WideReal>(rotary_dim);
+  const WideReal ntk_base =
+      static_cast<WideReal>(base) * WidePow(stretch, rd / (rd - 2));
+  return RoundedFrequencies(WideBaseLadder(ntk_base, rotary_dim), ntk_base,
+                            rotary_dim, {},
+                            [](int64_t) { return static_cast<WideReal>(1); });
 }
 
 // YaRN's get_mscale (HF `_compute_yarn_parameters`, from DeepSeek-V2).
@@ -40,12 +89,23 @@ double GetMscale(double scale, double mscale) {
 }
 
 // Dimension index (of rd) at which the wavelength fits `num_rotations` times
-// into `context_length` tokens; YaRN eq. 17, HF find_correction_dim.
-double YarnCorrectionDim(double num_rotations, int64_t rotary_dim, double base,
-                         double context_length) {
-  return static_cast<double>(rotary_dim) *
-         std::log(context_length / (num_rotations * 2.0 * kPi)) /
-         (2.0 * std::log(base));
+// into `context_length` tokens; YaRN eq. 17, HF find_correction_dim. In wide
+// precision: the YaRN ramp weights θ_i, so its rounding would reach θ_i.
+template <class Real>
+Real YarnCorrectionDim(double num_rotations, int64_t rotary_dim, double base,
+                       double context_length) {
+  const Real pi = static_cast<Real>(WidePi());
+  if constexpr (std::is_same_v<Real, long double>) {
+    return static_cast<Real>(rotary_dim) *
+           logl(static_cast<Real>(context_length) /
+                (static_cast<Real>(num_rotations) * 2 * pi)) /
+           (2 * logl(static_cast<Real>(base)));
+  } else {
+    return static_cast<Real>(rotary_dim) *
+           WideLog(static_cast<Real>(context_length) /
+                   (static_cast<Real>(num_rotations) * 2 * pi)) /
+           (2 * WideLog(static_cast<Real>(base)));
+  }
 }
 
 // Shortest text that reads back as the same double ("0.9", not
@@ -337,31 +397,70 @@ RopeFrequencies YarnFrequencies(const YarnRopeScaling& yarn, double base,
 
   const double context =
       static_cast<double>(resolved.original_max_position_embeddings);
-  // With beta_fast < beta_slow, low > high and the ramp runs downwards, as
-  // in HF.
-  double low = YarnCorrectionDim(BetaOrDefault(yarn.beta_fast, kYarnDefaultBetaFast),
-                                 rotary_dim, base, context);
-  double high = YarnCorrectionDim(BetaOrDefault(yarn.beta_slow, kYarnDefaultBetaSlow),
-                                  rotary_dim, base, context);
-  if (yarn.truncate) {
-    low = std::floor(low);
-    high = std::ceil(high);
+  // The ramp bounds, HF's find_correction_range; with beta_fast < beta_slow,
+  // low > high and the ramp runs downwards, as in HF. With truncation they are
+  // integers; long double decides floor/ceil unless a bound is within 1e-9
+  // of an integer. Otherwise (or without truncation) they are computed in
+  // wide precision, since the ramp then weights θ_i with irrational values.
+  const double beta_fast = BetaOrDefault(yarn.beta_fast, kYarnDefaultBetaFast);
+  const double beta_slow = BetaOrDefault(yarn.beta_slow, kYarnDefaultBetaSlow);
+  const long double low_guess =
+      YarnCorrectionDim<long double>(beta_fast, rotary_dim, base, context);
+  const long double high_guess =
+      YarnCorrectionDim<long double>(beta_slow, rotary_dim, base, context);
+  auto near_integer = [](long double x) {
+    return fabsl(x - nearbyintl(x)) < 1e-9L;
+  };
+  WideReal low, high;
+  if (yarn.truncate && !near_integer(low_guess) && !near_integer(high_guess)) {
+    low = static_cast<WideReal>(floorl(low_guess));
+    high = static_cast<WideReal>(ceill(high_guess));
+  } else {
+    low = YarnCorrectionDim<WideReal>(beta_fast, rotary_dim, base, context);
+    high = YarnCorrectionDim<WideReal>(beta_slow, rotary_dim, base, context);
+    if (yarn.truncate) {
+      low = WideFloor(low);
+      high = WideCeil(high);
+    }
   }
-  low = std::max(low, 0.0);
-  high = std::min(high, static_cast<double>(rotary_dim - 1));
-  if (low == high) high += 0.001;  // HF: "Prevent singularity".
+  low = std::max<WideReal>(low, 0);
+  high = std::min<WideReal>(high, static_cast<WideReal>(rotary_dim - 1));
+  if (low == high) high += static_cast<WideReal>(0.001);  // HF: "Prevent singularity".
 
-  const std::vector<double> theta = PlainInverseFrequencies(base, rotary_dim);
-  result.inv_freq.resize(theta.size());
-  for (size_t i = 0; i < theta.size(); ++i) {
-    // ramp = 0 below `low` (high frequencies: extrapolate, keep θ), 1 above
-    // `high` (low frequencies: interpolate, θ/factor).
-    const double ramp = std::clamp(
-        (static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
-    const double extrapolation_weight = 1.0 - ramp;
-    result.inv_freq[i] = theta[i] / factor * (1.0 - extrapolation_weight) +
-                         theta[i] * extrapolation_weight;
+  // θ_i/factor·ramp + θ_i·(1 − ramp) = θ_i·w_i, w_i = 1 + ramp·(1/factor − 1):
+  // ramp = 0 below `low` (high frequencies: extrapolate, keep θ), 1 above
+  // `high` (low frequencies: interpolate, θ/factor). With integer bounds the
+  // ramp is a ratio of small integers, formed in double-double.
+  const WideReal wide_factor = static_cast<WideReal>(factor);
+  auto wide_weight = [&](int64_t i) -> WideReal {
+    const WideReal ramp = std::clamp<WideReal>(
+        (static_cast<WideReal>(i) - low) / (high - low), 0, 1);
+    return ramp / wide_factor + (1 - ramp);
+  };
+  const double low_d = static_cast<double>(low), high_d = static_cast<double>(high);
+  // The shortcuts below assume an upward ramp (low < high); a downward one
+  // (beta_fast < beta_slow) takes the general path.
+  const bool integer_bounds = low_d < high_d && static_cast<WideReal>(low_d) == low &&
+                              static_cast<WideReal>(high_d) == high &&
+                              std::floor(low_d) == low_d && std::floor(high_d) == high_d;
+  const DoubleDouble inverse_factor = Reciprocal(factor);
+  const DoubleDouble slope = Add(inverse_factor, {-1.0, 0.0});  // 1/factor − 1
+  std::vector<DoubleDouble> weights(static_cast<size_t>(rotary_dim / 2));
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const double offset = static_cast<double>(i) - low_d;
+    if (integer_bounds && offset <= 0) {
+      weights[i] = {1.0, 0.0};
+    } else if (integer_bounds && offset >= high_d - low_d) {
+      weights[i] = inverse_factor;
+    } else if (integer_bounds) {
+      weights[i] = Add({1.0, 0.0}, Multiply(Quotient(offset, high_d - low_d), slope));
+    } else {
+      weights[i] = ToDoubleDouble(wide_weight(static_cast<int64_t>(i)));
+    }
   }
+  result.inv_freq = RoundedFrequencies(PlainLadder(base, rotary_dim),
+                                       static_cast<WideReal>(base), rotary_dim,
+                                       weights, wide_weight);
   return result;
 }
 
@@ -387,45 +486,66 @@ RopeFrequencies LongRopeFrequencies(const LongRopeScaling& longrope,
   }
   const std::vector<double>& ext =
       seq_len > original ? longrope.long_factor : longrope.short_factor;
-  result.inv_freq = PlainInverseFrequencies(base, rotary_dim);
-  for (size_t i = 0; i < result.inv_freq.size(); ++i) {
-    result.inv_freq[i] /= ext.size() == 1 ? ext[0] : ext[i];
-  }
+  // A one-element list applies to every pair (HF broadcasts it).
+  result.inv_freq = DividedInverseFrequencies(
+      base, rotary_dim,
+      ext.size() == 1 ? std::vector<double>(static_cast<size_t>(rotary_dim / 2), ext[0])
+                      : ext);
   return result;
 }
 
 RopeFrequencies Llama3Frequencies(const Llama3RopeScaling& llama3, double base,
                                   int64_t rotary_dim) {
+  // θ_i·w_i with w_i = 1/factor (long wavelengths), 1 (short), or the smooth
+  // blend (1 − s)/factor + s, s = (context/wavelength − low)/(high − low),
+  // which depends on θ_i: that blend is formed in wide precision from the
+  // double-double θ_i. The band is decided in double unless a wavelength is
+  // within 1e-12 of a band edge.
+  // L0: as given, else max_position_embeddings (HF's standardisation), else
+  // Meta's 8192.
   constexpr int64_t kMetaOriginalContext = 8192;
-  const double context = static_cast<double>(
+  const WideReal context = static_cast<WideReal>(
       llama3.original_max_position_embeddings.has_value()
           ? *llama3.original_max_position_embeddings
           : llama3.max_position_embeddings.value_or(kMetaOriginalContext));
-  const double factor = *llama3.factor;
-  const double low_freq_wavelength = context / llama3.low_freq_factor;
-  const double high_freq_wavelength = context / llama3.high_freq_factor;
-  RopeFrequencies result;
-  result.inv_freq = PlainInverseFrequencies(base, rotary_dim);
-  for (double& theta : result.inv_freq) {
-    const double wavelength = 2.0 * kPi / theta;
-    if (wavelength > low_freq_wavelength) {
-      theta /= factor;
-    } else if (!(wavelength < high_freq_wavelength)) {
-      // Only reached with high_freq_factor >= low_freq_factor: otherwise the
-      // band [L0/high, L0/low] is empty and the two branches above are a step
-      // at L0/low, which is what HF's torch.where computes. With the two equal
-      // the band is the single wavelength L0/low, where HF's smooth factor is
-      // 0/0 = NaN; Phasor takes the limit from below the band (smooth 0,
-      // θ/factor) instead.
-      if (llama3.high_freq_factor == llama3.low_freq_factor) {
-        theta /= factor;
-        continue;
-      }
-      const double smooth = (context / wavelength - llama3.low_freq_factor) /
-                            (llama3.high_freq_factor - llama3.low_freq_factor);
-      theta = (1.0 - smooth) * theta / factor + smooth * theta;
+  const WideReal low_freq_factor = static_cast<WideReal>(llama3.low_freq_factor);
+  const WideReal high_freq_factor = static_cast<WideReal>(llama3.high_freq_factor);
+  const WideReal factor = static_cast<WideReal>(*llama3.factor);
+  const WideReal low_freq_wavelength = context / low_freq_factor;
+  const WideReal high_freq_wavelength = context / high_freq_factor;
+  const double low_edge = static_cast<double>(low_freq_wavelength);
+  const double high_edge = static_cast<double>(high_freq_wavelength);
+  const std::vector<DoubleDouble> ladder = PlainLadder(base, rotary_dim);
+  auto wide_weight = [&](int64_t i) -> WideReal {
+    const WideReal wavelength = 2 * WidePi() / ToWide(ladder[i]);
+    if (wavelength > low_freq_wavelength) return 1 / factor;
+    if (wavelength < high_freq_wavelength) return 1;
+    // Only reached with high_freq_factor >= low_freq_factor: otherwise the
+    // band [L0/high, L0/low] is empty and the two branches above are a step
+    // at L0/low, which is what HF's torch.where computes. With the two equal
+    // the band is the single wavelength L0/low, where HF's smooth factor is
+    // 0/0 = NaN; Phasor takes the limit from below the band (θ/factor).
+    if (high_freq_factor == low_freq_factor) return 1 / factor;
+    const WideReal smooth = (context / wavelength - low_freq_factor) /
+                            (high_freq_factor - low_freq_factor);
+    return (1 - smooth) / factor + smooth;
+  };
+  constexpr double kTwoPi = 6.283185307179586;
+  const DoubleDouble inverse_factor = Reciprocal(*llama3.factor);
+  std::vector<DoubleDouble> weights(ladder.size());
+  for (size_t i = 0; i < ladder.size(); ++i) {
+    const double wavelength = kTwoPi / ladder[i].hi;
+    if (wavelength > low_edge * (1 + 1e-12)) {
+      weights[i] = inverse_factor;
+    } else if (wavelength < high_edge * (1 - 1e-12)) {
+      weights[i] = {1.0, 0.0};
+    } else {
+      weights[i] = ToDoubleDouble(wide_weight(static_cast<int64_t>(i)));
     }
   }
+  RopeFrequencies result;
+  result.inv_freq = RoundedFrequencies(ladder, static_cast<WideReal>(base),
+                                       rotary_dim, weights, wide_weight);
   return result;
 }
 
@@ -498,29 +618,29 @@ RopeFrequencies ScaledRopeFrequencies(const RopeScaling& scaling, double base,
                                    1.0};
           },
           [&](const LinearRopeScaling& linear) {
-            RopeFrequencies result{PlainInverseFrequencies(base, rotary_dim),
-                                   1.0};
             // Dividing θ equals dividing positions (θ·p/f).
-            for (double& theta : result.inv_freq) theta /= linear.factor;
-            return result;
+            return RopeFrequencies{
+                DividedInverseFrequencies(
+                    base, rotary_dim,
+                    std::vector<double>(static_cast<size_t>(rotary_dim / 2),
+                                        linear.factor)),
+                1.0};
           },
           [&](const NtkRopeScaling& ntk) {
             return RopeFrequencies{
-                PlainInverseFrequencies(NtkBase(base, ntk.factor, rotary_dim),
-                                        rotary_dim),
+                NtkInverseFrequencies(base, static_cast<WideReal>(ntk.factor),
+                                      rotary_dim),
                 1.0};
           },
           [&](const DynamicNtkRopeScaling& dynamic) {
-            const double original =
-                static_cast<double>(dynamic.max_position_embeddings);
-            const double length =
-                std::max(static_cast<double>(seq_len), original);
-            const double stretch =
-                dynamic.factor * length / original - (dynamic.factor - 1.0);
+            const WideReal original =
+                static_cast<WideReal>(dynamic.max_position_embeddings);
+            const WideReal length =
+                std::max(static_cast<WideReal>(seq_len), original);
+            const WideReal factor = static_cast<WideReal>(dynamic.factor);
+            const WideReal stretch = factor * length / original - (factor - 1);
             return RopeFrequencies{
-                PlainInverseFrequencies(NtkBase(base, stretch, rotary_dim),
-                                        rotary_dim),
-                1.0};
+                NtkInverseFrequencies(base, stretch, rotary_dim), 1.0};
           },
           [&](const YarnRopeScaling& yarn) {
             return YarnFrequencies(yarn, base, rotary_dim);

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/errors.h"
+#include "core/exact_angle.h"
+#include "core/frequency_ladder.h"
 
 namespace phasor {
 
@@ -23,25 +25,23 @@ absl::Status ValidateSinusoidalSpec(const SinusoidalSpec& spec,
 }
 
 std::vector<double> SinusoidalFrequencies(const SinusoidalSpec& spec) {
+  // Both schemes are geometric ladders ω_k = base^(−k/n), correctly rounded
+  // (core/frequency_ladder.h): Vaswani with n = d/2; tensor2tensor
+  // (common_attention.get_timing_signal_1d: the log increment is
+  // ln(max/min timescale) / max(num_timescales − 1, 1)) with
+  // n = max(d/2 − 1, 1), so d = 2 has the single frequency ω_0 = 1, as in
+  // tensor2tensor.
   const int64_t half = spec.dim / 2;
-  std::vector<double> omega(half);
-  const double log_base = std::log(spec.base);
-  for (int64_t k = 0; k < half; ++k) {
-    switch (spec.frequencies) {
-      case FrequencyScheme::kVaswani:
-        // base^(−2k/d), via pow for a correctly rounded power of the base.
-        omega[k] = std::pow(spec.base, -2.0 * static_cast<double>(k) /
-                                           static_cast<double>(spec.dim));
-        break;
-      case FrequencyScheme::kTensor2Tensor:
-        // tensor2tensor common_attention.get_timing_signal_1d: the log
-        // increment is ln(max/min timescale) / max(num_timescales − 1, 1).
-        omega[k] = std::exp(-static_cast<double>(k) * log_base /
-                            static_cast<double>(std::max<int64_t>(half - 1, 1)));
-        break;
-    }
-  }
-  return omega;
+  const int64_t n = spec.frequencies == FrequencyScheme::kVaswani
+                        ? half
+                        : std::max<int64_t>(half - 1, 1);
+  const WideReal base = static_cast<WideReal>(spec.base);
+  return RoundLadder(PowerLadder(InverseRoot(spec.base, n), half),
+                     std::vector<DoubleDouble>{},
+                     [&](int64_t k) {
+                       return WidePow(base, -static_cast<WideReal>(k) /
+                                                static_cast<WideReal>(n));
+                     });
 }
 
 absl::Status ValidateSinusoidalInputs(const SinusoidalSpec& spec,
@@ -81,8 +81,8 @@ namespace {
 //   cos((p+δ)ω) = cos(pω)·cos(δω) − sin(pω)·sin(δω)
 // Four multiplies and two adds per pair instead of a sin and a cos (about 25
 // ns each), and the loop vectorises across pairs. Every kAnchorRows-th row,
-// and every row that breaks the progression, is re-anchored exactly (sin and
-// cos of the double angle p·ω_k, as the single-row formula). Each step adds
+// and every row that breaks the progression, is re-anchored exactly (the single-
+// row formula, ExactRow). Each step adds
 // about 3 double roundings (2^-53 relative) and the step angle δ·ω_k carries
 // one rounding of δ·ω_k·2^-53, so after 255 steps with |δ| <= 2^20 the drift
 // is below 2^-30 (1e-9), far inside float32's half ulp (3e-8) and the 2e-6
@@ -127,9 +127,20 @@ struct Columns<SinusoidalLayout::kSplitCosSin> {
   static int64_t Cos(int64_t k, int64_t) { return k; }
 };
 
-// The single-row formula: angle formed in double from the exact position.
-void ExactRow(const double* __restrict omega, int64_t half, double position,
-              double* __restrict sin_row, double* __restrict cos_row) {
+// The single-row formula. Integer positions are reduced exactly
+// (core/exact_angle.h: any int64 p, within 1.7e-16 of the exact values); a
+// real position forms the double product p·ω_k, which costs up to
+// |p|·ω_k·2^-53 radians (docs/API.md).
+void IntegerRow(const ExactAngle* __restrict angles, int64_t half,
+                int64_t position, double* __restrict sin_row,
+                double* __restrict cos_row) {
+  for (int64_t k = 0; k < half; ++k) {
+    angles[k].CosSin(position, &cos_row[k], &sin_row[k]);
+  }
+}
+
+void RealRow(const double* __restrict omega, int64_t half, double position,
+             double* __restrict sin_row, double* __restrict cos_row) {
   for (int64_t k = 0; k < half; ++k) {
     const double angle = position * omega[k];
     sin_row[k] = std::sin(angle);
@@ -202,6 +213,7 @@ inline bool StepsFromPrevious(absl::Span<const int64_t> p, int64_t step, int64_t
 // What one chunk of rows needs; built once per call.
 struct TableJob {
   const double* omega;
+  const ExactAngle* angles;  // Per ω_k, for integer positions.
   const double* step_sin;  // sin(δ·ω_k); unused when step == 0.
   const double* step_cos;
   int64_t half;
@@ -211,6 +223,16 @@ struct TableJob {
   float content_scale;
   absl::Span<float> out;
 };
+
+// Row t in double, from its position alone.
+void ExactRow(const TableJob& job, int64_t t, double* sin_row, double* cos_row) {
+  if (job.positions.is_real()) {
+    RealRow(job.omega, job.half, job.positions.reals()[t], sin_row, cos_row);
+  } else {
+    IntegerRow(job.angles, job.half, job.positions.integers()[t], sin_row,
+               cos_row);
+  }
+}
 
 // Rows [begin, end). Per chunk, never per element: the current row's sin and
 // cos in double, in `sin_row` / `cos_row` (half values each).
@@ -224,13 +246,13 @@ PHASOR_TARGET_CLONES void EncodeChunk(const TableJob& job, int64_t begin,
   for (int64_t t = begin; t < end; ++t) {
     float* out = job.out.data() + t * dim;
     if (!StepsFromPrevious(integers, job.step, t)) {
-      ExactRow(job.omega, half, job.positions.at(t), sin_row, cos_row);
+      ExactRow(job, t, sin_row, cos_row);
     } else {
       if (t == begin) {
         // Mid-ladder chunk start: replay from this row's anchor.
         int64_t anchor = t - 1;
         while (StepsFromPrevious(integers, job.step, anchor)) --anchor;
-        ExactRow(job.omega, half, job.positions.at(anchor), sin_row, cos_row);
+        ExactRow(job, anchor, sin_row, cos_row);
         for (int64_t r = anchor + 1; r < t; ++r) {
           StepRow(job.step_sin, job.step_cos, half, sin_row, cos_row);
         }
@@ -255,13 +277,19 @@ void EncodeRows(const SinusoidalSpec& spec, const std::vector<double>& omega,
                 absl::Span<float> out) {
   const int64_t half = spec.dim / 2;
   const int64_t step = LadderStep(positions);
+  std::vector<ExactAngle> angles;
+  if (!positions.is_real()) {
+    angles.reserve(omega.size());
+    for (double w : omega) angles.emplace_back(w);
+  }
   std::vector<double> step_sin(half), step_cos(half);
   if (step != 0) {
-    ExactRow(omega.data(), half, static_cast<double>(step), step_sin.data(),
-             step_cos.data());
+    IntegerRow(angles.data(), half, step, step_sin.data(), step_cos.data());
   }
-  const TableJob job{omega.data(), step_sin.data(), step_cos.data(), half, step,
-                     positions,    content,         content_scale,   out};
+  const TableJob job{omega.data(), angles.data(), step_sin.data(),
+                     step_cos.data(), half,       step,
+                     positions,       content,    content_scale,
+                     out};
   ParallelFor(options, positions.size(), spec.dim, [&](int64_t begin, int64_t end) {
     std::vector<double> sin_row(half), cos_row(half);
     EncodeChunk<kLayout>(job, begin, end, sin_row.data(), cos_row.data());

@@ -2,8 +2,10 @@
 // Need", 2017, §3.5), evaluated at integer or real-valued positions.
 //
 //   ω_k = base^(−2k/d),  k = 0 .. d/2−1          (FrequencyScheme::kVaswani)
-//   ω_k = exp(−k·ln(base) / max(d/2 − 1, 1))      (kTensor2Tensor: tensor2tensor's
-//        get_timing_signal_1d and fairseq's SinusoidalPositionalEmbedding)
+//   ω_k = base^(−k / max(d/2 − 1, 1))            (kTensor2Tensor: tensor2tensor's
+//        get_timing_signal_1d, exp(−k·ln(base)/max(d/2 − 1, 1)), and fairseq's
+//        SinusoidalPositionalEmbedding). The max is tensor2tensor's own guard:
+//        d = 2 has the single frequency ω_0 = 1.
 //
 //   INTERLEAVED:   PE[t, 2k] = sin(t·ω_k), PE[t, 2k+1] = cos(t·ω_k)
 //   SPLIT_SIN_COS: PE[t, k]  = sin(t·ω_k), PE[t, d/2 + k] = cos(t·ω_k)
@@ -12,13 +14,16 @@
 // Optional content is fused in the same pass: out = content·content_scale + PE
 // (the Transformer scales embeddings by sqrt(d) before the sum).
 //
-// Accuracy: ω_k and t·ω_k are formed in double from the exact position and
-// sin/cos taken in double, then rounded once to float. Runs of evenly spaced
+// Accuracy: each ω_k is the correctly rounded double of its formula
+// (core/frequency_ladder.h). For an int64 position t, t·ω_k is reduced
+// modulo 2π exactly, for every int64 (core/exact_angle.h): sin/cos in double
+// within 1.7e-16 of exact, then rounded once to float. Runs of evenly spaced
 // integer positions (the common 0..N−1) are filled by angle addition in
 // double, re-anchored exactly every 256 rows (sinusoidal.cc explains the
-// error bound, ~1e-9 before the float rounding). For |t| <= 2^31 the float
-// output is within 2e-6 of a long-double reference (tests prove it for both
-// paths).
+// error bound, ~1e-9 before the float rounding). Float outputs at any int64
+// position are within 3e-8 of a __float128 reference (tests prove it for both
+// paths). A real position t forms the double product t·ω_k, off by up to
+// |t|·ω_k·2^-53 radians (docs/API.md, "Precision").
 //
 // Thread-safety: all functions are pure; concurrent calls are safe.
 #ifndef PHASOR_CORE_SINUSOIDAL_H_

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "core/rope.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/quad_reference.h"
 #include "tests/status_matchers.h"
 
 namespace phasor {
@@ -933,6 +935,170 @@ TEST(RopeScalingValidation, NonFiniteScaledFrequencyIsRefused) {
   EXPECT_THAT(status, IsFieldError(absl::StatusCode::kInvalidArgument,
                                    std::string("spec.rope")));
   EXPECT_THAT(std::string(status.message()), HasSubstr("inverse frequency 0"));
+}
+
+
+// ---------------------------------------------------------------------------
+// Every θ_i is the nearest double of its formula, evaluated here directly in
+// __float128 (libquadmath), independently of core/frequency_ladder.
+
+using testing::Quad;
+
+Quad QuadTheta(Quad base, int64_t i, int64_t rd) {
+  return powq(base, -Quad(2 * i) / Quad(rd));
+}
+
+Quad QuadTwoPi() {
+  Quad two_pi = 0;
+  for (double piece : testing::kTwoPiPieces) two_pi += Quad(piece);
+  return two_pi;
+}
+
+struct RoundingCase {
+  std::string name;
+  RopeScaling scaling;
+  double base;
+  int64_t rd;
+  int64_t seq_len;
+  std::vector<Quad> (*oracle)(const RoundingCase&);
+};
+
+std::vector<Quad> PlainOracle(const RoundingCase& c) {
+  std::vector<Quad> theta;
+  for (int64_t i = 0; i < c.rd / 2; ++i) theta.push_back(QuadTheta(Quad(c.base), i, c.rd));
+  return theta;
+}
+
+std::vector<Quad> LinearOracle(const RoundingCase& c) {
+  std::vector<Quad> theta = PlainOracle(c);
+  for (Quad& t : theta) t /= Quad(std::get<LinearRopeScaling>(c.scaling).factor);
+  return theta;
+}
+
+std::vector<Quad> NtkWithStretch(const RoundingCase& c, Quad stretch) {
+  const Quad rd = Quad(c.rd);
+  const Quad base = Quad(c.base) * powq(stretch, rd / (rd - 2));
+  std::vector<Quad> theta;
+  for (int64_t i = 0; i < c.rd / 2; ++i) theta.push_back(QuadTheta(base, i, c.rd));
+  return theta;
+}
+
+std::vector<Quad> NtkOracle(const RoundingCase& c) {
+  return NtkWithStretch(c, Quad(std::get<NtkRopeScaling>(c.scaling).factor));
+}
+
+std::vector<Quad> DynamicOracle(const RoundingCase& c) {
+  const auto& d = std::get<DynamicNtkRopeScaling>(c.scaling);
+  const Quad original = Quad(static_cast<double>(d.max_position_embeddings));
+  const Quad length = std::max(Quad(static_cast<double>(c.seq_len)), original);
+  const Quad f = Quad(d.factor);
+  return NtkWithStretch(c, f * length / original - (f - 1));
+}
+
+std::vector<Quad> YarnOracle(const RoundingCase& c) {
+  const auto& y = std::get<YarnRopeScaling>(c.scaling);
+  const Quad context = Quad(static_cast<double>(*y.original_max_position_embeddings));
+  auto correction = [&](double rotations) {
+    return Quad(c.rd) * logq(context / (Quad(rotations) * QuadTwoPi())) /
+           (2 * logq(Quad(c.base)));
+  };
+  Quad low = correction(y.beta_fast), high = correction(y.beta_slow);
+  if (y.truncate) {
+    low = floorq(low);
+    high = ceilq(high);
+  }
+  low = std::max(low, Quad(0));
+  high = std::min(high, Quad(c.rd - 1));
+  if (low == high) high += Quad(0.001);
+  std::vector<Quad> theta = PlainOracle(c);
+  for (size_t i = 0; i < theta.size(); ++i) {
+    Quad ramp = (Quad(static_cast<double>(i)) - low) / (high - low);
+    ramp = std::min(std::max(ramp, Quad(0)), Quad(1));
+    theta[i] = theta[i] / Quad(*y.factor) * ramp + theta[i] * (1 - ramp);
+  }
+  return theta;
+}
+
+std::vector<Quad> LongRopeOracle(const RoundingCase& c) {
+  const auto& l = std::get<LongRopeScaling>(c.scaling);
+  std::vector<Quad> theta = PlainOracle(c);
+  const std::vector<double>& ext =
+      c.seq_len > *l.original_max_position_embeddings ? l.long_factor : l.short_factor;
+  for (size_t i = 0; i < theta.size(); ++i) theta[i] /= Quad(ext[i]);
+  return theta;
+}
+
+std::vector<Quad> Llama3Oracle(const RoundingCase& c) {
+  const auto& l = std::get<Llama3RopeScaling>(c.scaling);
+  // The cases here set L0 explicitly.
+  const Quad context = Quad(static_cast<double>(*l.original_max_position_embeddings));
+  const Quad lf = Quad(l.low_freq_factor), hf = Quad(l.high_freq_factor);
+  std::vector<Quad> theta = PlainOracle(c);
+  for (Quad& t : theta) {
+    const Quad wavelength = QuadTwoPi() / t;
+    if (wavelength > context / lf) {
+      t /= Quad(*l.factor);
+    } else if (!(wavelength < context / hf)) {
+      const Quad smooth = (context / wavelength - lf) / (hf - lf);
+      t = (1 - smooth) * t / Quad(*l.factor) + smooth * t;
+    }
+  }
+  return theta;
+}
+
+std::vector<RoundingCase> RoundingCases() {
+  std::vector<RoundingCase> cases;
+  cases.push_back({"default", NoRopeScaling{}, 10000.0, 128, 1, PlainOracle});
+  cases.push_back({"default_base1e6_rd64", NoRopeScaling{}, 1e6, 64, 1, PlainOracle});
+  cases.push_back({"default_rd96", NoRopeScaling{}, 10000.0, 96, 1, PlainOracle});
+  cases.push_back({"linear", LinearRopeScaling{.factor = 4.0}, 10000.0, 128, 1,
+                   LinearOracle});
+  cases.push_back({"linear_3", LinearRopeScaling{.factor = 3.0}, 500000.0, 128, 1,
+                   LinearOracle});
+  cases.push_back({"ntk", NtkRopeScaling{.factor = 2.5}, 10000.0, 128, 1, NtkOracle});
+  cases.push_back({"dynamic",
+                   DynamicNtkRopeScaling{.factor = 2.0, .max_position_embeddings = 4096},
+                   10000.0, 128, 10000, DynamicOracle});
+  YarnRopeScaling yarn;
+  yarn.factor = 4.0;
+  yarn.original_max_position_embeddings = 4096;
+  cases.push_back({"yarn", yarn, 10000.0, 128, 1, YarnOracle});
+  yarn.truncate = false;
+  yarn.factor = 40.0;
+  cases.push_back({"yarn_untruncated", yarn, 10000.0, 64, 1, YarnOracle});
+  LongRopeScaling longrope;
+  longrope.original_max_position_embeddings = 4096;
+  longrope.factor = 32.0;
+  for (int i = 0; i < 48; ++i) {
+    longrope.short_factor.push_back(1.0 + 0.01 * i);
+    longrope.long_factor.push_back(1.0 + 0.37 * i + 0.001 * i * i);
+  }
+  cases.push_back({"longrope_short", longrope, 10000.0, 96, 4096, LongRopeOracle});
+  cases.push_back({"longrope_long", longrope, 10000.0, 96, 100000, LongRopeOracle});
+  cases.push_back({"llama3",
+                   Llama3RopeScaling{.factor = 8.0, .original_max_position_embeddings = 8192},
+                   500000.0, 128, 1, Llama3Oracle});
+  return cases;
+}
+
+TEST(RopeFrequencyRounding, EveryThetaIsTheNearestDoubleOfItsFormula) {
+  int64_t checked = 0;
+  for (const RoundingCase& c : RoundingCases()) {
+    PHASOR_ASSERT_OK(ValidateRopeScaling(c.scaling, c.base, c.rd, "spec"));
+    const RopeFrequencies f = ScaledRopeFrequencies(c.scaling, c.base, c.rd, c.seq_len);
+    const std::vector<Quad> oracle = c.oracle(c);
+    ASSERT_EQ(f.inv_freq.size(), oracle.size()) << c.name;
+    for (size_t i = 0; i < oracle.size(); ++i) {
+      EXPECT_EQ(f.inv_freq[i], testing::NearestDouble(oracle[i]))
+          << c.name << " θ_" << i << " off by "
+          << static_cast<double>((Quad(f.inv_freq[i]) - oracle[i]) / oracle[i]) /
+                 0x1p-52
+          << " ulp";
+      ++checked;
+    }
+  }
+  std::printf("RoPE θ correctly rounded: %lld frequencies in 12 configurations\n",
+              static_cast<long long>(checked));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // double, thread-count determinism and every validation path.
 #include "core/rope.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -19,10 +20,12 @@
 #include "absl/types/span.h"
 #include "core/dtype.h"
 #include "core/errors.h"
+#include "core/exact_angle.h"
 #include "core/parallel.h"
 #include "core/positions.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/quad_reference.h"
 #include "tests/status_matchers.h"
 
 namespace phasor {
@@ -915,6 +918,97 @@ TEST(RopeValidation, OperandBytes) {
   EXPECT_EQ(RopeOperandBytes(DType::kFloat16, 0, 3, 8), 0);
   EXPECT_EQ(RopeOperandBytes(DType::kFloat32, int64_t{1} << 40, int64_t{1} << 40, 8), -1);
   EXPECT_EQ(RopeOperandBytes(DType::kFloat32, -1, 1, 1), -1);
+}
+
+
+// ---------------------------------------------------------------------------
+// Every int64 position exact (issue 11): RopeTables at the positions past
+// float32 and double's integer range, against a __float128 reference of
+// cos/sin(p·θ_i) with θ_i the (correctly rounded) double frequencies.
+
+TEST(RopePrecision, EveryInt64PositionIsExact) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  const std::vector<int64_t> positions = {
+      (int64_t{1} << 24) + 1, (int64_t{1} << 31) - 1, -(int64_t{1} << 31),
+      (int64_t{1} << 53) - 1, (int64_t{1} << 53) + 1, int64_t{1} << 53,
+      kMax, kMin, kMax - 1, kMin + 1, 987654321987654321, 1};
+  std::vector<RopeSpec> specs(2);
+  specs[0].base = 10000.0;
+  specs[1].base = 500000.0;
+  specs[1].scaling = Llama3RopeScaling{.factor = 8.0};
+  for (const RopeSpec& spec : specs) {
+    const Positions pos = Positions::Integers(positions);
+    const absl::StatusOr<RopeFrequencies> f =
+        ComputeRopeFrequencies(spec, 128, DefaultRopeSeqLen(pos));
+    ASSERT_TRUE(f.ok()) << f.status();
+    const int64_t half = 64;
+    const int64_t n = pos.size();
+    std::vector<float> cos(n * half), sin(n * half);
+    ComputeRopeTables(*f, true, pos, ExecutionOptions(), absl::MakeSpan(cos),
+                      absl::MakeSpan(sin));
+    double worst_double = 0, worst_float = 0;
+    int64_t worst_position = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t i = 0; i < half; ++i) {
+        const double theta = f->inv_freq[i];
+        const double cos_ref = static_cast<double>(testing::QuadCos(theta, positions[t]));
+        const double sin_ref = static_cast<double>(testing::QuadSin(theta, positions[t]));
+        double c, s;
+        ExactAngle(theta).CosSin(positions[t], &c, &s);
+        worst_double = std::max({worst_double, std::fabs(c - cos_ref), std::fabs(s - sin_ref)});
+        // The table is those doubles rounded once to float.
+        EXPECT_EQ(cos[t * half + i], static_cast<float>(c)) << positions[t] << " " << i;
+        EXPECT_EQ(sin[t * half + i], static_cast<float>(s)) << positions[t] << " " << i;
+        const double e = std::max(std::fabs(cos[t * half + i] - cos_ref),
+                                  std::fabs(sin[t * half + i] - sin_ref));
+        if (e > worst_float) {
+          worst_float = e;
+          worst_position = positions[t];
+        }
+      }
+    }
+    EXPECT_LE(worst_double, 4e-16);
+    EXPECT_LE(worst_float, 6e-8);  // Half an ulp of 1 in float32.
+    std::printf("RoPE tables at int64 positions (base %g): double %.3g, float32 %.3g "
+                "(at p = %lld)\n",
+                spec.base, worst_double, worst_float, static_cast<long long>(worst_position));
+  }
+  // Neighbours a double position would merge.
+  RopeSpec spec;
+  const std::vector<int64_t> pair = {int64_t{1} << 53, (int64_t{1} << 53) + 1, kMax, kMin};
+  const absl::StatusOr<RopeFrequencies> f = ComputeRopeFrequencies(spec, 2, 1);
+  ASSERT_TRUE(f.ok());
+  std::vector<float> cos(4), sin(4);
+  ComputeRopeTables(*f, true, Positions::Integers(pair), ExecutionOptions(),
+                    absl::MakeSpan(cos), absl::MakeSpan(sin));
+  EXPECT_NE(cos[0], cos[1]);
+  EXPECT_NE(cos[2], cos[3]);
+}
+
+TEST(RopePrecision, LadderRunNearInt64MaxIsExact) {
+  RopeSpec spec;
+  std::vector<int64_t> positions(1000);
+  for (size_t t = 0; t < positions.size(); ++t) {
+    positions[t] = std::numeric_limits<int64_t>::max() - 999 + static_cast<int64_t>(t);
+  }
+  const Positions pos = Positions::Integers(positions);
+  const absl::StatusOr<RopeFrequencies> f = ComputeRopeFrequencies(spec, 64, 1);
+  ASSERT_TRUE(f.ok());
+  std::vector<float> cos(positions.size() * 32), sin(positions.size() * 32);
+  ComputeRopeTables(*f, true, pos, ExecutionOptions(), absl::MakeSpan(cos),
+                    absl::MakeSpan(sin));
+  double worst = 0;
+  for (size_t t = 0; t < positions.size(); ++t) {
+    for (size_t i = 0; i < 32; ++i) {
+      const double theta = f->inv_freq[i];
+      worst = std::max(worst, std::fabs(cos[t * 32 + i] - static_cast<double>(
+                                                              testing::QuadCos(theta, positions[t]))));
+      worst = std::max(worst, std::fabs(sin[t * 32 + i] - static_cast<double>(
+                                                              testing::QuadSin(theta, positions[t]))));
+    }
+  }
+  EXPECT_LE(worst, 7e-8);
 }
 
 }  // namespace

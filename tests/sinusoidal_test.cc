@@ -1,14 +1,21 @@
 #include "core/sinusoidal.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
 #include <cstring>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "core/describe.h"
+#include "core/exact_angle.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/quad_reference.h"
 #include "tests/status_matchers.h"
 
 namespace phasor {
@@ -293,6 +300,111 @@ TEST(SinusoidalTest, ValidationNamesTheField) {
   EXPECT_THAT(ValidateSinusoidalInputs({.dim = 4}, Positions::Integers(pos), content8, NAN),
               IsFieldError(StatusCode::kInvalidArgument, "content_scale"));
   PHASOR_ASSERT_OK(ValidateSinusoidalInputs({.dim = 4}, Positions::Integers(pos), content8, 1));
+}
+
+
+// ---------------------------------------------------------------------------
+// Frequencies correctly rounded; every int64 position exact (issue 11).
+
+TEST(SinusoidalPrecision, FrequenciesAreTheNearestDoublesOfTheFormula) {
+  int64_t checked = 0;
+  for (FrequencyScheme scheme : {FrequencyScheme::kVaswani, FrequencyScheme::kTensor2Tensor}) {
+    for (double base : {10000.0, 500.0, 1e6, 2.5}) {
+      for (int64_t dim : {2, 4, 16, 128, 512, 1024}) {
+        const std::vector<double> omega = SinusoidalFrequencies(
+            {.dim = dim, .base = base, .frequencies = scheme});
+        const int64_t half = dim / 2;
+        // tensor2tensor's max(d/2 − 1, 1): d = 2 has ω_0 = 1 only.
+        const int64_t n = scheme == FrequencyScheme::kVaswani ? half
+                                                              : std::max<int64_t>(half - 1, 1);
+        for (int64_t k = 0; k < half; ++k) {
+          const testing::Quad exact =
+              powq(testing::Quad(base), -testing::Quad(static_cast<double>(k)) /
+                                            testing::Quad(static_cast<double>(n)));
+          EXPECT_EQ(omega[k], testing::NearestDouble(exact))
+              << "scheme " << static_cast<int>(scheme) << " base " << base
+              << " dim " << dim << " k " << k;
+          ++checked;
+        }
+      }
+    }
+  }
+  std::printf("sinusoid ω correctly rounded: %lld frequencies\n",
+              static_cast<long long>(checked));
+}
+
+TEST(SinusoidalPrecision, Tensor2TensorDimTwoIsTheSingleFrequencyOne) {
+  // The documented formula with tensor2tensor's max(d/2 − 1, 1) denominator.
+  const SinusoidalSpec spec{.dim = 2, .frequencies = FrequencyScheme::kTensor2Tensor};
+  EXPECT_THAT(SinusoidalFrequencies(spec), ElementsAreArray({1.0}));
+  const std::vector<int64_t> pos = {0, 3};
+  std::vector<float> out(4);
+  EncodeSinusoidal(spec, Positions::Integers(pos), {}, 1.0f, {}, absl::MakeSpan(out));
+  EXPECT_FLOAT_EQ(out[2], static_cast<float>(std::sin(3.0)));
+  EXPECT_FLOAT_EQ(out[3], static_cast<float>(std::cos(3.0)));
+}
+
+std::vector<int64_t> IssuePositions() {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  return {(int64_t{1} << 24) + 1, (int64_t{1} << 31) - 1, -(int64_t{1} << 31),
+          (int64_t{1} << 53) - 1, (int64_t{1} << 53) + 1, int64_t{1} << 53,
+          kMax, kMin, kMax - 1, kMin + 1, 12345678901234567, 0};
+}
+
+TEST(SinusoidalPrecision, EveryInt64PositionIsExact) {
+  // Reference: sin/cos of p·ω_k (ω_k the double the encoder uses) in quad.
+  // The doubles before the float rounding are ExactAngle's (within 4e-16);
+  // the float outputs are those doubles rounded once.
+  for (FrequencyScheme scheme : {FrequencyScheme::kVaswani, FrequencyScheme::kTensor2Tensor}) {
+    const SinusoidalSpec spec{.dim = 64, .frequencies = scheme};
+    const std::vector<double> omega = SinusoidalFrequencies(spec);
+    const std::vector<int64_t> pos = IssuePositions();
+    std::vector<float> out(pos.size() * 64);
+    EncodeSinusoidal(spec, Positions::Integers(pos), {}, 1.0f, {}, absl::MakeSpan(out));
+    double worst_double = 0, worst_float = 0;
+    for (size_t t = 0; t < pos.size(); ++t) {
+      for (int64_t k = 0; k < 32; ++k) {
+        const double sin_ref = static_cast<double>(testing::QuadSin(omega[k], pos[t]));
+        const double cos_ref = static_cast<double>(testing::QuadCos(omega[k], pos[t]));
+        double c, s;
+        ExactAngle(omega[k]).CosSin(pos[t], &c, &s);
+        worst_double = std::max({worst_double, std::fabs(s - sin_ref), std::fabs(c - cos_ref)});
+        EXPECT_EQ(out[t * 64 + 2 * k], static_cast<float>(s)) << pos[t] << " " << k;
+        EXPECT_EQ(out[t * 64 + 2 * k + 1], static_cast<float>(c)) << pos[t] << " " << k;
+        worst_float = std::max({worst_float, std::fabs(out[t * 64 + 2 * k] - sin_ref),
+                                std::fabs(out[t * 64 + 2 * k + 1] - cos_ref)});
+      }
+    }
+    EXPECT_LE(worst_double, 4e-16);
+    EXPECT_LE(worst_float, 6e-8);  // Half an ulp of 1 in float32.
+    std::printf("sinusoid at int64 positions (scheme %d): double %.3g, float32 %.3g\n",
+                static_cast<int>(scheme), worst_double, worst_float);
+  }
+}
+
+TEST(SinusoidalPrecision, LadderRunsAtTheEndsOfInt64) {
+  // Runs of 1000 near INT64_MAX (step 1) and INT64_MIN (step 7) go through
+  // the angle-addition ladder from exact anchors.
+  const SinusoidalSpec spec{.dim = 32};
+  const std::vector<double> omega = SinusoidalFrequencies(spec);
+  for (auto [first, step] : {std::pair<int64_t, int64_t>{std::numeric_limits<int64_t>::max() - 999, 1},
+                             {std::numeric_limits<int64_t>::min(), 7}}) {
+    std::vector<int64_t> pos(1000);
+    for (size_t t = 0; t < pos.size(); ++t) pos[t] = first + static_cast<int64_t>(t) * step;
+    std::vector<float> out(pos.size() * 32);
+    EncodeSinusoidal(spec, Positions::Integers(pos), {}, 1.0f, {}, absl::MakeSpan(out));
+    double worst = 0;
+    for (size_t t = 0; t < pos.size(); ++t) {
+      for (int64_t k = 0; k < 16; ++k) {
+        worst = std::max(worst, std::fabs(out[t * 32 + 2 * k] -
+                                          static_cast<double>(testing::QuadSin(omega[k], pos[t]))));
+        worst = std::max(worst, std::fabs(out[t * 32 + 2 * k + 1] -
+                                          static_cast<double>(testing::QuadCos(omega[k], pos[t]))));
+      }
+    }
+    EXPECT_LE(worst, 7e-8) << "first " << first;
+  }
 }
 
 }  // namespace
