@@ -91,6 +91,24 @@ class ExactAngle final {
   unsigned __int128 step_;  // floor(frac(θ/2π)·2^128)
 };
 
+// One row of angles: cos and sin of p·θ_k for k < n. An integer position is
+// reduced exactly (any int64 p, within 1.7e-16 of the exact values); a real
+// one forms the double product p·θ_k, which costs up to |p|·θ_k·2^-53
+// radians (docs/API.md).
+inline void CosSinRow(const ExactAngle* __restrict angles, int64_t n,
+                      int64_t position, double* __restrict cos_row,
+                      double* __restrict sin_row) {
+  for (int64_t k = 0; k < n; ++k) angles[k].CosSin(position, &cos_row[k], &sin_row[k]);
+}
+inline void CosSinRow(const double* __restrict theta, int64_t n, double position,
+                      double* __restrict cos_row, double* __restrict sin_row) {
+  for (int64_t k = 0; k < n; ++k) {
+    const double angle = position * theta[k];
+    cos_row[k] = std::cos(angle);
+    sin_row[k] = std::sin(angle);
+  }
+}
+
 }  // namespace phasor
 
 #endif  // PHASOR_CORE_EXACT_ANGLE_H_

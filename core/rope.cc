@@ -40,26 +40,8 @@ namespace {
 #endif
 
 // ---------------------------------------------------------------------------
-// Layer 1: the scalar formula. One position's cos(p·θ_i), sin(p·θ_i) in
-// double. Integer positions are reduced exactly (core/exact_angle.h: any int64
-// p, within 1.7e-16 of the exact values); a real position forms the double
-// product p·θ_i, which costs up to |p|·θ_i·2^-53 radians (docs/API.md).
-void IntegerTrig(const ExactAngle* __restrict angles, int64_t half,
-                 int64_t position, double* __restrict cos_row,
-                 double* __restrict sin_row) {
-  for (int64_t i = 0; i < half; ++i) {
-    angles[i].CosSin(position, &cos_row[i], &sin_row[i]);
-  }
-}
-
-void RealTrig(const double* __restrict inv_freq, int64_t half, double position,
-              double* __restrict cos_row, double* __restrict sin_row) {
-  for (int64_t i = 0; i < half; ++i) {
-    const double angle = position * inv_freq[i];
-    cos_row[i] = std::cos(angle);
-    sin_row[i] = std::sin(angle);
-  }
-}
+// Layer 1: the scalar formula, one position's cos(p·θ_i), sin(p·θ_i) in
+// double: core/exact_angle.h CosSinRow (exact for integer positions).
 
 // Angle addition to the next position of an arithmetic run p + δ:
 //   cos((p+δ)θ) = cos(pθ)·cos(δθ) − sin(pθ)·sin(δθ)
@@ -135,7 +117,7 @@ TrigPlan MakeTrigPlan(const RopeFrequencies& frequencies, double scale,
       plan.step = step;
       plan.step_cos.resize(plan.half);
       plan.step_sin.resize(plan.half);
-      IntegerTrig(plan.angles.data(), plan.half, step, plan.step_cos.data(),
+      CosSinRow(plan.angles.data(), plan.half, step, plan.step_cos.data(),
                   plan.step_sin.data());
     }
   }
@@ -146,9 +128,9 @@ TrigPlan MakeTrigPlan(const RopeFrequencies& frequencies, double scale,
 void PositionTrig(const TrigPlan& plan, int64_t t, double* cos_row,
                   double* sin_row) {
   if (plan.positions.is_real()) {
-    RealTrig(plan.inv_freq, plan.half, plan.positions.reals()[t], cos_row, sin_row);
+    CosSinRow(plan.inv_freq, plan.half, plan.positions.reals()[t], cos_row, sin_row);
   } else {
-    IntegerTrig(plan.angles.data(), plan.half, plan.positions.integers()[t],
+    CosSinRow(plan.angles.data(), plan.half, plan.positions.integers()[t],
                 cos_row, sin_row);
   }
 }

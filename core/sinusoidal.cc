@@ -127,26 +127,8 @@ struct Columns<SinusoidalLayout::kSplitCosSin> {
   static int64_t Cos(int64_t k, int64_t) { return k; }
 };
 
-// The single-row formula. Integer positions are reduced exactly
-// (core/exact_angle.h: any int64 p, within 1.7e-16 of the exact values); a
-// real position forms the double product p·ω_k, which costs up to
-// |p|·ω_k·2^-53 radians (docs/API.md).
-void IntegerRow(const ExactAngle* __restrict angles, int64_t half,
-                int64_t position, double* __restrict sin_row,
-                double* __restrict cos_row) {
-  for (int64_t k = 0; k < half; ++k) {
-    angles[k].CosSin(position, &cos_row[k], &sin_row[k]);
-  }
-}
-
-void RealRow(const double* __restrict omega, int64_t half, double position,
-             double* __restrict sin_row, double* __restrict cos_row) {
-  for (int64_t k = 0; k < half; ++k) {
-    const double angle = position * omega[k];
-    sin_row[k] = std::sin(angle);
-    cos_row[k] = std::cos(angle);
-  }
-}
+// The single-row formula: core/exact_angle.h CosSinRow (cos and sin of
+// p·ω_k; exact for integer positions).
 
 void StepRow(const double* __restrict step_sin, const double* __restrict step_cos,
              int64_t half, double* __restrict sin_row, double* __restrict cos_row) {
@@ -227,10 +209,9 @@ struct TableJob {
 // Row t in double, from its position alone.
 void ExactRow(const TableJob& job, int64_t t, double* sin_row, double* cos_row) {
   if (job.positions.is_real()) {
-    RealRow(job.omega, job.half, job.positions.reals()[t], sin_row, cos_row);
+    CosSinRow(job.omega, job.half, job.positions.reals()[t], cos_row, sin_row);
   } else {
-    IntegerRow(job.angles, job.half, job.positions.integers()[t], sin_row,
-               cos_row);
+    CosSinRow(job.angles, job.half, job.positions.integers()[t], cos_row, sin_row);
   }
 }
 
@@ -284,7 +265,7 @@ void EncodeRows(const SinusoidalSpec& spec, const std::vector<double>& omega,
   }
   std::vector<double> step_sin(half), step_cos(half);
   if (step != 0) {
-    IntegerRow(angles.data(), half, step, step_sin.data(), step_cos.data());
+    CosSinRow(angles.data(), half, step, step_cos.data(), step_sin.data());
   }
   const TableJob job{omega.data(), angles.data(), step_sin.data(),
                      step_cos.data(), half,       step,

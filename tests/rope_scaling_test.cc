@@ -1075,9 +1075,10 @@ std::vector<RoundingCase> RoundingCases() {
   }
   cases.push_back({"longrope_short", longrope, 10000.0, 96, 4096, LongRopeOracle});
   cases.push_back({"longrope_long", longrope, 10000.0, 96, 100000, LongRopeOracle});
-  cases.push_back({"llama3",
-                   Llama3RopeScaling{.factor = 8.0, .original_max_position_embeddings = 8192},
-                   500000.0, 128, 1, Llama3Oracle});
+  Llama3RopeScaling llama3;
+  llama3.factor = 8.0;
+  llama3.original_max_position_embeddings = 8192;
+  cases.push_back({"llama3", llama3, 500000.0, 128, 1, Llama3Oracle});
   return cases;
 }
 

@@ -936,7 +936,9 @@ TEST(RopePrecision, EveryInt64PositionIsExact) {
   std::vector<RopeSpec> specs(2);
   specs[0].base = 10000.0;
   specs[1].base = 500000.0;
-  specs[1].scaling = Llama3RopeScaling{.factor = 8.0};
+  Llama3RopeScaling llama3;
+  llama3.factor = 8.0;
+  specs[1].scaling = llama3;
   for (const RopeSpec& spec : specs) {
     const Positions pos = Positions::Integers(positions);
     const absl::StatusOr<RopeFrequencies> f =
