@@ -218,6 +218,45 @@ class DockerfileTest(unittest.TestCase):
             self.assertIn(package, runs.split())
         self.assertNotRegex(runs, r"\S+-dev\b")
 
+    def test_runtime_installs_every_library_the_binaries_load(self):
+        # The packages of the shared libraries the built binaries load
+        # (ldd, then dpkg -S) must be installed by the runtime stage, come
+        # with bookworm-slim, or be pulled in by a package it installs:
+        # a new direct dependency (libhwy1, libquadmath0) fails here until
+        # the Dockerfile lists it.
+        import shutil
+        import subprocess
+        binaries = [os.environ.get("E2E_SERVER_BIN"), os.environ.get("E2E_CLIENT_BIN")]
+        if not all(binaries) or not shutil.which("dpkg"):
+            self.skipTest("needs the built binaries (E2E_*_BIN) and dpkg")
+        in_base_image = {"libc6", "libgcc-s1", "libstdc++6", "zlib1g"}
+        # Dependencies of libgrpc++1.51 and libprometheus-cpp-pull1.0.
+        pulled_in = {"libgrpc29", "libssl3", "libre2-9", "libc-ares2", "libcivetweb1"}
+        installed = set(" ".join(self.instructions("RUN")).split())
+        packages = set()
+        for binary in binaries:
+            output = subprocess.run(["ldd", binary], capture_output=True, text=True,
+                                    check=True, timeout=60).stdout
+            for line in output.splitlines():
+                parts = line.split("=>")
+                if len(parts) != 2 or not parts[1].split():
+                    continue
+                # dpkg knows a file under one of its names: as ldd printed
+                # it, resolved, or (merged /usr) without the /usr prefix.
+                path = parts[1].split()[0]
+                real = os.path.realpath(path)
+                owner = ""
+                for candidate in (path, real, re.sub(r"^/usr/lib/", "/lib/", real)):
+                    owner = subprocess.run(["dpkg", "-S", candidate], capture_output=True,
+                                           text=True, timeout=60).stdout
+                    if owner:
+                        break
+                self.assertTrue(owner, f"no package owns {path}")
+                packages.add(owner.split(":")[0])
+        self.assertIn("libhwy1", packages)  # The check sees real libraries.
+        missing = packages - installed - in_base_image - pulled_in
+        self.assertFalse(missing, f"the runtime stage does not install {sorted(missing)}")
+
     def test_non_root_user(self):
         users = self.instructions("USER")
         self.assertTrue(users)
