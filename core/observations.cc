@@ -85,7 +85,9 @@ absl::Status CheckContent(const ObservationsView& obs, absl::string_view prefix)
   return absl::OkStatus();
 }
 
-absl::Status ValidateWide(const ObservationsView& obs, absl::string_view prefix) {
+// The wide layout's shapes: one values dtype, C in range, values and mask
+// [T, C].
+absl::Status CheckWideShapes(const ObservationsView& obs, absl::string_view prefix) {
   if (!obs.event_times.empty() || !obs.event_channels.empty() ||
       obs.event_values.size() != 0) {
     return InvalidField(Field(prefix, "event_times"),
@@ -112,7 +114,14 @@ absl::Status ValidateWide(const ObservationsView& obs, absl::string_view prefix)
         absl::StrCat("has ", obs.mask.size(), " entries; expected timestamps ",
                      t, " x channels ", c, " = ", t * c));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateWide(const ObservationsView& obs, absl::string_view prefix) {
+  PHASOR_RETURN_IF_ERROR(CheckWideShapes(obs, prefix));
   PHASOR_RETURN_IF_ERROR(CheckTimes(obs.timestamps, prefix, "timestamps"));
+  const int64_t t = static_cast<int64_t>(obs.timestamps.size());
+  const int64_t c = obs.num_channels;
   for (int64_t i = 0; i < t * c; ++i) {
     const double v = obs.values.at(i);
     const bool observed = obs.mask.empty() ? !std::isnan(v) : obs.mask[i] != 0;
@@ -130,7 +139,9 @@ absl::Status ValidateWide(const ObservationsView& obs, absl::string_view prefix)
   return absl::OkStatus();
 }
 
-absl::Status ValidateLong(const ObservationsView& obs, absl::string_view prefix) {
+// The long layout's shapes: one values dtype, C in range, channels and
+// values [N].
+absl::Status CheckLongShapes(const ObservationsView& obs, absl::string_view prefix) {
   if (!obs.timestamps.empty() || obs.values.size() != 0 || !obs.mask.empty()) {
     return InvalidField(Field(prefix, "timestamps"),
                         "wide-layout timestamps/values/mask given with the "
@@ -155,7 +166,13 @@ absl::Status ValidateLong(const ObservationsView& obs, absl::string_view prefix)
                                      " entries; expected one per event (", n,
                                      ")"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLong(const ObservationsView& obs, absl::string_view prefix) {
+  PHASOR_RETURN_IF_ERROR(CheckLongShapes(obs, prefix));
   PHASOR_RETURN_IF_ERROR(CheckTimes(obs.event_times, prefix, "event_times"));
+  const int64_t n = static_cast<int64_t>(obs.event_times.size());
   for (int64_t i = 0; i < n; ++i) {
     const int32_t channel = obs.event_channels[i];
     if (channel < 0 || channel >= obs.num_channels) {
@@ -208,6 +225,26 @@ ObservationsView PanelView::Series(int64_t s) const {
   return out;
 }
 
+absl::Status ValidateZoneIndex(absl::Span<const int32_t> zone_index, int64_t num_series,
+                               int64_t num_zones, absl::string_view prefix) {
+  if (zone_index.empty() && num_zones == 0) return absl::OkStatus();
+  if (static_cast<int64_t>(zone_index.size()) != num_series) {
+    return InvalidField(Field(prefix, "time_zone_index"),
+                        absl::StrCat("has ", zone_index.size(),
+                                     " entries; expected one per series (", num_series,
+                                     ")"));
+  }
+  for (int64_t s = 0; s < num_series; ++s) {
+    const int32_t z = zone_index[s];
+    if (z < 0 || z >= num_zones) {
+      return InvalidField(Indexed(prefix, "time_zone_index", s),
+                          absl::StrCat(z, " is not an index into the ", num_zones,
+                                       " time zones"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidatePanel(const PanelView& panel,
                            absl::Span<const SeriesState* const> states,
                            int64_t num_zones, absl::string_view prefix,
@@ -232,49 +269,12 @@ absl::Status ValidatePanel(const PanelView& panel,
     }
   }
   // The shapes the slices rely on; each series' own checks follow.
-  const int64_t c = all.num_channels;
-  if (c < 0 || c > kMaxChannels) {
-    return InvalidField(Field(prefix, "num_channels"),
-                        absl::StrCat("must be in [0, ", kMaxChannels, "], got ", c));
-  }
-  const int64_t cells = all.layout == ObservationLayout::kWide ? rows * c : rows;
-  const ValuesView& values =
-      all.layout == ObservationLayout::kWide ? all.values : all.event_values;
-  if ((!values.f64.empty() && static_cast<int64_t>(values.f64.size()) != cells) ||
-      (!values.f32.empty() && static_cast<int64_t>(values.f32.size()) != cells) ||
-      (all.layout == ObservationLayout::kWide && c > 0 && values.size() != cells)) {
-    return InvalidField(
-        Field(prefix, all.layout == ObservationLayout::kWide ? "values" : "event_values"),
-        absl::StrCat("has ", values.size(), " values; expected ", cells));
-  }
-  if (!all.mask.empty() && static_cast<int64_t>(all.mask.size()) != cells) {
-    return InvalidField(Field(prefix, "mask"),
-                        absl::StrCat("has ", all.mask.size(), " entries; expected ", cells));
-  }
-  if (all.layout == ObservationLayout::kLong &&
-      static_cast<int64_t>(all.event_channels.size()) != rows) {
-    return InvalidField(Field(prefix, "event_channels"),
-                        absl::StrCat("has ", all.event_channels.size(),
-                                     " entries; expected one per event (", rows, ")"));
-  }
+  PHASOR_RETURN_IF_ERROR(all.layout == ObservationLayout::kWide
+                             ? CheckWideShapes(all, prefix)
+                             : CheckLongShapes(all, prefix));
   PHASOR_RETURN_IF_ERROR(CheckContent(all, prefix));
   const int64_t num_series = panel.num_series();
-  if (!panel.zone_index.empty() || num_zones > 0) {
-    if (static_cast<int64_t>(panel.zone_index.size()) != num_series) {
-      return InvalidField(Field(prefix, "time_zone_index"),
-                          absl::StrCat("has ", panel.zone_index.size(),
-                                       " entries; expected one per series (",
-                                       num_series, ")"));
-    }
-    for (int64_t s = 0; s < num_series; ++s) {
-      const int32_t z = panel.zone_index[s];
-      if (z < 0 || z >= num_zones) {
-        return InvalidField(Indexed(prefix, "time_zone_index", s),
-                            absl::StrCat(z, " is not an index into the ", num_zones,
-                                         " time zones"));
-      }
-    }
-  }
+  PHASOR_RETURN_IF_ERROR(ValidateZoneIndex(panel.zone_index, num_series, num_zones, prefix));
   if (!states.empty() && static_cast<int64_t>(states.size()) != num_series) {
     return InvalidField(states_prefix,
                         absl::StrCat("has ", states.size(),

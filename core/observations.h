@@ -159,6 +159,12 @@ struct PanelView {
   ObservationsView Series(int64_t s) const;
 };
 
+// Zone indices: none when num_zones is 0, else one per series, each in
+// [0, num_zones). Errors name `prefix`.time_zone_index[s].
+absl::Status ValidateZoneIndex(absl::Span<const int32_t> zone_index, int64_t num_series,
+                               int64_t num_zones,
+                               absl::string_view prefix = "observations");
+
 // The panel's offsets ([S + 1], S >= 1, 0 first, non-decreasing, the row
 // count last), its tensors' shapes, every series as ValidateObservations
 // checks it, the zone indices (each in [0, num_zones); none when num_zones

@@ -30,22 +30,6 @@ ChunkPlan PlanChunks(const ExecutionOptions& options, int64_t num_items,
   return plan;
 }
 
-void RunChunks(const ChunkPlan& plan, int64_t num_items,
-               absl::FunctionRef<void(int64_t begin, int64_t end)> body) {
-  if (num_items <= 0) return;
-  if (plan.chunks < 2) {
-    body(0, num_items);
-    return;
-  }
-  const int64_t chunks = plan.chunks;
-#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = plan.begin(c);
-    const int64_t end = std::min(num_items, begin + plan.step);
-    if (begin < end) body(begin, end);
-  }
-}
-
 void RunRanges(absl::Span<const int64_t> bounds,
                absl::FunctionRef<void(int64_t begin, int64_t end)> body) {
   const auto ranges = static_cast<int64_t>(bounds.size()) - 1;
@@ -61,7 +45,17 @@ void RunRanges(absl::Span<const int64_t> bounds,
 void ParallelFor(const ExecutionOptions& options, int64_t num_items,
                  int64_t elements_per_item,
                  absl::FunctionRef<void(int64_t begin, int64_t end)> body) {
-  RunChunks(PlanChunks(options, num_items, elements_per_item), num_items, body);
+  if (num_items <= 0) return;
+  const ChunkPlan plan = PlanChunks(options, num_items, elements_per_item);
+  if (plan.chunks < 2) {
+    body(0, num_items);
+    return;
+  }
+  const int64_t chunks = plan.chunks;
+#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    body(plan.begin(c), std::min(num_items, plan.begin(c) + plan.step));
+  }
 }
 
 }  // namespace phasor

@@ -58,25 +58,18 @@ struct ChunkPlan {
 
 // The plan ParallelFor follows: `elements_per_item` is the work per item,
 // used with the grain to decide the number of chunks. A kernel that must
-// prepare something per chunk (a serial pass recording where each chunk
-// starts) asks for the plan first and then runs it with RunChunks.
+// place the boundaries itself (to keep whole series in one chunk) asks for
+// the plan, moves them, and runs the result with RunRanges.
 ChunkPlan PlanChunks(const ExecutionOptions& options, int64_t num_items,
                      int64_t elements_per_item);
 
-// Calls `body(begin, end)` for every non-empty chunk of `plan` over
-// [0, num_items), in parallel when the plan has several chunks.
-void RunChunks(const ChunkPlan& plan, int64_t num_items,
-               absl::FunctionRef<void(int64_t begin, int64_t end)> body);
-
 // Calls `body(bounds[c], bounds[c + 1])` for every c, each on its own
-// thread (bounds are increasing; bounds.size() - 1 threads). For a kernel
-// that moved PlanChunks' boundaries (to keep whole series in one chunk).
+// thread (bounds are increasing; bounds.size() - 1 threads, one serially).
 void RunRanges(absl::Span<const int64_t> bounds,
                absl::FunctionRef<void(int64_t begin, int64_t end)> body);
 
-// RunChunks(PlanChunks(options, num_items, elements_per_item), ...): calls
-// `body(begin, end)` over disjoint chunks covering [0, num_items). Chunks are
-// contiguous and statically assigned.
+// Calls `body(begin, end)` over disjoint chunks covering [0, num_items), as
+// PlanChunks plans them. Chunks are contiguous and statically assigned.
 void ParallelFor(const ExecutionOptions& options, int64_t num_items,
                  int64_t elements_per_item,
                  absl::FunctionRef<void(int64_t begin, int64_t end)> body);

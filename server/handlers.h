@@ -85,9 +85,9 @@ struct ObservationStream {
   // spec converted for core.
   v1::EncodeObservationsRequest config;
   TemporalSpec spec;
-  // S for a panel stream (every message then has S series), 0 for a
-  // single-series stream.
-  int64_t num_series = 0;
+  // Whether the stream carries a panel; every message then has as many
+  // series as `states`.
+  bool panel = false;
   // One state per series (one for a single-series stream).
   std::vector<SeriesState> states;
 };

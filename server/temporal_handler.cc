@@ -459,20 +459,7 @@ absl::Status DecodeZones(const v1::Observations& in, const TemporalSpec& spec,
                                      "name nor one per series (", num_zones,
                                      " names, ", num_series, " series)"));
   }
-  if (static_cast<int64_t>(out->zone_index.size()) != num_series) {
-    return InvalidField("observations.time_zone_index",
-                        absl::StrCat("has ", out->zone_index.size(),
-                                     " entries; expected one per series (", num_series,
-                                     ")"));
-  }
-  for (int64_t s = 0; s < num_series; ++s) {
-    const int32_t z = out->zone_index[s];
-    if (z < 0 || z >= num_zones) {
-      return InvalidField(absl::StrCat("observations.time_zone_index[", s, "]"),
-                          absl::StrCat(z, " is not an index into the ", num_zones,
-                                       " time_zones"));
-    }
-  }
+  // Its length and range are checked with the panel (ValidateZoneIndex).
   return absl::OkStatus();
 }
 
@@ -499,7 +486,7 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
                           "only the first message of a stream may carry states; "
                           "the stream carries them from chunk to chunk");
     }
-    if (is_panel != (stream->num_series > 0)) {
+    if (is_panel != stream->panel) {
       return InvalidField("observations.series_offsets",
                           is_panel ? "the stream began with a single series; "
                                      "every message must be one"
@@ -531,10 +518,11 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
                                                context.limits, &panel));
   }
   const int64_t num_series = is_panel ? panel.num_series() : 1;
-  if (continues && is_panel && num_series != stream->num_series) {
+  if (continues && is_panel &&
+      num_series != static_cast<int64_t>(stream->states.size())) {
     return InvalidField("observations.series_offsets",
                         absl::StrCat("has ", num_series, " series; the stream's "
-                                     "panel has ", stream->num_series));
+                                     "panel has ", stream->states.size()));
   }
   // The states in: the stream's, or the request's.
   if (continues) {
@@ -579,6 +567,8 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
                                          static_cast<int64_t>(panel.zones.size())));
   } else {
     PHASOR_RETURN_IF_ERROR(ValidateObservations(view));
+    PHASOR_RETURN_IF_ERROR(ValidateZoneIndex(panel.zone_index, 1,
+                                             static_cast<int64_t>(panel.zones.size())));
     if (!panel.state_ptrs.empty()) {
       PHASOR_RETURN_IF_ERROR(ValidateSeriesState(*panel.state_ptrs[0], view));
     }
@@ -653,7 +643,7 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
     if (!stream->started) {
       stream->started = true;
       stream->spec = std::move(resolved);
-      stream->num_series = is_panel ? num_series : 0;
+      stream->panel = is_panel;
       if (request.has_profile()) {
         stream->config.set_profile(request.profile());
       } else {

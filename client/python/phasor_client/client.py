@@ -49,7 +49,7 @@ from ._stubs import reflection_pb2_grpc as _reflection_grpc
 from ._stubs import status_pb2 as _status
 from .tensors import DTypeLike, dtype_enum, from_tensor, to_tensor
 from . import frame as _frame, specs as _specs
-from .errors import InvalidInputError, PhasorError
+from .errors import InvalidInputError, PhasorError, bad_request_violations
 from .specs import SpecLike
 from .times import read_times
 
@@ -99,19 +99,7 @@ def field_violations(error: grpc.RpcError) -> List[Tuple[str, str]]:
     (PhasorError.field_violations() says the same)."""
     if isinstance(error, PhasorError):
         return error.field_violations()
-    trailers = error.trailing_metadata() or ()
-    for key, value in trailers:
-        if key != "grpc-status-details-bin":
-            continue
-        status = _status.Status.FromString(value)
-        violations = []
-        for detail in status.details:
-            bad_request = _error_details.BadRequest()
-            if detail.Unpack(bad_request):
-                violations += [(v.field, v.description)
-                               for v in bad_request.field_violations]
-        return violations
-    return []
+    return bad_request_violations(error.trailing_metadata())
 
 
 def _positions(positions, count, start, step):
