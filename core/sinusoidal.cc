@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "core/errors.h"
@@ -17,9 +18,14 @@ absl::Status ValidateSinusoidalSpec(const SinusoidalSpec& spec,
     return InvalidField(absl::StrCat(field_prefix, ".dim"),
                         absl::StrCat("must be even and > 0, got ", spec.dim));
   }
-  if (!std::isfinite(spec.base) || spec.base <= 0.0) {
+  // Every ω_k is base^e with e in [−1, 0], so ω_k <= max(1, 1/base): a base
+  // of at least the smallest normal double keeps every frequency finite (a
+  // subnormal base would make 1/base overflow).
+  if (!std::isfinite(spec.base) || !(spec.base >= std::numeric_limits<double>::min())) {
     return InvalidField(absl::StrCat(field_prefix, ".base"),
-                        absl::StrCat("must be finite and > 0, got ", spec.base));
+                        absl::StrCat("must be finite and >= 2.2250738585072014e-308 "
+                                     "(so 1/base, the largest frequency, is finite), got ",
+                                     spec.base));
   }
   return absl::OkStatus();
 }

@@ -287,6 +287,14 @@ TEST(SinusoidalTest, ValidationNamesTheField) {
               IsFieldError(StatusCode::kInvalidArgument, "spec.positional.sinusoidal.base"));
   EXPECT_THAT(ValidateSinusoidalSpec({.dim = 8, .base = NAN}, "p"),
               IsFieldError(StatusCode::kInvalidArgument, "p.base"));
+  // A subnormal base makes 1/base, the largest frequency, infinite (found by
+  // fuzz_encode_positions: base 1.2e-322 reached ExactAngle with an infinite
+  // frequency); the smallest normal base still gives finite frequencies.
+  EXPECT_THAT(ValidateSinusoidalSpec({.dim = 78, .base = 1.2e-322}),
+              IsFieldError(StatusCode::kInvalidArgument, "spec.positional.sinusoidal.base"));
+  const SinusoidalSpec smallest{.dim = 78, .base = std::numeric_limits<double>::min()};
+  PHASOR_ASSERT_OK(ValidateSinusoidalSpec(smallest));
+  for (double w : SinusoidalFrequencies(smallest)) EXPECT_TRUE(std::isfinite(w)) << w;
   PHASOR_ASSERT_OK(ValidateSinusoidalSpec({.dim = 8}));
 
   const std::vector<double> bad = {1.0, INFINITY};
