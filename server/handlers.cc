@@ -294,6 +294,12 @@ absl::StatusOr<bool> CheckRopePositionsShape(const v1::Positions& positions,
   }
   if (got == shared && !(axes == 3 && positions.has_range())) return shape.batch > 1;
   if (batched && got == per_row) return false;
+  if (!batched && axes == 1 && got.size() == 1) {
+    // The same words as core's ValidateRopeOperands.
+    return InvalidField("positions",
+                        absl::StrCat("must have one position per query token (",
+                                     shape.seq, "), got ", got[0]));
+  }
   std::string expected = ShapeString(shared);
   if (batched) absl::StrAppend(&expected, " or ", ShapeString(per_row));
   return InvalidField(
