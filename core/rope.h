@@ -26,11 +26,13 @@
 // Runs of evenly spaced integer positions are tabulated by angle addition in
 // double, re-anchored exactly every 256 rows (rope.cc gives the bound, ~1e-9).
 // Float32 tables at any int64 position are within 3e-8 of a __float128
-// reference (tests/rope_test.cc). A real (double) position p forms the double
-// product p·θ_i, off by up to |p|·θ_i·2^-53 radians: below half a float32 ulp
-// for |p|·θ_i <= 2^28, within 2e-6 for |p|·θ_i <= 2^34 (docs/API.md,
-// "Precision"). Float32 angle arithmetic would be off by up to 0.89 at
-// p = 2^24 + 1.
+// reference (tests/rope_test.cc). A real (double) position is split exactly
+// into integer and fraction (ExactAngle::CosSinReal): within θ_i·2^-52 +
+// 1.7e-16 of exact for |p| < 2^63 (docs/API.md, "Precision"). Float32 angle
+// arithmetic would be off by up to 0.89 at p = 2^24 + 1. Float64 operands
+// and tables skip the angle-addition runs (every row exact) and rotate in
+// double (tests/float64_test.cc: within 4 ulp of the larger input of each
+// pair).
 //
 // Layers (rope.cc): one dtype switch → ParallelFor over tokens (one writer per
 // token row, so any thread count gives identical bytes) → per token, cos/sin

@@ -22,8 +22,9 @@
 // double, re-anchored exactly every 256 rows (sinusoidal.cc explains the
 // error bound, ~1e-9 before the float rounding). Float outputs at any int64
 // position are within 3e-8 of a __float128 reference (tests prove it for both
-// paths). A real position t forms the double product t·ω_k, off by up to
-// |t|·ω_k·2^-53 radians (docs/API.md, "Precision").
+// paths). A real position t is split exactly into integer and fraction:
+// within ω_k·2^-52 + 1.7e-16 of exact for |t| < 2^63 (docs/API.md,
+// "Precision").
 //
 // Thread-safety: all functions are pure; concurrent calls are safe.
 #ifndef PHASOR_CORE_SINUSOIDAL_H_
