@@ -400,18 +400,21 @@ class EncoderClient:
             int(self.max_message_bytes * _panel.PIECE_FRACTION),
             _panel.PIECE_ELEMENTS)
         if total <= per_call:
+            # One call, in the caller's own layout: nothing is transposed.
             request = pb.ApplyRopeRequest(
-                query=_rope.tensor(query_operand, wire),
-                positions=_rope.positions_message(flat_positions, 0, total))
+                query=_rope.whole_tensor(query_operand, wire),
+                positions=_rope.whole_positions(query_operand, flat_positions),
+                tensor_layout=_rope.server_layout(query_operand))
             if key_operand is not None:
-                request.key.CopyFrom(_rope.tensor(key_operand, wire))
+                request.key.CopyFrom(_rope.whole_tensor(key_operand, wire))
             request.MergeFrom(config)
             response = self._call(self._stub.ApplyRope, request)
             return RopeResult(
                 _rope.result(query_operand, _rope.reply_array(response.query),
-                             wire),
+                             wire, as_sent=True),
                 _rope.result(key_operand, _rope.reply_array(response.key),
-                             wire) if key_operand is not None else None,
+                             wire, as_sent=True)
+                if key_operand is not None else None,
                 response.attention_factor)
         return self._apply_rope_split(config, query_operand, key_operand,
                                       wire, flat_positions, per_call)
