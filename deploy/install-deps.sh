@@ -7,8 +7,9 @@
 #   bash deploy/install-deps.sh --test   also clang-14 and libFuzzer, for the
 #                                        sanitizer and fuzz tree of .ci/run,
 #                                        python3-torch for the Python tests,
-#                                        Node.js/npm and Go for the client/node
-#                                        and client/go tests
+#                                        Node.js/npm, Go and Java for the
+#                                        client/node, client/go and Java
+#                                        example tests
 set -euo pipefail
 
 packages=(
@@ -43,6 +44,13 @@ case "${1:-}" in
     packages+=(nodejs golang-go golang-google-grpc-dev golang-google-protobuf-dev
                golang-github-golang-protobuf-1-5-dev golang-google-genproto-dev
                protoc-gen-go protoc-gen-go-grpc)
+    # The Java example (tests/e2e/java): Debian's grpc-java 1.41 with its
+    # netty transport and the jars it loads, protoc's Java plugin, a JDK.
+    packages+=(default-jdk-headless libgrpc-java libprotobuf-java
+               protobuf-compiler-grpc-java-plugin libnetty-java
+               libperfmark-java libgoogle-gson-java libguava-java
+               libopencensus-java libjsr305-java liberror-prone-java
+               libgeronimo-annotation-1.3-spec-java)
     # Debian's npm, unless an npm is already there: NodeSource's nodejs
     # package bundles one and conflicts with Debian's.
     if ! command -v npm >/dev/null 2>&1; then
