@@ -177,9 +177,11 @@ func main() {
 	var check checker
 
 	// Health and reflection.
+	// [snippet: health]
 	ctx, cancel := call()
 	health, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-	cancel()
+	cancel() // health.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	// [end snippet]
 	if err != nil {
 		fail("Health.Check", err)
 	}

@@ -42,8 +42,11 @@ async function main() {
   });
   // [end snippet]
   try {
-    that(await client.health() === 'SERVING', 'health SERVING');
-    const services = await client.listServices();
+    // [snippet: health]
+    const serving = await client.health(); // 'SERVING' (grpc.health.v1, service '')
+    const services = await client.listServices(); // reflection v1alpha
+    // [end snippet]
+    that(serving === 'SERVING', 'health SERVING');
     that(services.includes('phasor.v1.Encoder'), `reflection lists ${services}`);
     console.log('services:', services.join(' '));
 

@@ -31,7 +31,7 @@ const LOADER_OPTIONS = Object.freeze({
   longs: String, // exact int64 (ns timestamps exceed 2^53)
   enums: String,
   defaults: true,
-  oneofs: true, // e.g. response.config === 'spec'
+  oneofs: true, // decoded messages name their oneof member: positions.kind === 'range'
 });
 
 // grpc.health.v1 and grpc.reflection.v1alpha, only the fields used here

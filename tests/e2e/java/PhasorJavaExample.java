@@ -161,8 +161,10 @@ public final class PhasorJavaExample {
     EncoderGrpc.EncoderBlockingStub encoder = EncoderGrpc.newBlockingStub(channel);
     // [end snippet]
     try {
+      // [snippet: health]
       HealthCheckResponse health = HealthGrpc.newBlockingStub(channel)
           .withDeadlineAfter(10, TimeUnit.SECONDS).check(HealthCheckRequest.getDefaultInstance());
+      // [end snippet]
       System.out.println("health: " + health.getStatus());
       check(health.getStatus() == HealthCheckResponse.ServingStatus.SERVING, "health");
 
