@@ -33,6 +33,15 @@ case "${1:-}" in
     packages+=(clang-14 libclang-rt-14-dev libomp-14-dev libfuzzer-14-dev)
     # The Python client's torch tensors (apply_rope's bf16 tests and docs).
     packages+=(python3-torch)
+    # --- Operations tests: promtool and prometheus (Debian's prometheus
+    # package ships both) check deploy/prometheus and the dashboard and run a
+    # real Prometheus against a test server; git gives the binaries' version
+    # its revision; Node.js and npm validate deploy/k8s against the
+    # Kubernetes JSON schemas (npm ci of tests/e2e/k8s_schema's lock file).
+    packages+=(prometheus git nodejs)
+    # Debian's npm, unless an npm is already there (NodeSource's nodejs
+    # package bundles one and conflicts with Debian's).
+    if ! command -v npm >/dev/null 2>&1; then packages+=(npm); fi
     ;;
   *) echo "usage: $0 [--test]" >&2; exit 2 ;;
 esac

@@ -4,7 +4,8 @@
 //
 //   level=warning event=call method=/phasor.v1.Encoder/EncodePositions
 //     code=INVALID_ARGUMENT peer=ipv4:127.0.0.1:41234 duration_seconds=0.000113
-//     message="spec.sinusoidal.dim: must be even, got 7" suppressed=0
+//     message="spec.positional.sinusoidal.dim: must be even and > 0, got 7"
+//     suppressed=0
 //
 // Failed calls (any code but OK) pass through one token bucket: `burst`
 // records in a row, then `per_second`; the record that passes after a gap

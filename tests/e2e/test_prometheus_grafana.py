@@ -163,6 +163,27 @@ class PromtoolTest(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         self.assertIn(f"SUCCESS: {len(expressions)} rules found", result.stdout)
 
+    def test_grafana_provisioning(self):
+        grafana = os.path.join(harness.SOURCE_DIR, "deploy", "grafana", "provisioning")
+        with open(os.path.join(grafana, "datasources", "phasor-prometheus.yml")) as f:
+            [source] = yaml.safe_load(f)["datasources"]
+        self.assertEqual(source["type"], "prometheus")
+        # The Prometheus of docs/DEPLOY.md's one-machine setup.
+        self.assertEqual(source["url"], "http://127.0.0.1:9090")
+        with open(os.path.join(grafana, "dashboards", "phasor.yml")) as f:
+            [provider] = yaml.safe_load(f)["providers"]
+        self.assertEqual(provider["type"], "file")
+        with open(os.path.join(harness.SOURCE_DIR, "docs", "DEPLOY.md")) as f:
+            self.assertIn(f"deploy/grafana:{provider['options']['path']}:ro", f.read())
+        with open(DASHBOARD) as f:
+            dashboard = json.load(f)
+        variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+        self.assertEqual(variables["datasource"]["type"], "datasource")
+        self.assertEqual(variables["datasource"]["query"], "prometheus")
+        for panel in dashboard_panels(dashboard):
+            if panel["type"] != "row":
+                self.assertEqual(panel["datasource"]["uid"], "${datasource}")
+
     def test_a_broken_expression_is_caught(self):
         # The check above can fail: promtool refuses a bad expression.
         rules = {"groups": [{"name": "bad", "rules": [
