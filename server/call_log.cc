@@ -12,13 +12,15 @@ namespace {
 class CallLogInterceptor final : public grpc::experimental::Interceptor {
  public:
   CallLogInterceptor(CallLog* log, grpc::experimental::ServerRpcInfo* info)
-      : log_(log), info_(info) {}
+      : log_(log),
+        info_(info),
+        method_(info->method() != nullptr ? info->method() : "unknown") {}
 
   ~CallLogInterceptor() override {
     // Torn down without a status (the server stopped under the call): the
     // context may be gone already, so no peer.
     if (started_ && !finished_) {
-      log_->Record(info_->method(), grpc::StatusCode::CANCELLED, "unknown", Elapsed(),
+      log_->Record(method_, grpc::StatusCode::CANCELLED, "unknown", Elapsed(),
                    "call ended without a status (server shutting down)");
     }
   }
@@ -36,7 +38,7 @@ class CallLogInterceptor final : public grpc::experimental::Interceptor {
       const grpc::Status status = methods->GetSendStatus();
       // peer() allocates: OK calls pay for it only with the access log on.
       const bool may_log = !status.ok() || log_->access_log();
-      log_->Record(info_->method(), status.error_code(),
+      log_->Record(method_, status.error_code(),
                    may_log ? info_->server_context()->peer() : std::string(), Elapsed(),
                    status.error_message());
     }
@@ -50,6 +52,9 @@ class CallLogInterceptor final : public grpc::experimental::Interceptor {
 
   CallLog* log_;
   grpc::experimental::ServerRpcInfo* info_;
+  // The registered method's name, which outlives the call (the destructor
+  // runs while ServerRpcInfo itself is being destroyed).
+  const char* method_;
   bool started_ = false;
   bool finished_ = false;
   std::chrono::steady_clock::time_point start_;

@@ -1,8 +1,8 @@
 """deploy/k8s/*.yaml validated against the Kubernetes API's JSON schemas
 (the kubernetes-models npm package, generated from the Kubernetes OpenAPI
 spec; @kubernetes-models/prometheus-operator for the ServiceMonitor), with
-fields the schemas do not define reported too, and the operational rules of
-issue "Operations an SRE expects": the HPA alone owns the replica count, no
+fields the schemas do not define reported too, and the operational rules
+they follow: the HPA alone owns the replica count, no
 service-account token is mounted, ephemeral storage is requested and
 limited, and a NetworkPolicy opens only the gRPC and metrics ports.
 
