@@ -72,6 +72,20 @@ class HelpTest(unittest.TestCase):
         self.assertIn("host:port the gRPC server listens on.", text)
         self.assertTrue(text.startswith("phasor-server " + project_version()))
 
+    def test_docs_list_every_server_flag(self):
+        # The flag tables of docs/DEPLOY.md and docs/API.md name every flag
+        # (and its twin) the binary has, and no other.
+        defined = set(flags_defined_in("server/flags.cc"))
+        for doc in ("DEPLOY.md", "API.md"):
+            with open(os.path.join(harness.SOURCE_DIR, "docs", doc)) as f:
+                rows = [line for line in f if re.match(r"^\| `--\w+`", line)]
+            documented = {name for row in rows
+                          for name in re.findall(r"`--(\w+)`", row.split("|")[1])}
+            self.assertEqual(documented, defined, doc)
+            for row in rows:
+                for name in re.findall(r"`--(\w+)`", row.split("|")[1]):
+                    self.assertIn(f"`PHASOR_{name.upper()}`", row, doc)
+
     def test_server_env_twins_in_help_are_read(self):
         # The help names PHASOR_LOG_FORMAT; a bad value there is refused,
         # proving the server reads that very variable.
