@@ -56,6 +56,13 @@ case "${1:-}" in
     if ! command -v npm >/dev/null 2>&1; then
       packages+=(npm)
     fi
+    # --- Operations tests: promtool and prometheus (Debian's prometheus
+    # package ships both) check deploy/prometheus and the dashboard and run a
+    # real Prometheus against a test server; git gives the binaries' version
+    # its revision; Node.js and npm validate deploy/k8s against the
+    # Kubernetes JSON schemas (npm ci of tests/e2e/k8s_schema's lock file).
+    # (nodejs and npm: above.)
+    packages+=(prometheus git)
     ;;
   *) echo "usage: $0 [--test]" >&2; exit 2 ;;
 esac

@@ -76,7 +76,7 @@ class KubernetesManifestTest(unittest.TestCase):
         self.assertEqual(
             set(self.by_kind),
             {"Deployment", "Service", "HorizontalPodAutoscaler",
-             "PodDisruptionBudget", "ServiceMonitor"})
+             "PodDisruptionBudget", "ServiceMonitor", "NetworkPolicy"})
         for kind, documents in self.by_kind.items():
             for document in documents:
                 self.assertIn("apiVersion", document, kind)
@@ -167,19 +167,30 @@ class KubernetesManifestTest(unittest.TestCase):
 
 
 class PrometheusConfigTest(unittest.TestCase):
+    """Both Prometheus configs scrape /metrics under the job the rules
+    select; promtool and a live Prometheus check them further
+    (test_prometheus_grafana.py)."""
 
-    def test_scrapes_metrics_port(self):
-        with open(os.path.join(SOURCE_DIR, "deploy", "prometheus",
-                               "prometheus.yml")) as f:
+    def load(self, name):
+        with open(os.path.join(SOURCE_DIR, "deploy", "prometheus", name)) as f:
             config = yaml.safe_load(f)
-        jobs = {job["job_name"]: job for job in config["scrape_configs"]}
-        static = [target for job in jobs.values()
-                  for group in job.get("static_configs", [])
+        return {job["job_name"]: job for job in config["scrape_configs"]}, config
+
+    def test_local_config_scrapes_this_machine(self):
+        jobs, config = self.load("prometheus.yml")
+        self.assertEqual(set(jobs), {"phasor"})
+        static = [target for group in jobs["phasor"]["static_configs"]
                   for target in group["targets"]]
-        self.assertIn("127.0.0.1:9464", static)
-        discovered = [job for job in jobs.values()
-                      if "kubernetes_sd_configs" in job]
-        self.assertTrue(discovered)
+        self.assertEqual(static, ["127.0.0.1:9464"])
+        # Debian 12's Prometheus has no Kubernetes discovery.
+        self.assertNotIn("kubernetes_sd_configs", jobs["phasor"])
+        self.assertEqual(config["rule_files"], ["rules.yml"])
+
+    def test_kubernetes_config_discovers_pods(self):
+        jobs, config = self.load("prometheus-kubernetes.yml")
+        self.assertEqual(set(jobs), {"phasor"})
+        self.assertIn("kubernetes_sd_configs", jobs["phasor"])
+        self.assertEqual(config["rule_files"], ["rules.yml"])
         for job in jobs.values():
             self.assertEqual(job.get("metrics_path", "/metrics"), "/metrics")
 
