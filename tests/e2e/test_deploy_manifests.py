@@ -244,7 +244,10 @@ class DockerfileTest(unittest.TestCase):
         # Dependencies of libgrpc++1.51 and libprometheus-cpp-pull1.0.
         pulled_in = {"libgrpc29", "libssl3", "libre2-9", "libc-ares2", "libcivetweb1"}
         installed = set(" ".join(self.instructions("RUN")).split())
-        packages = set()
+        # Each library under the names dpkg may know it by: as ldd printed
+        # it, resolved, or (merged /usr) without the /usr prefix. One dpkg -S
+        # for all of them: each call reads dpkg's whole database.
+        candidates = {}
         for binary in binaries:
             output = subprocess.run(["ldd", binary], capture_output=True, text=True,
                                     check=True, timeout=60).stdout
@@ -252,18 +255,23 @@ class DockerfileTest(unittest.TestCase):
                 parts = line.split("=>")
                 if len(parts) != 2 or not parts[1].split():
                     continue
-                # dpkg knows a file under one of its names: as ldd printed
-                # it, resolved, or (merged /usr) without the /usr prefix.
                 path = parts[1].split()[0]
                 real = os.path.realpath(path)
-                owner = ""
-                for candidate in (path, real, re.sub(r"^/usr/lib/", "/lib/", real)):
-                    owner = subprocess.run(["dpkg", "-S", candidate], capture_output=True,
-                                           text=True, timeout=60).stdout
-                    if owner:
-                        break
-                self.assertTrue(owner, f"no package owns {path}")
-                packages.add(owner.split(":")[0])
+                candidates[path] = [path, real, re.sub(r"^/usr/lib/", "/lib/", real)]
+        names = sorted({name for names in candidates.values() for name in names})
+        # dpkg -S exits 1 when some name has no owner; the others still print.
+        listing = subprocess.run(["dpkg", "-S", *names], capture_output=True,
+                                 text=True, timeout=120).stdout
+        owners = {}
+        for line in listing.splitlines():
+            package, _, owned = line.partition(": ")
+            for path in owned.split(", "):
+                owners[path.strip()] = package.split(":")[0]
+        packages = set()
+        for path, names_of_path in candidates.items():
+            owner = next((owners[n] for n in names_of_path if n in owners), "")
+            self.assertTrue(owner, f"no package owns {path}")
+            packages.add(owner)
         self.assertIn("libhwy1", packages)  # The check sees real libraries.
         missing = packages - installed - in_base_image - pulled_in
         self.assertFalse(missing, f"the runtime stage does not install {sorted(missing)}")
