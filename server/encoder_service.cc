@@ -390,6 +390,13 @@ grpc::ServerUnaryReactor* EncoderService::AlibiBias(
       context, "AlibiBias", "k_len", request, response, HandleAlibiBias);
 }
 
+grpc::ServerUnaryReactor* EncoderService::RelativeBias(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary<v1::RelativeBiasRequest, v1::RelativeBiasResponse>(
+      context, "RelativeBias", "key_positions", request, response, HandleRelativeBias);
+}
+
 grpc::ServerUnaryReactor* EncoderService::EncodeObservations(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {

@@ -49,12 +49,13 @@ using RawEncoderService = v1::Encoder::WithRawCallbackMethod_EncodePositions<
     v1::Encoder::WithRawCallbackMethod_ApplyRope<
         v1::Encoder::WithRawCallbackMethod_RopeTables<
             v1::Encoder::WithRawCallbackMethod_AlibiBias<
-                v1::Encoder::WithRawCallbackMethod_EncodeObservations<
-                    v1::Encoder::WithRawCallbackMethod_EncodeObservationsStream<
-                        v1::Encoder::WithRawCallbackMethod_Describe<
-                            v1::Encoder::WithRawCallbackMethod_ListProfiles<
-                                v1::Encoder::WithRawCallbackMethod_Echo<
-                                    v1::Encoder::Service>>>>>>>>>;
+                v1::Encoder::WithRawCallbackMethod_RelativeBias<
+                    v1::Encoder::WithRawCallbackMethod_EncodeObservations<
+                        v1::Encoder::WithRawCallbackMethod_EncodeObservationsStream<
+                            v1::Encoder::WithRawCallbackMethod_Describe<
+                                v1::Encoder::WithRawCallbackMethod_ListProfiles<
+                                    v1::Encoder::WithRawCallbackMethod_Echo<
+                                        v1::Encoder::Service>>>>>>>>>>;
 
 class EncoderService final : public RawEncoderService {
  public:
@@ -76,6 +77,9 @@ class EncoderService final : public RawEncoderService {
   grpc::ServerUnaryReactor* AlibiBias(grpc::CallbackServerContext* context,
                                       const grpc::ByteBuffer* request,
                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* RelativeBias(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* EncodeObservations(grpc::CallbackServerContext* context,
                                                const grpc::ByteBuffer* request,
                                                grpc::ByteBuffer* response) override;

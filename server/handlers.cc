@@ -28,6 +28,7 @@ const char* KindName(v1::EncoderSpec::KindCase kind) {
     case v1::EncoderSpec::kPositional: return "positional";
     case v1::EncoderSpec::kRope: return "rope";
     case v1::EncoderSpec::kTemporal: return "temporal";
+    case v1::EncoderSpec::kRelativeBias: return "relative_bias";
     case v1::EncoderSpec::KIND_NOT_SET: break;
   }
   return "empty";
@@ -601,6 +602,9 @@ absl::Status HandleDescribe(const HandlerContext& context,
     return InvalidField("seq_len", "applies only to a rope spec (sinusoidal and "
                                    "time-ladder frequencies do not depend on it)");
   }
+  if (spec->kind_case() == v1::EncoderSpec::kRelativeBias) {
+    return DescribeRelativeBias(context, spec->relative_bias(), response);
+  }
   std::vector<double> frequencies;
   int64_t seq_len = 0;  // Reported for rope specs only.
   const char* unit = "positions";
@@ -657,8 +661,9 @@ absl::Status HandleDescribe(const HandlerContext& context,
       unit = "seconds";
       break;
     }
+    case v1::EncoderSpec::kRelativeBias:  // Answered above.
     case v1::EncoderSpec::KIND_NOT_SET:
-      return InvalidField("spec", "set positional, rope or temporal");
+      return InvalidField("spec", "set positional, rope, temporal or relative_bias");
   }
   // The curve costs num_offsets × frequencies cosines.
   int64_t work = 0;
@@ -740,8 +745,11 @@ absl::Status ValidateProfiles(const ProfileRegistry& profiles) {
       case v1::EncoderSpec::kTemporal:
         status = ValidateTemporalProfile(profiles, spec.temporal());
         break;
+      case v1::EncoderSpec::kRelativeBias:
+        status = ValidateRelativeBiasProfile(profiles, spec.relative_bias());
+        break;
       case v1::EncoderSpec::KIND_NOT_SET:
-        status = InvalidField("spec", "set positional, rope or temporal");
+        status = InvalidField("spec", "set positional, rope, temporal or relative_bias");
         break;
     }
     if (!status.ok()) {

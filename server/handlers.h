@@ -74,6 +74,17 @@ absl::Status HandleRopeTables(const HandlerContext& context,
 absl::Status HandleAlibiBias(const HandlerContext& context,
                              const v1::AlibiBiasRequest& request,
                              v1::AlibiBiasResponse* response);
+// RelativeBias (server/relative_bias_handler.cc).
+absl::Status HandleRelativeBias(const HandlerContext& context,
+                                const v1::RelativeBiasRequest& request,
+                                v1::RelativeBiasResponse* response);
+// Describe for a relative_bias spec: the distances each bucket covers.
+absl::Status DescribeRelativeBias(const HandlerContext& context,
+                                  const v1::RelativeBiasSpec& spec,
+                                  v1::DescribeResponse* response);
+// Checks a relative_bias spec from a profile (and the table it names).
+absl::Status ValidateRelativeBiasProfile(const ProfileRegistry& profiles,
+                                         const v1::RelativeBiasSpec& spec);
 absl::Status HandleDescribe(const HandlerContext& context,
                             const v1::DescribeRequest& request,
                             v1::DescribeResponse* response);

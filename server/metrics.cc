@@ -33,7 +33,7 @@ constexpr std::array<const char*, 17> kCodeNames = {
 
 constexpr std::array<const char*, kNumEncodedKinds> kKindNames = {
     "sinusoidal", "learned", "rope", "rope_tables",
-    "alibi",      "observations", "describe"};
+    "alibi",      "observations", "describe",    "relative_bias"};
 
 // Latency buckets in seconds: 100 µs (a tiny call on loopback) to 10 s (a
 // full-size message on a slow link).

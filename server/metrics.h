@@ -59,8 +59,9 @@ enum class EncodedKind {
   kAlibi,
   kObservations,
   kDescribe,
+  kRelativeBias,
 };
-inline constexpr int kNumEncodedKinds = 7;
+inline constexpr int kNumEncodedKinds = 8;
 
 class ServerMetrics final {
  public:

@@ -597,6 +597,8 @@ absl::string_view SpecKind(const v1::EncoderSpec& spec) {
       return "rope";
     case v1::EncoderSpec::kTemporal:
       return "temporal";
+    case v1::EncoderSpec::kRelativeBias:
+      return "relative_bias";
     default:
       return "-";
   }
