@@ -27,6 +27,10 @@ constexpr char kProfiles[] = R"pb(
     spec { rope { rotary_dim: 4 base: 10000 } }
   }
   profile {
+    name: "shaw"
+    spec { relative_bias { shaw { max_relative_position: 2 } table: "wpe" } }
+  }
+  profile {
     name: "vitals"
     spec {
       temporal {

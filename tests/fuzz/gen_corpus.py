@@ -119,6 +119,25 @@ ALIBI_BIAS = [
     "num_heads: 3 q_len: 1 k_len: 3 causal: true output_dtype: FLOAT16",
 ]
 
+RELATIVE_BIAS = [
+    "query_positions { range { start: 5 count: 3 } } key_positions { range { count: 8 } } "
+    "spec { relative_bias { t5 { num_buckets: 8 max_distance: 20 } } } "
+    "table " + tensor("FLOAT32", [8, 2], list(range(16))) + " include_bucket_ids: true",
+    "query_positions { values " + tensor("INT64", [3], [0, -9223372036854775808, 9]) + " } "
+    "key_positions { range { start: -4 count: 6 step: 3 } } "
+    "spec { relative_bias { t5 { num_buckets: 33 direction: CAUSAL } } }",
+    "query_positions { range { count: 4 } } key_positions { range { count: 4 } } "
+    'profile: "shaw" output_dtype: BFLOAT16',
+    "query_positions { values " + tensor("INT64", [2], [0, 1500000000]) + " } "
+    "key_positions { values " + tensor("INT64", [3], [0, 1000000000, 9000000000000]) + " } "
+    "spec { relative_bias { time_buckets { num_buckets: 16 exact_seconds: 2 "
+    "max_seconds: 3600 } } }",
+    "query_positions { values " + tensor("INT64", [2], [0, 1500000000]) + " } "
+    "key_positions { values " + tensor("INT64", [2], [0, 60000000000]) + " } "
+    "spec { relative_bias { time_alibi { num_heads: 3 unit_seconds: 60 causal: true } } } "
+    "output_dtype: FLOAT64",
+]
+
 DESCRIBE = [
     "spec { positional { sinusoidal { dim: 16 } } }",
     "spec { rope { rotary_dim: 8 base: 500000 } } num_offsets: 16",
@@ -126,6 +145,9 @@ DESCRIBE = [
     "num_offsets: 8 offset_step: 0.5",
     'profile: "vitals"',
     'profile: "rope" num_offsets: 2',
+    "spec { relative_bias { t5 { num_buckets: 32 max_distance: 128 } } }",
+    "spec { relative_bias { time_buckets { num_buckets: 8 exact_seconds: 1 "
+    "max_seconds: 86400 direction: CAUSAL } } }",
 ]
 
 FULL_TEMPORAL = (
@@ -279,6 +301,7 @@ def main():
         "apply_rope": ("ApplyRopeRequest", APPLY_ROPE),
         "rope_tables": ("RopeTablesRequest", ROPE_TABLES),
         "alibi_bias": ("AlibiBiasRequest", ALIBI_BIAS),
+        "relative_bias": ("RelativeBiasRequest", RELATIVE_BIAS),
         "describe": ("DescribeRequest", DESCRIBE),
         "encode_observations": ("EncodeObservationsRequest", ENCODE_OBSERVATIONS),
     }

@@ -138,7 +138,7 @@ TEST(ReflectionTest, ListsServicesAndServesTheEncoderDescriptor) {
     if (file.name() == "phasor/v1/encoder.proto") {
       ASSERT_EQ(file.service_size(), 1);
       EXPECT_EQ(file.service(0).name(), "Encoder");
-      EXPECT_EQ(file.service(0).method_size(), 9);
+      EXPECT_EQ(file.service(0).method_size(), 10);
     }
   }
   EXPECT_THAT(files, ::testing::Contains("phasor/v1/encoder.proto"));
