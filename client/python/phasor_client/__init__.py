@@ -14,8 +14,9 @@ protobuf/gRPC stubs are generated when the package is built, never at import
 line with the C++ phasor-client's common calls.
 """
 
-from .client import (AlibiResult, EncoderClient, Features, Panel, RopeResult,
-                     RopeTables, field_violations, pb, serving_status_name)
+from .client import (AlibiResult, EncoderClient, Features, Panel,
+                     RelativeBiasResult, RopeResult, RopeTables,
+                     field_violations, pb, serving_status_name)
 from .tensors import dtype_enum, from_tensor, to_tensor
 from .errors import InvalidInputError, PhasorError
 from .frame import FrameResult
@@ -23,8 +24,8 @@ from .schema import feature_names
 from .specs import encoder_spec, temporal_spec
 
 __all__ = [
-    "AlibiResult", "EncoderClient", "Features", "Panel", "RopeResult",
-    "RopeTables",
+    "AlibiResult", "EncoderClient", "Features", "Panel", "RelativeBiasResult",
+    "RopeResult", "RopeTables",
     "dtype_enum", "field_violations", "from_tensor", "pb",
     "serving_status_name", "to_tensor",
 ]

@@ -71,6 +71,8 @@ RopeResult = collections.namedtuple("RopeResult",
 RopeTables = collections.namedtuple(
     "RopeTables", ["cos", "sin", "attention_factor", "inv_freq"])
 AlibiResult = collections.namedtuple("AlibiResult", ["slopes", "bias"])
+RelativeBiasResult = collections.namedtuple(
+    "RelativeBiasResult", ["bias", "bucket_ids", "num_buckets"])
 Features = collections.namedtuple("Features", ["features", "schema", "state"])
 Panel = collections.namedtuple(
     "Panel", ["features", "schema", "states", "series_offsets"])
@@ -529,6 +531,75 @@ class EncoderClient:
         response = self._call(self._stub.AlibiBias, request)
         bias = from_tensor(response.bias) if response.HasField("bias") else None
         return AlibiResult(from_tensor(response.slopes), bias)
+
+    def relative_bias(self, query_positions: Optional[ArrayLike] = None,
+                      key_positions: Optional[ArrayLike] = None, *,
+                      q_len: Optional[int] = None, k_len: Optional[int] = None,
+                      q_start: int = 0, k_start: int = 0,
+                      num_buckets: int = 32, max_distance: int = 128,
+                      bidirectional: bool = True,
+                      max_relative_position: Optional[int] = None,
+                      table: Optional[ArrayLike] = None,
+                      table_name: Optional[str] = None,
+                      profile: Optional[str] = None, spec: SpecLike = None,
+                      include_bucket_ids: bool = False,
+                      output_dtype: DTypeLike = "float32") -> RelativeBiasResult:
+        """RelativeBiasResult(bias, bucket_ids, num_buckets): a relative
+        position bias [H, q_len, k_len] and/or its bucket ids [q_len, k_len]
+        (int32), as numpy.
+
+        Positions: query_positions / key_positions as integer arrays (token
+        indices; int64 ns or numpy datetime64 for the time_buckets and
+        time_alibi specs), or the ranges q_start + [0, q_len) and
+        k_start + [0, k_len). Without spec= or profile=: T5 buckets
+        (num_buckets, max_distance, bidirectional, HF's
+        _relative_position_bucket), or Shaw's clipping when
+        max_relative_position is given. table: a learned [num_buckets, H]
+        table (HF's relative_attention_bias.weight), or table_name a
+        server-side one; without a table only bucket_ids are returned
+        (include_bucket_ids=True returns both). bias is None without a
+        table, bucket_ids None when not returned.
+        """
+        def positions(values, count, start):
+            if values is not None:
+                array = np.asarray(values)
+                if np.issubdtype(array.dtype, np.datetime64):
+                    array = array.astype("datetime64[ns]").view(np.int64)
+                return _positions(array, None, 0, 1)
+            return _positions(None, count, start, 1)
+
+        request = pb.RelativeBiasRequest(
+            query_positions=positions(query_positions, q_len, q_start),
+            key_positions=positions(key_positions, k_len, k_start),
+            output_dtype=dtype_enum(output_dtype),
+            include_bucket_ids=include_bucket_ids)
+
+        def shortcut():
+            relative = pb.RelativeBiasSpec()
+            if max_relative_position is not None:
+                relative.shaw.max_relative_position = max_relative_position
+            else:
+                relative.t5.num_buckets = num_buckets
+                relative.t5.max_distance = max_distance
+                relative.t5.direction = (pb.RelativeBiasSpec.BIDIRECTIONAL
+                                         if bidirectional
+                                         else pb.RelativeBiasSpec.CAUSAL)
+            return pb.EncoderSpec(relative_bias=relative)
+
+        _set_config(request, profile, spec, shortcut)
+        if table_name:
+            if not request.HasField("spec"):
+                raise ValueError("table_name= needs an inline spec (a "
+                                 "profile names its own table)")
+            request.spec.relative_bias.table = table_name
+        if table is not None:
+            request.table.CopyFrom(to_tensor(table))
+        response = self._call(self._stub.RelativeBias, request)
+        bias = (from_tensor(response.bias) if response.HasField("bias")
+                else None)
+        ids = (from_tensor(response.bucket_ids)
+               if response.HasField("bucket_ids") else None)
+        return RelativeBiasResult(bias, ids, response.num_buckets)
 
     @staticmethod
     def _observations(timestamps, values, mask, content, channel_names,

@@ -39,7 +39,7 @@ SpecLike = Union[None, str, Mapping[str, Any], _message.Message]
 
 # EncoderSpec's oneof members and the message each wraps.
 _KINDS = {"temporal": pb.TemporalSpec, "positional": pb.PositionalSpec,
-          "rope": pb.RopeSpec}
+          "rope": pb.RopeSpec, "relative_bias": pb.RelativeBiasSpec}
 # TemporalSpec's fields, in output order, as keyword arguments.
 TEMPORAL_BLOCKS = ("content", "time", "time2vec", "gaps", "calendar",
                    "combine", "d_model")
