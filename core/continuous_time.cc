@@ -369,9 +369,11 @@ ExactPhase::ExactPhase(double period_seconds) {
 }
 
 TimeSinusoid::TimeSinusoid(int64_t dim, double min_period_seconds,
-                           double max_period_seconds)
+                           double max_period_seconds,
+                           SinusoidAccuracy accuracy)
     : min_period_seconds_(min_period_seconds),
-      max_period_seconds_(max_period_seconds) {
+      max_period_seconds_(max_period_seconds),
+      accuracy_(accuracy) {
   const int64_t num_periods = dim / 2;
   phases_.reserve(static_cast<size_t>(num_periods));
   for (int64_t k = 0; k < num_periods; ++k) {
@@ -386,30 +388,105 @@ std::vector<double> TimeSinusoid::periods_seconds() const {
 }
 
 void TimeSinusoid::Encode(__int128 elapsed_ns, double* out) const {
-  // Periods in chunks of kSinCosBatch: the exact phases first (integer work),
-  // then one vector sin/cos pass; a short last chunk is padded with zeros.
-  constexpr int kBatch = static_cast<int>(kSinCosBatch);
-  HWY_ALIGN double angle[kBatch];
-  HWY_ALIGN double sin_angle[kBatch];
-  HWY_ALIGN double cos_angle[kBatch];
-  const auto num_periods = static_cast<int64_t>(phases_.size());
-  const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
-  for (int64_t k0 = 0; k0 < num_periods; k0 += kBatch) {
-    const int lanes = static_cast<int>(std::min<int64_t>(kBatch, num_periods - k0));
-    for (int i = 0; i < kBatch; ++i) {
-      angle[i] = i < lanes ? kTwoPi * phases_[k0 + i].SignedTurns(elapsed_ns) : 0.0;
-    }
-    sin_cos(angle, kSinCosBatch, sin_angle, cos_angle);
-    for (int i = 0; i < lanes; ++i) {
-      out[2 * (k0 + i)] = sin_angle[i];
-      out[2 * (k0 + i) + 1] = cos_angle[i];
-    }
+  if (accuracy_ == SinusoidAccuracy::kFloat64) {
+    EncodeImpl<SinusoidAccuracy::kFloat64>(elapsed_ns, out);
+  } else {
+    EncodeImpl<SinusoidAccuracy::kFloat32>(elapsed_ns, out);
   }
 }
 
 void TimeSinusoid::EncodeRows(absl::Span<const int64_t> times_ns,
                               int64_t origin_ns, double* out,
                               int64_t row_stride) const {
+  if (accuracy_ == SinusoidAccuracy::kFloat64) {
+    EncodeRowsImpl<SinusoidAccuracy::kFloat64>(times_ns, origin_ns, out,
+                                               row_stride);
+  } else {
+    EncodeRowsImpl<SinusoidAccuracy::kFloat32>(times_ns, origin_ns, out,
+                                               row_stride);
+  }
+}
+
+namespace {
+
+// The kernel's input for period `phase` at `elapsed_ns`. kFloat32: the whole
+// angle 2π·turns in [−π, π), one double (*quadrant stays 0). kFloat64: the
+// split of ExactAngle::CosSinOfTurns (core/exact_angle.h): the nearest
+// quarter turn q (mod 4) in *quadrant and the residual r in [−1/8, 1/8)
+// turn as the angle r·2π, its 2^-64-turn integer times round(π·2^62)
+// formed exactly in 128 bits and rounded once, so |angle| <= π/4 and its
+// error is <= 2^-54 rad. The kernel's own reduction is then the identity
+// (q = 0, y1 = 0: SinCosSmallAngles) and the kernel alone remains, < 1 ulp.
+template <SinusoidAccuracy kAccuracy>
+inline double KernelAngle(const ExactPhase& phase, __int128 elapsed_ns,
+                          uint32_t* quadrant) {
+  if constexpr (kAccuracy == SinusoidAccuracy::kFloat32) {
+    return kTwoPi * phase.SignedTurns(elapsed_ns);
+  } else {
+    const uint64_t turns = phase.Turns(elapsed_ns);
+    const uint64_t q = (turns + (uint64_t{1} << 61)) >> 62;
+    const auto residual = static_cast<int64_t>(turns - (q << 62));
+    constexpr uint64_t kPiTimes2Pow62 = 0xc90fdaa22168c235u;  // round(π·2^62)
+    // Unsigned, so clang's UBSan needs no __muloti4.
+    const uint64_t magnitude =
+        residual < 0 ? uint64_t{0} - static_cast<uint64_t>(residual)
+                     : static_cast<uint64_t>(residual);
+    const double scaled =
+        static_cast<double>(static_cast<u128>(magnitude) * kPiTimes2Pow62);
+    *quadrant = static_cast<uint32_t>(q & 3);
+    return (residual < 0 ? -scaled : scaled) * 0x1p-125;
+  }
+}
+
+// Stores sin, cos of the angle the quadrant and the kernel's (s, c) of the
+// residual stand for: +q quarter turns is (s, c) → (c, −s) → (−s, −c) →
+// (−c, s). Selects, not branches: a quadrant is random.
+template <SinusoidAccuracy kAccuracy>
+inline void StoreSinCos(uint32_t quadrant, double s, double c, double* out) {
+  if constexpr (kAccuracy == SinusoidAccuracy::kFloat32) {
+    out[0] = s;
+    out[1] = c;
+  } else {
+    const bool swap = (quadrant & 1) != 0;
+    const double sin_value = swap ? c : s;
+    const double cos_value = swap ? s : c;
+    out[0] = (quadrant & 2) != 0 ? -sin_value : sin_value;
+    out[1] = ((quadrant + 1) & 2) != 0 ? -cos_value : cos_value;
+  }
+}
+
+}  // namespace
+
+template <SinusoidAccuracy kAccuracy>
+void TimeSinusoid::EncodeImpl(__int128 elapsed_ns, double* out) const {
+  // Periods in chunks of kSinCosBatch: the exact phases first (integer work),
+  // then one vector sin/cos pass; a short last chunk is padded with zeros.
+  constexpr int kBatch = static_cast<int>(kSinCosBatch);
+  HWY_ALIGN double angle[kBatch];
+  HWY_ALIGN double sin_angle[kBatch];
+  HWY_ALIGN double cos_angle[kBatch];
+  uint32_t quadrant[kBatch] = {};
+  const auto num_periods = static_cast<int64_t>(phases_.size());
+  const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
+  for (int64_t k0 = 0; k0 < num_periods; k0 += kBatch) {
+    const int lanes = static_cast<int>(std::min<int64_t>(kBatch, num_periods - k0));
+    for (int i = 0; i < kBatch; ++i) {
+      angle[i] = i < lanes ? KernelAngle<kAccuracy>(phases_[k0 + i], elapsed_ns,
+                                                    &quadrant[i])
+                           : 0.0;
+    }
+    sin_cos(angle, kSinCosBatch, sin_angle, cos_angle);
+    for (int i = 0; i < lanes; ++i) {
+      StoreSinCos<kAccuracy>(quadrant[i], sin_angle[i], cos_angle[i],
+                             out + 2 * (k0 + i));
+    }
+  }
+}
+
+template <SinusoidAccuracy kAccuracy>
+void TimeSinusoid::EncodeRowsImpl(absl::Span<const int64_t> times_ns,
+                                  int64_t origin_ns, double* out,
+                                  int64_t row_stride) const {
   const auto num_periods = static_cast<int64_t>(phases_.size());
   const auto rows = static_cast<int64_t>(times_ns.size());
   // Angles of whole rows, kAngles at most per kernel call.
@@ -417,13 +494,15 @@ void TimeSinusoid::EncodeRows(absl::Span<const int64_t> times_ns,
   const int64_t rows_per_call = kAngles / num_periods;
   if (rows_per_call == 0) {  // dim > 2·kAngles: rows one by one.
     for (int64_t r = 0; r < rows; ++r) {
-      Encode(ElapsedNs(times_ns[r], origin_ns), out + r * row_stride);
+      EncodeImpl<kAccuracy>(ElapsedNs(times_ns[r], origin_ns),
+                            out + r * row_stride);
     }
     return;
   }
   HWY_ALIGN double angle[kAngles];
   HWY_ALIGN double sin_angle[kAngles];
   HWY_ALIGN double cos_angle[kAngles];
+  uint32_t quadrant[kAngles] = {};
   const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
   for (int64_t r0 = 0; r0 < rows; r0 += rows_per_call) {
     const int64_t call_rows = std::min(rows_per_call, rows - r0);
@@ -431,7 +510,8 @@ void TimeSinusoid::EncodeRows(absl::Span<const int64_t> times_ns,
     for (int64_t r = 0; r < call_rows; ++r) {
       const __int128 elapsed = ElapsedNs(times_ns[r0 + r], origin_ns);
       for (int64_t k = 0; k < num_periods; ++k) {
-        angle[r * num_periods + k] = kTwoPi * phases_[k].SignedTurns(elapsed);
+        const int64_t a = r * num_periods + k;
+        angle[a] = KernelAngle<kAccuracy>(phases_[k], elapsed, &quadrant[a]);
       }
     }
     const auto batch = static_cast<int64_t>(kSinCosBatch);
@@ -441,8 +521,9 @@ void TimeSinusoid::EncodeRows(absl::Span<const int64_t> times_ns,
     for (int64_t r = 0; r < call_rows; ++r) {
       double* row = out + (r0 + r) * row_stride;
       for (int64_t k = 0; k < num_periods; ++k) {
-        row[2 * k] = sin_angle[r * num_periods + k];
-        row[2 * k + 1] = cos_angle[r * num_periods + k];
+        const int64_t a = r * num_periods + k;
+        StoreSinCos<kAccuracy>(quadrant[a], sin_angle[a], cos_angle[a],
+                               row + 2 * k);
       }
     }
   }
