@@ -474,7 +474,7 @@ absl::Status Prepare(const TemporalSpec& spec, const FeatureLayout& layout,
     p->time.emplace(r.time->dim, r.time->min_period_seconds,
                     r.time->max_period_seconds, accuracy);
   }
-  if (spec.time2vec.has_value()) p->time2vec.emplace(*spec.time2vec);
+  if (spec.time2vec.has_value()) p->time2vec.emplace(*spec.time2vec, accuracy);
   if (r.gaps.has_value()) p->gaps.emplace(*r.gaps, p->channels, accuracy);
   if (spec.calendar.has_value()) {
     const int64_t d_model = p->sum ? spec.d_model : 0;

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/errors.h"
+#include "core/exact_angle.h"
 
 // The sin/cos kernel is compiled once per SIMD target Highway finds
 // (hwy/examples/skeleton.cc): foreach_target.h re-includes this file with
@@ -529,13 +530,115 @@ void TimeSinusoid::EncodeRowsImpl(absl::Span<const int64_t> times_ns,
   }
 }
 
-Time2Vec::Time2Vec(const Time2VecBlock& block)
+namespace {
+
+// binary128: gcc's __float128 on x86-64 (arithmetic from libgcc), long
+// double where that is binary128 (aarch64).
+#if defined(__x86_64__) || defined(__i386__)
+using Binary128 = __float128;
+#else
+using Binary128 = long double;
+static_assert(std::numeric_limits<long double>::digits == 113,
+              "Time2Vec's float64 path needs binary128");
+#endif
+
+// 2π as three doubles, summed to ~2^-150 (the 48-bit pieces of
+// tests/quad_reference.h's kTwoPiPieces, from mpmath).
+Binary128 TwoPi128() {
+  return Binary128(0x1.921fb54442d00p+2) + Binary128(0x1.8469898cc5160p-46) +
+         Binary128(0x1.01b839a252040p-94);
+}
+
+// The double-double hi + lo nearest a binary128 value (2^-106 relative).
+void SplitBinary128(Binary128 value, double* hi, double* lo) {
+  *hi = static_cast<double>(value);
+  *lo = static_cast<double>(value - Binary128(*hi));
+}
+
+// x mod 1 turn as a 2^-64-turn integer, rounded to nearest (≤ 2^-65 turn).
+// x − nearbyint(x) is exact for every double (an |x| >= 2^52 is an integer).
+inline uint64_t TurnsOf(double x) {
+  const double fraction = x - std::nearbyint(x);  // In [−0.5, 0.5].
+  return static_cast<uint64_t>(
+      static_cast<__int128>(std::nearbyint(fraction * 0x1p64)));
+}
+
+// The exact integer e as hi + lo doubles: lo = e − hi has |lo| <= ulp(hi)/2
+// <= 2^12 for |e| < 2^66, exact.
+inline void SplitElapsed(__int128 e, double* hi, double* lo) {
+  // Elapsed times almost always fit int64, whose conversions are single
+  // instructions; the 128-bit ones are library calls.
+  const auto narrow = static_cast<int64_t>(e);
+  if (narrow == e) {
+    *hi = static_cast<double>(narrow);
+    if (std::fabs(*hi) < 0x1p63) {
+      *lo = static_cast<double>(narrow - static_cast<int64_t>(*hi));
+      return;
+    }
+  }
+  *hi = static_cast<double>(e);
+  *lo = static_cast<double>(e - static_cast<__int128>(*hi));
+}
+
+}  // namespace
+
+Time2Vec::Time2Vec(const Time2VecBlock& block, SinusoidAccuracy accuracy)
     : omega_(block.omega.begin(), block.omega.end()),
       phi_long_(block.phi.begin(), block.phi.end()),
       phi_(block.phi),
-      unit_ns_(static_cast<long double>(block.unit_seconds) * 1e9L) {}
+      unit_ns_(static_cast<long double>(block.unit_seconds) * 1e9L),
+      accuracy_(accuracy) {
+  if (accuracy_ != SinusoidAccuracy::kFloat64) return;
+  const size_t n = block.omega.size();
+  rate_hi_.resize(n);
+  rate_lo_.resize(n);
+  offset_hi_.resize(n);
+  offset_lo_.resize(n);
+  // U = unit_seconds·1e9: a 53-bit by 30-bit product, exact in binary128.
+  const Binary128 unit_ns = Binary128(block.unit_seconds) * Binary128(1e9);
+  const Binary128 two_pi = TwoPi128();
+  for (size_t i = 0; i < n; ++i) {
+    const Binary128 per_turn = i == 0 ? Binary128(1) : two_pi;
+    SplitBinary128(Binary128(block.omega[i]) / (unit_ns * per_turn), &rate_hi_[i],
+                   &rate_lo_[i]);
+    SplitBinary128(Binary128(block.phi[i]) / per_turn, &offset_hi_[i],
+                   &offset_lo_[i]);
+  }
+}
+
+void Time2Vec::EncodeFloat64(__int128 elapsed_ns, double* out) const {
+  double e_hi = 0;
+  double e_lo = 0;
+  SplitElapsed(elapsed_ns, &e_hi, &e_lo);
+  {
+    // ω_0·τ + φ_0 = e·rate + φ_0: the exact product e_hi·rate_hi (fma), the
+    // small cross terms, then φ_0 by TwoSum (Knuth), rounded once at the end.
+    const double p = e_hi * rate_hi_[0];
+    const double p_error = std::fma(e_hi, rate_hi_[0], -p);
+    const double cross = e_hi * rate_lo_[0] + e_lo * rate_hi_[0];
+    const double s = p + offset_hi_[0];
+    const double bp = s - p;
+    const double s_error = (p - (s - bp)) + (offset_hi_[0] - bp);
+    out[0] = s + (s_error + (p_error + (cross + offset_lo_[0])));
+  }
+  for (size_t i = 1; i < rate_hi_.size(); ++i) {
+    // Turns e·rate_i + offset_i, every part reduced mod 1 on its own and
+    // summed as 2^-64-turn integers (wrapping is the mod).
+    const double p = e_hi * rate_hi_[i];
+    const double p_error = std::fma(e_hi, rate_hi_[i], -p);
+    const uint64_t turns = TurnsOf(p) + TurnsOf(p_error) +
+                           TurnsOf(e_hi * rate_lo_[i]) + TurnsOf(e_lo * rate_hi_[i]) +
+                           TurnsOf(offset_hi_[i]) + TurnsOf(offset_lo_[i]);
+    double cos_ignored = 0;
+    ExactAngle::CosSinOfTurns(turns, &cos_ignored, &out[i]);
+  }
+}
 
 void Time2Vec::Encode(__int128 elapsed_ns, double* out) const {
+  if (accuracy_ == SinusoidAccuracy::kFloat64) {
+    EncodeFloat64(elapsed_ns, out);
+    return;
+  }
   // |elapsed_ns| < 2^64 converts to long double exactly.
   const long double tau = static_cast<long double>(elapsed_ns) / unit_ns_;
   out[0] = static_cast<double>(omega_[0] * tau + phi_long_[0]);

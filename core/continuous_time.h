@@ -209,10 +209,24 @@ class TimeSinusoid final {
 };
 
 // Time2Vec, prepared once per request.
+//
+// SinusoidAccuracy::kFloat64 evaluates the exact τ = elapsed_ns / U,
+// U = unit_seconds·1e9, without long double: per term the rate ω_i/U (in
+// turns per ns, ω_i/(2π·U), for i >= 1) and the offset (φ_i/(2π) turns) are
+// formed in binary128 and kept as double-doubles (2^-106 relative); a row
+// multiplies the elapsed nanoseconds (split exactly into two doubles) by the
+// rate with fma's exact products, reduces every partial sum modulo one turn
+// and adds them as 2^-64-turn integers; sin comes from
+// ExactAngle::CosSinOfTurns. The phase is then within |ω_i·τ|/2π·2^-104 +
+// 2^-62 turns of exact, and each sin within 1.7e-16 + 2π times that (≤ 2e-16
+// while |ω_i·τ| < 2^40 turns, e.g. ω = 2π rad/s over 300 years). The linear
+// term ω_0·τ + φ_0 is within 1 ulp plus 2^-100 of the larger of |ω_0·τ| and
+// |φ_0|.
 class Time2Vec final {
  public:
   // REQUIRES: ValidateTime2VecBlock(block, ...).ok().
-  explicit Time2Vec(const Time2VecBlock& block);
+  explicit Time2Vec(const Time2VecBlock& block,
+                    SinusoidAccuracy accuracy = SinusoidAccuracy::kFloat32);
 
   int64_t width() const { return static_cast<int64_t>(omega_.size()); }
 
@@ -220,10 +234,19 @@ class Time2Vec final {
   void Encode(__int128 elapsed_ns, double* out) const;
 
  private:
+  void EncodeFloat64(__int128 elapsed_ns, double* out) const;
+
   std::vector<long double> omega_;
   std::vector<long double> phi_long_;
   std::vector<double> phi_;
   long double unit_ns_;
+  SinusoidAccuracy accuracy_;
+  // kFloat64: rate and offset of each term as hi + lo (see above); term 0's
+  // are ω_0/U and φ_0 (not in turns).
+  std::vector<double> rate_hi_;
+  std::vector<double> rate_lo_;
+  std::vector<double> offset_hi_;
+  std::vector<double> offset_lo_;
 };
 
 }  // namespace phasor

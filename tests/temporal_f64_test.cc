@@ -146,6 +146,55 @@ TEST(TimeSinusoidFloat64, WithinFourE16OfQuadFrom1900To2200AndAtTheExtremes) {
   EXPECT_LT(max_f64, max_f32_path);
 }
 
+TEST(Time2VecFloat64, WithinFourE16OfQuadFrom1900To2200) {
+  const std::vector<int64_t> times = Instants(3000, 13);
+  Time2VecBlock block;
+  // Up to ω = 2π rad/s over 300 years (~2^33 turns) and φ far from [−π, π].
+  block.omega = {1e-6, 2 * M_PI / 86400, 2 * M_PI / 3600, 2 * M_PI, 0.7, 1e-9, 3.3};
+  block.phi = {0.1, 0.2, -3.0, 100.5, 1e6, 0.0, -0.25};
+  double max_sin = 0;
+  double max_sin_f32_path = 0;
+  double max_linear_ulps = 0;
+  for (double unit_seconds : {1.0, 86400.0, 1e-3}) {
+    block.unit_seconds = unit_seconds;
+    const Time2Vec exact(block, SinusoidAccuracy::kFloat64);
+    const Time2Vec fast(block, SinusoidAccuracy::kFloat32);
+    const int width = static_cast<int>(block.omega.size());
+    std::vector<double> row(width);
+    std::vector<double> fast_row(width);
+    for (int64_t origin : {int64_t{0}, times.front()}) {
+      for (int64_t t : times) {
+        const __int128 elapsed = ElapsedNs(t, origin);
+        exact.Encode(elapsed, row.data());
+        fast.Encode(elapsed, fast_row.data());
+        // τ exactly: elapsed / (unit·1e9), both exact in quad.
+        const Quad unit_ns = Quad(unit_seconds) * Quad(1e9);
+        for (int i = 0; i < width; ++i) {
+          const Quad x = Quad(block.omega[i]) * Quad(elapsed) / unit_ns + Quad(block.phi[i]);
+          if (i == 0) {
+            const double ulp = std::nextafter(std::fabs(static_cast<double>(x)),
+                                              INFINITY) -
+                               std::fabs(static_cast<double>(x));
+            const double ulps = AbsDiff(row[0], x) / ulp;
+            ASSERT_LE(ulps, 1.0) << "t=" << t << " unit=" << unit_seconds;
+            max_linear_ulps = std::max(max_linear_ulps, ulps);
+            continue;
+          }
+          const Quad exact_sin = sinq(x);
+          const double error = AbsDiff(row[i], exact_sin);
+          ASSERT_LE(error, kF64Bound) << "t=" << t << " term " << i << " unit="
+                                      << unit_seconds << " origin=" << origin;
+          max_sin = std::max(max_sin, error);
+          max_sin_f32_path = std::max(max_sin_f32_path, AbsDiff(fast_row[i], exact_sin));
+        }
+      }
+    }
+  }
+  std::printf("time2vec max |float64 sin - quad| = %.3g (float32 path's doubles: %.3g), "
+              "linear term within %.2f ulp\n",
+              max_sin, max_sin_f32_path, max_linear_ulps);
+}
+
 // x/P of a CYCLIC field in quad, from the local time (calendar.h's table).
 Quad QuadPhase(CalendarField field, const LocalTime& t, bool fractional) {
   const Quad clock_s = Quad(t.hour * 3600 + t.minute * 60 + t.second) +
