@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 import harness
-from phasor_client import pb
+from phasor_client import PhasorError, pb
+from phasor_client import client as client_module
 
 SPEC = dict(time={"dim": 8},
             time2vec={"omega": [1e-6, 2 * math.pi / 86400, 2 * math.pi],
@@ -78,8 +79,12 @@ class ObservationsFloat64Test(unittest.TestCase):
             output_dtype="float64").features
         self.assertLessEqual(abs(out[0, 0] - math.sqrt(3) / 2), 1.7e-16)
         self.assertLessEqual(abs(out[0, 1] - 0.5), 1.7e-16)
-        self.assertEqual(list(out[1]), [1.0, 0.0])
-        self.assertEqual(list(out[2]), [-1.0, 0.0])
+        # Quarter turns: sin rounds to ±1, cos within the phase's 2^-64-turn
+        # resolution (3.4e-19 rad) of 0.
+        self.assertEqual(out[1, 0], 1.0)
+        self.assertEqual(out[2, 0], -1.0)
+        self.assertLessEqual(abs(out[1, 1]), 3.5e-19)
+        self.assertLessEqual(abs(out[2, 1]), 3.5e-19)
 
     def test_float64_content_travels_as_float64(self):
         times = np.array([0, 1, 2], dtype=np.int64)
@@ -89,11 +94,18 @@ class ObservationsFloat64Test(unittest.TestCase):
             times, content=content, content_block={"scale": 1 / 3},
             output_dtype="float64").features
         np.testing.assert_array_equal(out, content * (1 / 3))
-        # A float32 output keeps sending float32 content, as before.
+        # A float32 output keeps sending float32 content, as before: 1e300
+        # becomes inf there and is refused, a finite row is narrowed first.
+        with self.assertRaises(PhasorError) as refused:
+            self.client.encode_observations(
+                times, content=content, content_block={"scale": 1 / 3})
+        self.assertIn("observations.content[5]", str(refused.exception))
+        finite = content.copy()
+        finite[2, 1] = 1e30
         out32 = self.client.encode_observations(
-            times, content=content, content_block={"scale": 1 / 3}).features
+            times, content=finite, content_block={"scale": 1 / 3}).features
         np.testing.assert_array_equal(
-            out32, (content.astype(np.float32).astype(np.float64)
+            out32, (finite.astype(np.float32).astype(np.float64)
                     * (1 / 3)).astype(np.float32))
 
     def test_stream_chunks_equal_the_whole_series(self):
@@ -110,7 +122,7 @@ class ObservationsFloat64Test(unittest.TestCase):
 
     def test_panel_equals_single_series_and_splits_by_true_size(self):
         rng = np.random.default_rng(3)
-        lengths = [0, 5, 40, 1, 23]
+        lengths = [0, 50, 400, 1, 230]
         parts = [series(rng, n, 1772900000 * 10**9 + s * 86400 * 10**9)
                  for s, n in enumerate(lengths)]
         times = np.concatenate([p[0] for p in parts])
@@ -131,6 +143,7 @@ class ObservationsFloat64Test(unittest.TestCase):
         # but not the float64 one: the client must split by 8 bytes a value.
         width = panel.features.shape[1]
         limit = int(len(times) * width * 4 * 1.5) + 16384
+        self.assertGreater(len(times) * width * 8, limit)
         small = self.server.client(deadline_seconds=30,
                                    max_message_bytes=limit)
         try:
@@ -139,6 +152,9 @@ class ObservationsFloat64Test(unittest.TestCase):
         finally:
             small.close()
         self.assertEqual(split.features.tobytes(), panel.features.tobytes())
+        # The split budget counts 8 bytes a float64 value (its 0.5 margin
+        # would hide a 4-byte estimate in this test alone).
+        self.assertEqual(client_module._OUTPUT_ITEMSIZE[pb.FLOAT64], 8)
 
     def test_encode_frame_float64(self):
         rng = np.random.default_rng(4)

@@ -130,7 +130,9 @@ TEST_F(TemporalFloat64RpcTest, UnaryFloat64IsTheFloat64PathNotWidenedFloat32) {
 
 TEST_F(TemporalFloat64RpcTest, KnownAnglesToTheLastBit) {
   // time: one pair with period 60 s from the epoch; at 10 s the angle is
-  // π/3, at 15 s π/2, at 45 s 3π/2 (exact quarter turns give exact 0, ±1).
+  // π/3, at 15 s π/2, at 45 s 3π/2. The phase resolves 2^-64 turn (the
+  // step per ns is floored, continuous_time.h), so a quarter turn's cos is
+  // within 2π·2^-64 = 3.4e-19 of 0 and its sin rounds to ±1.
   v1::EncodeObservationsRequest request;
   v1::TemporalSpec* temporal = request.mutable_spec()->mutable_temporal();
   temporal->mutable_time()->set_dim(2);
@@ -146,9 +148,9 @@ TEST_F(TemporalFloat64RpcTest, KnownAnglesToTheLastBit) {
   EXPECT_NEAR(out[0], std::sqrt(3.0) / 2, 1.7e-16);
   EXPECT_NEAR(out[1], 0.5, 1.7e-16);
   EXPECT_EQ(out[2], 1.0);
-  EXPECT_EQ(out[3], 0.0);
+  EXPECT_NEAR(out[3], 0.0, 3.5e-19);
   EXPECT_EQ(out[4], -1.0);
-  EXPECT_EQ(out[5], 0.0);
+  EXPECT_NEAR(out[5], 0.0, 3.5e-19);
 }
 
 TEST_F(TemporalFloat64RpcTest, StreamChunksEqualTheWholeSeries) {
