@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -13,7 +14,6 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/errors.h"
-#include "core/exact_angle.h"
 
 // The sin/cos kernel is compiled once per SIMD target Highway finds
 // (hwy/examples/skeleton.cc): foreach_target.h re-includes this file with
@@ -410,32 +410,56 @@ void TimeSinusoid::EncodeRows(absl::Span<const int64_t> times_ns,
 
 namespace {
 
+// The double nearest x < 2^127, ties to even: the value
+// static_cast<double>(x) gives, without libgcc's __floatuntidf call (a third
+// of the float64 sinusoid's time). The top 64 bits from the leading one,
+// with a sticky bit for any nonzero bit below them, round the same way:
+// 64 > 53 + 2 bits keep the round and sticky information.
+inline double NearestDouble(u128 x) {
+  const auto high = static_cast<uint64_t>(x >> 64);
+  if (high == 0) return static_cast<double>(static_cast<uint64_t>(x));
+  const int shift = __builtin_clzll(high);  // x·2^shift has bit 127 set.
+  const u128 normal = x << shift;
+  const auto top = static_cast<uint64_t>(normal >> 64);
+  const uint64_t sticky = static_cast<uint64_t>(normal) != 0 ? 1 : 0;
+  // 2^(64 − shift), 2^1..2^64, built from its bits (std::ldexp is a call).
+  const uint64_t scale_bits = static_cast<uint64_t>(1023 + 64 - shift) << 52;
+  double scale = 0;
+  std::memcpy(&scale, &scale_bits, sizeof(scale));
+  return static_cast<double>(top | sticky) * scale;
+}
+
+// The split of ExactAngle::CosSinOfTurns (core/exact_angle.h): `turns`
+// (2^-64 turn) as the nearest quarter turn q (mod 4, in *quadrant) and the
+// residual r in [−1/8, 1/8) turn as the angle r·2π, its 2^-64-turn integer
+// times round(π·2^62) formed exactly in 128 bits and rounded once, so
+// |angle| <= π/4 and its error is <= 2^-54 rad.
+inline double QuarterTurnSplit(uint64_t turns, uint32_t* quadrant) {
+  const uint64_t q = (turns + (uint64_t{1} << 61)) >> 62;
+  const auto residual = static_cast<int64_t>(turns - (q << 62));
+  constexpr uint64_t kPiTimes2Pow62 = 0xc90fdaa22168c235u;  // round(π·2^62)
+  // Unsigned, so clang's UBSan needs no __muloti4.
+  const uint64_t magnitude =
+      residual < 0 ? uint64_t{0} - static_cast<uint64_t>(residual)
+                   : static_cast<uint64_t>(residual);
+  const double scaled =
+      NearestDouble(static_cast<u128>(magnitude) * kPiTimes2Pow62);
+  *quadrant = static_cast<uint32_t>(q & 3);
+  return (residual < 0 ? -scaled : scaled) * 0x1p-125;
+}
+
 // The kernel's input for period `phase` at `elapsed_ns`. kFloat32: the whole
-// angle 2π·turns in [−π, π), one double (*quadrant stays 0). kFloat64: the
-// split of ExactAngle::CosSinOfTurns (core/exact_angle.h): the nearest
-// quarter turn q (mod 4) in *quadrant and the residual r in [−1/8, 1/8)
-// turn as the angle r·2π, its 2^-64-turn integer times round(π·2^62)
-// formed exactly in 128 bits and rounded once, so |angle| <= π/4 and its
-// error is <= 2^-54 rad. The kernel's own reduction is then the identity
-// (q = 0, y1 = 0: SinCosSmallAngles) and the kernel alone remains, < 1 ulp.
+// angle 2π·turns in [−π, π), one double (*quadrant stays 0). kFloat64:
+// QuarterTurnSplit's residual, |angle| <= π/4, for which the kernel's own
+// reduction is the identity (q = 0, y1 = 0: SinCosSmallAngles) and the
+// kernel alone remains, < 1 ulp.
 template <SinusoidAccuracy kAccuracy>
 inline double KernelAngle(const ExactPhase& phase, __int128 elapsed_ns,
                           uint32_t* quadrant) {
   if constexpr (kAccuracy == SinusoidAccuracy::kFloat32) {
     return kTwoPi * phase.SignedTurns(elapsed_ns);
   } else {
-    const uint64_t turns = phase.Turns(elapsed_ns);
-    const uint64_t q = (turns + (uint64_t{1} << 61)) >> 62;
-    const auto residual = static_cast<int64_t>(turns - (q << 62));
-    constexpr uint64_t kPiTimes2Pow62 = 0xc90fdaa22168c235u;  // round(π·2^62)
-    // Unsigned, so clang's UBSan needs no __muloti4.
-    const uint64_t magnitude =
-        residual < 0 ? uint64_t{0} - static_cast<uint64_t>(residual)
-                     : static_cast<uint64_t>(residual);
-    const double scaled =
-        static_cast<double>(static_cast<u128>(magnitude) * kPiTimes2Pow62);
-    *quadrant = static_cast<uint32_t>(q & 3);
-    return (residual < 0 ? -scaled : scaled) * 0x1p-125;
+    return QuarterTurnSplit(phase.Turns(elapsed_ns), quadrant);
   }
 }
 
@@ -555,12 +579,19 @@ void SplitBinary128(Binary128 value, double* hi, double* lo) {
   *lo = static_cast<double>(value - Binary128(*hi));
 }
 
-// x mod 1 turn as a 2^-64-turn integer, rounded to nearest (≤ 2^-65 turn).
-// x − nearbyint(x) is exact for every double (an |x| >= 2^52 is an integer).
+// x mod 1 turn as a 2^-64-turn integer, within 2^-64 turn (truncated).
+// x − round(x) is exact for every double (an |x| >= 2^52 is an integer).
+// Rounded by adding 1.5·2^52 (no fraction bits left; the hardware rounds to
+// nearest even; this file has no contraction), not std::nearbyint, a libm
+// call that saves and restores the floating-point environment.
 inline uint64_t TurnsOf(double x) {
-  const double fraction = x - std::nearbyint(x);  // In [−0.5, 0.5].
-  return static_cast<uint64_t>(
-      static_cast<__int128>(std::nearbyint(fraction * 0x1p64)));
+  constexpr double kShift = 6755399441055744.0;  // 1.5·2^52
+  const double whole =
+      std::fabs(x) < 0x1p51 ? (x + kShift) - kShift : std::nearbyint(x);
+  const double scaled = (x - whole) * 0x1p64;  // In [−2^63, 2^63].
+  // +2^63 (x = n + 1/2) is −2^63 modulo 2^64; anything else fits int64.
+  if (scaled >= 0x1p63) return uint64_t{1} << 63;
+  return static_cast<uint64_t>(static_cast<int64_t>(scaled));
 }
 
 // The exact integer e as hi + lo doubles: lo = e − hi has |lo| <= ulp(hi)/2
@@ -594,6 +625,7 @@ Time2Vec::Time2Vec(const Time2VecBlock& block, SinusoidAccuracy accuracy)
   rate_lo_.resize(n);
   offset_hi_.resize(n);
   offset_lo_.resize(n);
+  offset_turns_.resize(n);
   // U = unit_seconds·1e9: a 53-bit by 30-bit product, exact in binary128.
   const Binary128 unit_ns = Binary128(block.unit_seconds) * Binary128(1e9);
   const Binary128 two_pi = TwoPi128();
@@ -603,6 +635,7 @@ Time2Vec::Time2Vec(const Time2VecBlock& block, SinusoidAccuracy accuracy)
                    &rate_lo_[i]);
     SplitBinary128(Binary128(block.phi[i]) / per_turn, &offset_hi_[i],
                    &offset_lo_[i]);
+    if (i > 0) offset_turns_[i] = TurnsOf(offset_hi_[i]) + TurnsOf(offset_lo_[i]);
   }
 }
 
@@ -621,16 +654,38 @@ void Time2Vec::EncodeFloat64(__int128 elapsed_ns, double* out) const {
     const double s_error = (p - (s - bp)) + (offset_hi_[0] - bp);
     out[0] = s + (s_error + (p_error + (cross + offset_lo_[0])));
   }
-  for (size_t i = 1; i < rate_hi_.size(); ++i) {
-    // Turns e·rate_i + offset_i, every part reduced mod 1 on its own and
-    // summed as 2^-64-turn integers (wrapping is the mod).
-    const double p = e_hi * rate_hi_[i];
-    const double p_error = std::fma(e_hi, rate_hi_[i], -p);
-    const uint64_t turns = TurnsOf(p) + TurnsOf(p_error) +
-                           TurnsOf(e_hi * rate_lo_[i]) + TurnsOf(e_lo * rate_hi_[i]) +
-                           TurnsOf(offset_hi_[i]) + TurnsOf(offset_lo_[i]);
-    double cos_ignored = 0;
-    ExactAngle::CosSinOfTurns(turns, &cos_ignored, &out[i]);
+  // The sines in chunks of kAngles through the vector kernel, each turns
+  // e·rate_i + offset_i with every part reduced mod 1 on its own and summed
+  // as 2^-64-turn integers (wrapping is the mod), then split at the nearest
+  // quarter turn.
+  constexpr int64_t kAngles = 64;
+  HWY_ALIGN double angle[kAngles];
+  HWY_ALIGN double sin_angle[kAngles];
+  HWY_ALIGN double cos_angle[kAngles];
+  uint32_t quadrant[kAngles];
+  const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
+  const auto terms = static_cast<int64_t>(rate_hi_.size());
+  for (int64_t i0 = 1; i0 < terms; i0 += kAngles) {
+    const int64_t used = std::min(kAngles, terms - i0);
+    for (int64_t j = 0; j < used; ++j) {
+      const int64_t i = i0 + j;
+      const double p = e_hi * rate_hi_[i];
+      const double p_error = std::fma(e_hi, rate_hi_[i], -p);
+      const uint64_t turns = TurnsOf(p) + TurnsOf(p_error) +
+                             TurnsOf(e_hi * rate_lo_[i]) +
+                             TurnsOf(e_lo * rate_hi_[i]) + offset_turns_[i];
+      angle[j] = QuarterTurnSplit(turns, &quadrant[j]);
+    }
+    const auto batch = static_cast<int64_t>(kSinCosBatch);
+    const int64_t padded = (used + batch - 1) / batch * batch;
+    std::fill(angle + used, angle + padded, 0.0);
+    sin_cos(angle, static_cast<size_t>(padded), sin_angle, cos_angle);
+    for (int64_t j = 0; j < used; ++j) {
+      // sin(r + q·π/2): sin r, cos r, −sin r, −cos r.
+      const uint32_t q = quadrant[j];
+      const double value = (q & 1) != 0 ? cos_angle[j] : sin_angle[j];
+      out[i0 + j] = (q & 2) != 0 ? -value : value;
+    }
   }
 }
 

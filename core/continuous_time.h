@@ -216,10 +216,11 @@ class TimeSinusoid final {
 // formed in binary128 and kept as double-doubles (2^-106 relative); a row
 // multiplies the elapsed nanoseconds (split exactly into two doubles) by the
 // rate with fma's exact products, reduces every partial sum modulo one turn
-// and adds them as 2^-64-turn integers; sin comes from
-// ExactAngle::CosSinOfTurns. The phase is then within |ω_i·τ|/2π·2^-104 +
-// 2^-62 turns of exact, and each sin within 1.7e-16 + 2π times that (≤ 2e-16
-// while |ω_i·τ| < 2^40 turns, e.g. ω = 2π rad/s over 300 years). The linear
+// and adds them as 2^-64-turn integers; sin comes from the time sinusoid's
+// quarter-turn split and vector kernel. The phase is then within
+// |ω_i·τ|/2π·2^-104 + 2^-61 turns of exact, and each sin within 1.7e-16 + 2π
+// times that (≤ 2e-16 while |ω_i·τ| < 2^40 turns, e.g. ω = 2π rad/s over 300
+// years). The linear
 // term ω_0·τ + φ_0 is within 1 ulp plus 2^-100 of the larger of |ω_0·τ| and
 // |φ_0|.
 class Time2Vec final {
@@ -247,6 +248,7 @@ class Time2Vec final {
   std::vector<double> rate_lo_;
   std::vector<double> offset_hi_;
   std::vector<double> offset_lo_;
+  std::vector<uint64_t> offset_turns_;  // Terms >= 1: the offset mod 1 turn.
 };
 
 }  // namespace phasor
