@@ -422,11 +422,14 @@ inline double NearestDouble(u128 x) {
   const u128 normal = x << shift;
   const auto top = static_cast<uint64_t>(normal >> 64);
   const uint64_t sticky = static_cast<uint64_t>(normal) != 0 ? 1 : 0;
-  // 2^(64 − shift), 2^1..2^64, built from its bits (std::ldexp is a call).
-  const uint64_t scale_bits = static_cast<uint64_t>(1023 + 64 - shift) << 52;
+  // top >= 2^63: halved (its last bit kept as sticky) it converts as a
+  // signed integer, one instruction, still with 63 > 53 + 2 bits.
+  const auto half = static_cast<int64_t>((top >> 1) | ((top | sticky) & 1));
+  // 2^(65 − shift), 2^2..2^65, built from its bits (std::ldexp is a call).
+  const uint64_t scale_bits = static_cast<uint64_t>(1023 + 65 - shift) << 52;
   double scale = 0;
   std::memcpy(&scale, &scale_bits, sizeof(scale));
-  return static_cast<double>(top | sticky) * scale;
+  return static_cast<double>(half) * scale;
 }
 
 // The split of ExactAngle::CosSinOfTurns (core/exact_angle.h): `turns`
