@@ -45,11 +45,8 @@ absl::Status WriteFeatures(const HandlerContext& context,
                            absl::Span<const int64_t> shape, DType dtype,
                            v1::Tensor* out, Kernel&& kernel) {
   if (dtype == DType::kFloat64) {
-    const absl::Span<char> bytes = AllocateTensor(shape, dtype, out);
-    // std::string's heap buffer is aligned for any scalar (operator new); a
-    // short one lives inside the string object, aligned to 8.
-    return kernel(absl::MakeSpan(reinterpret_cast<double*>(bytes.data()),
-                                 bytes.size() / sizeof(double)));
+    AllocateTensor(shape, dtype, out);
+    return kernel(DoubleData(out));
   }
   return WriteFloatOutput(context, shape, dtype, out, kernel);
 }
