@@ -193,14 +193,15 @@ void FillDate(absl::CivilDay day, bool reuse, LocalTime* t) {
 // sin, cos of 2π·numerator/denominator exactly reduced: the ratio as a
 // fraction of 2^64 turns, rounded to nearest (≤ 2^-65 turn), then
 // ExactAngle::CosSinOfTurns (≤ 1.7e-16 absolute).
-// REQUIRES: 0 <= numerator < denominator < 2^63.
+// REQUIRES: 0 <= numerator; 0 < denominator < 2^63.
 void ExactCycle(int64_t numerator, int64_t denominator, double* out) {
-  assert(numerator >= 0 && numerator < denominator);
+  assert(numerator >= 0 && denominator > 0);
   using u128 = unsigned __int128;
   const auto den = static_cast<u128>(denominator);
-  // numerator·2^64 < 2^127; a result of 2^64 (a full turn) wraps to 0.
+  // (numerator mod denominator)·2^64 < 2^127; a result of 2^64 (a full
+  // turn) wraps to 0.
   const auto turns = static_cast<uint64_t>(
-      ((static_cast<u128>(numerator) << 64) + den / 2) / den);
+      ((static_cast<u128>(numerator % denominator) << 64) + den / 2) / den);
   ExactAngle::CosSinOfTurns(turns, &out[1], &out[0]);
 }
 

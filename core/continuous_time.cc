@@ -591,10 +591,11 @@ inline uint64_t TurnsOf(double x) {
   constexpr double kShift = 6755399441055744.0;  // 1.5·2^52
   const double whole =
       std::fabs(x) < 0x1p51 ? (x + kShift) - kShift : std::nearbyint(x);
-  const double scaled = (x - whole) * 0x1p64;  // In [−2^63, 2^63].
-  // +2^63 (x = n + 1/2) is −2^63 modulo 2^64; anything else fits int64.
-  if (scaled >= 0x1p63) return uint64_t{1} << 63;
-  return static_cast<uint64_t>(static_cast<int64_t>(scaled));
+  const double scaled = (x - whole) * 0x1p64;  // In [−2^63, 2^63], or NaN.
+  if (scaled < 0x1p63) return static_cast<uint64_t>(static_cast<int64_t>(scaled));
+  // +2^63 (x = n + 1/2) is −2^63 modulo 2^64. A NaN (x infinite: the caller
+  // marks that term) gives 0 rather than an undefined conversion.
+  return scaled == 0x1p63 ? uint64_t{1} << 63 : 0;
 }
 
 // The exact integer e as hi + lo doubles: lo = e − hi has |lo| <= ulp(hi)/2
@@ -678,6 +679,9 @@ void Time2Vec::EncodeFloat64(__int128 elapsed_ns, double* out) const {
                              TurnsOf(e_hi * rate_lo_[i]) +
                              TurnsOf(e_lo * rate_hi_[i]) + offset_turns_[i];
       angle[j] = QuarterTurnSplit(turns, &quadrant[j]);
+      // ω_i·τ/2π beyond double's range (ω near its maximum): no phase is
+      // left to reduce, so NaN rather than a sine of nothing.
+      if (!std::isfinite(p)) angle[j] = std::numeric_limits<double>::quiet_NaN();
     }
     const auto batch = static_cast<int64_t>(kSinCosBatch);
     const int64_t padded = (used + batch - 1) / batch * batch;
