@@ -680,18 +680,15 @@ void CalendarEncoder::AddInformerRow(CalendarField field, int value,
 
 void CalendarEncoder::EncodeField(CalendarField field, const LocalTime& local,
                                   double* out) const {
+  if (exact_cycles_ && encoding_ == CalendarEncoding::kCyclic) {
+    EncodeExactCycle(field, local, out);
+    return;
+  }
   const int value = CivilValue(field, local);
   double x = value - FieldBase(field);
   if (fractional_) x += FieldFraction(field, local);
   switch (encoding_) {
     case CalendarEncoding::kCyclic: {
-      if (exact_cycles_) {
-        int64_t numerator = 0;
-        int64_t denominator = 1;
-        CyclePhase(field, local, fractional_, &numerator, &denominator);
-        ExactCycle(numerator, denominator, out);
-        return;
-      }
       const double angle = kTwoPi * x / CyclePeriod(field, local);
       out[0] = std::sin(angle);
       out[1] = std::cos(angle);
@@ -704,6 +701,14 @@ void CalendarEncoder::EncodeField(CalendarField field, const LocalTime& local,
       out[0] = value;
       return;
   }
+}
+
+void CalendarEncoder::EncodeExactCycle(CalendarField field, const LocalTime& local,
+                                       double* out) const {
+  int64_t numerator = 0;
+  int64_t denominator = 1;
+  CyclePhase(field, local, fractional_, &numerator, &denominator);
+  ExactCycle(numerator, denominator, out);
 }
 
 CalendarEncoder::Writer::Writer(const CalendarEncoder& encoder)

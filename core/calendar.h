@@ -220,6 +220,10 @@ class CalendarEncoder final {
   // Writes the field's encoded column(s) for `local` at out[0..field_width).
   void EncodeField(CalendarField field, const LocalTime& local,
                    double* out) const;
+  // EncodeField's CYCLIC columns on the float64 path; out of line, so the
+  // float32 path's code is what it was.
+  [[gnu::noinline]] void EncodeExactCycle(CalendarField field, const LocalTime& local,
+                                          double* out) const;
   // Adds Informer's row PE(value) of `field` to out[0..d_model), from its
   // table when it has one.
   void AddInformerRow(CalendarField field, int value, double* out) const;
