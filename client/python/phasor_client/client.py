@@ -79,7 +79,18 @@ Panel = collections.namedtuple(
 
 # Bytes per output element for EncodeObservationsRequest.output_dtype.
 _OUTPUT_ITEMSIZE = {pb.DTYPE_UNSPECIFIED: 4, pb.FLOAT32: 4, pb.FLOAT16: 2,
-                    pb.BFLOAT16: 2}
+                    pb.BFLOAT16: 2, pb.FLOAT64: 8}
+
+
+def _content_dtype(content, output_dtype):
+    """The wire dtype of observation content embeddings: float16 as sent,
+    float64 as sent when the output is float64 too (the server then scales
+    it in double), otherwise float32."""
+    if content.dtype == np.float16:
+        return np.float16
+    if content.dtype == np.float64 and dtype_enum(output_dtype) == pb.FLOAT64:
+        return np.float64
+    return np.float32
 
 # phasor-server's default limit; PHASOR_MAX_MESSAGE_BYTES (which sets the
 # server's) sets this default too.
@@ -603,7 +614,7 @@ class EncoderClient:
 
     @staticmethod
     def _observations(timestamps, values, mask, content, channel_names,
-                      time_unit=None):
+                      time_unit=None, output_dtype="float32"):
         """(Observations, tz-aware input's zone or None) of one wide
         series; values may be None (timestamps only)."""
         times = read_times(timestamps, "timestamps", time_unit)
@@ -620,7 +631,9 @@ class EncoderClient:
         if mask is not None:
             observations.mask.CopyFrom(to_tensor(mask, "uint8"))
         if content is not None:
-            observations.content.CopyFrom(to_tensor(content, "float32"))
+            content = np.asarray(content)
+            observations.content.CopyFrom(to_tensor(
+                content, _content_dtype(content, output_dtype)))
         return observations, times.time_zone
 
     def encode_observations(self, timestamps: ArrayLike,
@@ -653,13 +666,17 @@ class EncoderClient:
         dict), profile=, or the blocks as keywords (content_block, time,
         time2vec, gaps, calendar, combine, d_model; dicts with
         case-insensitive enum names), which also override spec's blocks.
-        content: token embeddings [T, d]. Returns Features(features,
+        content: token embeddings [T, d]. output_dtype: "float32"
+        (default), "float16", "bfloat16" or "float64" (np.float64 too;
+        computed in float64 by the server, not widened; float64 content is
+        then sent as float64). Returns Features(features,
         schema, state); pass state back to continue the series later, and
         feature_names(schema, channel_names) names the columns. Server
         errors raise PhasorError.
         """
         observations, zone = self._observations(
-            timestamps, values, mask, content, channel_names, time_unit)
+            timestamps, values, mask, content, channel_names, time_unit,
+            output_dtype)
         return self._encode_one_series(
             observations, zone, spec, profile, state, output_dtype,
             dict(content=content_block, time=time, time2vec=time2vec,
@@ -723,7 +740,9 @@ class EncoderClient:
         if num_channels:
             observations.num_channels = num_channels
         if content is not None:
-            observations.content.CopyFrom(to_tensor(content, "float32"))
+            content = np.asarray(content)
+            observations.content.CopyFrom(to_tensor(
+                content, _content_dtype(content, output_dtype)))
         return self._encode_one_series(
             observations, parsed.time_zone, spec, profile, state, output_dtype,
             dict(content=content_block, time=time, time2vec=time2vec,
@@ -903,8 +922,7 @@ class EncoderClient:
         if content is not None:
             content = np.asarray(content)
             row_tensors.append(_panel.RowTensor(
-                "content", content,
-                np.float16 if content.dtype == np.float16 else np.float32))
+                "content", content, _content_dtype(content, output_dtype)))
         rows = len(times)
         for row_tensor in row_tensors:
             if row_tensor.array.shape[:1] != (rows,):
