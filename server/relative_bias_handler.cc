@@ -152,9 +152,12 @@ absl::StatusOr<const v1::RelativeBiasSpec*> ResolveRelativeSpec(
   return InvalidField("spec", "set spec or profile");
 }
 
-// Integer positions (token indices or ns): FLOAT64 values are refused.
-absl::Status RequireIntegers(const Positions& positions, absl::string_view field) {
-  if (!positions.is_real()) return absl::OkStatus();
+// Integer positions (token indices or ns): FLOAT64 values are refused,
+// from the wire dtype (CountPositions allowed INT64 and FLOAT64).
+absl::Status RequireIntegers(const v1::Positions& positions, absl::string_view field) {
+  if (!positions.has_values() || positions.values().dtype() != v1::FLOAT64) {
+    return absl::OkStatus();
+  }
   return InvalidField(absl::StrCat(field, ".values.dtype"),
                       "must be INT64 (token indices, or ns since the Unix epoch for "
                       "time_buckets and time_alibi)");
@@ -196,6 +199,8 @@ absl::Status HandleRelativeBias(const HandlerContext& context,
   PHASOR_ASSIGN_OR_RETURN(
       const int64_t k_len,
       CountPositions(request.key_positions(), "key_positions", context.limits));
+  PHASOR_RETURN_IF_ERROR(RequireIntegers(request.query_positions(), "query_positions"));
+  PHASOR_RETURN_IF_ERROR(RequireIntegers(request.key_positions(), "key_positions"));
 
   // The table: inline, or the spec's named one, or none.
   const int64_t num_buckets = spec.time_alibi ? 0 : spec.bucketing.NumBuckets();
@@ -255,6 +260,14 @@ absl::Status HandleRelativeBias(const HandlerContext& context,
     }
   }
 
+  response->set_num_buckets(num_buckets);
+  if (q_len == 0 || k_len == 0) {
+    // Nothing to compute: the other side's positions are not materialised
+    // (a range of 2^24 would cost 128 MiB for an empty answer).
+    if (with_ids) AllocateTensor(ids_shape, DType::kInt32, response->mutable_bucket_ids());
+    if (with_bias) AllocateTensor(bias_shape, output_dtype, response->mutable_bias());
+    return absl::OkStatus();
+  }
   PHASOR_ASSIGN_OR_RETURN(
       const PositionsInput query_input,
       DecodePositions(request.query_positions(), "query_positions", context.limits));
@@ -263,12 +276,8 @@ absl::Status HandleRelativeBias(const HandlerContext& context,
       DecodePositions(request.key_positions(), "key_positions", context.limits));
   const Positions query = query_input.view();
   const Positions key = key_input.view();
-  PHASOR_RETURN_IF_ERROR(
-      RequireIntegers(query, "query_positions"));
-  PHASOR_RETURN_IF_ERROR(RequireIntegers(key, "key_positions"));
   PHASOR_RETURN_IF_ERROR(context.check_alive());
 
-  response->set_num_buckets(num_buckets);
   if (with_ids) {
     AllocateTensor(ids_shape, DType::kInt32, response->mutable_bucket_ids());
     std::string* data = response->mutable_bucket_ids()->mutable_data();

@@ -315,6 +315,22 @@ TEST_F(RelativeBiasRpcTest, OutputOverLimitsIsResourceExhausted) {
   ExpectServing(*server_.stub);
 }
 
+// No queries: empty outputs of the right shapes, and the keys (a range at
+// the element limit) are never materialised.
+TEST_F(RelativeBiasRpcTest, EmptyQueriesGiveEmptyOutputs) {
+  v1::RelativeBiasRequest request;
+  request.set_profile("t5-small-rel");
+  request.set_include_bucket_ids(true);
+  SetRange(request.mutable_query_positions(), 0, 0);
+  SetRange(request.mutable_key_positions(), 0, int64_t{1} << 24);
+  v1::RelativeBiasResponse response;
+  const grpc::Status status = Call(request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(response.bias().shape(), ElementsAre(kHeads, 0, int64_t{1} << 24));
+  EXPECT_THAT(response.bucket_ids().shape(), ElementsAre(0, int64_t{1} << 24));
+  EXPECT_TRUE(response.bias().data().empty());
+}
+
 TEST_F(RelativeBiasRpcTest, DescribeListsBucketRanges) {
   v1::DescribeRequest request;
   request.set_profile("t5-small-rel");
