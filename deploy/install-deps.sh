@@ -12,6 +12,10 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config ca-certificates
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
+  # googleapis' google/rpc/{status,error_details}.proto, complete and under
+  # their standard names, read from this jar (proto/CMakeLists.txt); no Java
+  # runtime is needed or installed.
+  libgoogle-common-protos-java
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libhwy-dev
   tzdata openssl libssl-dev curl
