@@ -11,6 +11,10 @@
 // Names: rope/dtype=fp32/layout=half/scaling=none/pos=contiguous/T=4096/threads=1,
 // copy/dtype=fp32/T=4096/threads=1, rope_tables/T=4096/threads=1. The peer
 // script bench/peers/rope_peer.py uses the same names, inputs and positions.
+// dtype=fp64 (T <= 4096) times the double path beside fp32: every row's
+// cos/sin evaluated exactly (no angle-addition runs) and the rotation in
+// double, against a copy of its own (twice as many) bytes;
+// rope_tables/dtype=fp64 likewise.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -69,6 +73,24 @@ Buffers& SharedBuffers(int64_t max_tokens) {
   return *buffers;
 }
 
+// The float64 operands: the fp32 inputs widened, up to kMaxTokens64 tokens.
+constexpr int64_t kMaxTokens64 = 4096;
+struct Buffers64 {
+  Buffers64() : in(kMaxTokens64 * kHeads * kHeadDim), out(in.size() * 8) {
+    std::vector<float> narrow(in.size());
+    FillInputs(narrow.data(), static_cast<int64_t>(narrow.size()));
+    for (size_t i = 0; i < in.size(); ++i) in[i] = narrow[i];
+    std::memset(out.data(), 0, out.size());
+  }
+  std::vector<double> in;
+  std::vector<uint8_t> out;
+};
+
+Buffers64& SharedBuffers64() {
+  static Buffers64* buffers = new Buffers64();
+  return *buffers;
+}
+
 struct RopeCase {
   DType dtype = DType::kFloat32;
   RopeLayout layout = RopeLayout::kHalf;
@@ -85,6 +107,12 @@ RopeOperand MakeOperand(const RopeCase& c, Buffers& buffers) {
   operand.head_dim = kHeadDim;
   const size_t bytes = static_cast<size_t>(
       RopeOperandBytes(c.dtype, c.tokens, kHeads, kHeadDim));
+  if (c.dtype == DType::kFloat64) {
+    Buffers64& wide = SharedBuffers64();
+    operand.in = absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(wide.in.data()), bytes);
+    operand.out = absl::MakeSpan(wide.out.data(), bytes);
+    return operand;
+  }
   const uint8_t* in = c.dtype == DType::kFloat32
                           ? reinterpret_cast<const uint8_t*>(buffers.fp32_in.data())
                           : reinterpret_cast<const uint8_t*>(buffers.bf16_in.data());
@@ -146,23 +174,30 @@ void BM_Copy(benchmark::State& state, DType dtype, int64_t tokens, int threads,
                           static_cast<int64_t>(operand.in.size()));
 }
 
+template <typename T>
 void BM_RopeTables(benchmark::State& state, int64_t tokens, int threads) {
   const RopeSpec spec;
   const std::vector<int64_t> positions_storage = BenchPositions(tokens, false);
   const Positions positions = Positions::Integers(positions_storage);
   const RopeFrequencies frequencies =
       *ComputeRopeFrequencies(spec, kHeadDim, tokens);
-  std::vector<float> cos(tokens * kHeadDim / 2), sin(tokens * kHeadDim / 2);
+  std::vector<T> cos(tokens * kHeadDim / 2), sin(tokens * kHeadDim / 2);
   const ExecutionOptions options{.max_threads = threads};
   for (auto _ : state) {
-    ComputeRopeTables(frequencies, true, positions, options, absl::MakeSpan(cos),
+    ComputeRopeTables(spec, frequencies, positions, options, absl::MakeSpan(cos),
                       absl::MakeSpan(sin));
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * tokens * kHeadDim);
 }
 
-const char* DTypeTag(DType dtype) { return dtype == DType::kFloat32 ? "fp32" : "bf16"; }
+const char* DTypeTag(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return "fp32";
+    case DType::kFloat64: return "fp64";
+    default: return "bf16";
+  }
+}
 const char* LayoutTag(RopeLayout layout) {
   return layout == RopeLayout::kHalf ? "half" : "interleaved";
 }
@@ -201,7 +236,8 @@ void RegisterAll(const BenchFlags& flags) {
   const int64_t max_tokens = sizes.back();
   for (int threads : flags.threads) {
     for (int64_t tokens : sizes) {
-      for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+      for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat64}) {
+        if (dtype == DType::kFloat64 && tokens > kMaxTokens64) continue;
         benchmark::RegisterBenchmark(
             absl::StrCat("copy/dtype=", DTypeTag(dtype), "/T=", tokens,
                          "/threads=", threads).c_str(),
@@ -225,7 +261,11 @@ void RegisterAll(const BenchFlags& flags) {
       }
       benchmark::RegisterBenchmark(
           absl::StrCat("rope_tables/T=", tokens, "/threads=", threads).c_str(),
-          BM_RopeTables, tokens, threads)
+          BM_RopeTables<float>, tokens, threads)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(
+          absl::StrCat("rope_tables/dtype=fp64/T=", tokens, "/threads=", threads).c_str(),
+          BM_RopeTables<double>, tokens, threads)
           ->UseRealTime();
     }
   }

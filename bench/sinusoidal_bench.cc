@@ -9,7 +9,9 @@
 // page faults are part of its time and of this variant's).
 //
 // Names: sinusoidal/N=4096/d=512/out=reused/threads=1, .../out=fresh/...,
-// fill/N=4096/d=512/threads=1.
+// fill/N=4096/d=512/threads=1. The float64 table (every row exact, no
+// angle-addition runs) is sinusoidal/dtype=fp64/..., beside fill/dtype=fp64
+// of its own bytes.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -38,41 +40,44 @@ std::vector<int64_t> Iota(int64_t n) {
   return positions;
 }
 
+template <typename T>
 void BM_Sinusoidal(benchmark::State& state, TableSize size, bool fresh, int threads) {
   const SinusoidalSpec spec{.dim = size.dim};
   const std::vector<int64_t> positions_storage = Iota(size.positions);
   const Positions positions = Positions::Integers(positions_storage);
   const ExecutionOptions options{.max_threads = threads};
   const int64_t elements = SinusoidalOutputSize(spec, size.positions);
-  std::vector<float> reused(fresh ? 0 : elements, 0.0f);
+  std::vector<T> reused(fresh ? 0 : elements, T(0));
   for (auto _ : state) {
     if (fresh) {
       // Uninitialised on purpose: the kernel's writes are the first touch.
-      std::unique_ptr<float[]> out(new float[elements]);
-      EncodeSinusoidal(spec, positions, {}, 1.0f, options,
+      std::unique_ptr<T[]> out(new T[elements]);
+      EncodeSinusoidal(spec, positions, absl::Span<const T>(), T(1), options,
                        absl::MakeSpan(out.get(), elements));
       benchmark::DoNotOptimize(out.get());
       benchmark::ClobberMemory();
     } else {
-      EncodeSinusoidal(spec, positions, {}, 1.0f, options, absl::MakeSpan(reused));
+      EncodeSinusoidal(spec, positions, absl::Span<const T>(), T(1), options,
+                       absl::MakeSpan(reused));
       benchmark::ClobberMemory();
     }
   }
-  state.SetBytesProcessed(state.iterations() * elements * 4);
+  state.SetBytesProcessed(state.iterations() * elements * sizeof(T));
 }
 
+template <typename T>
 void BM_Fill(benchmark::State& state, TableSize size, int threads) {
   const int64_t elements = size.positions * size.dim;
-  std::vector<float> out(elements, 0.0f);
+  std::vector<T> out(elements, T(0));
   const ExecutionOptions options{.max_threads = threads};
   for (auto _ : state) {
     ParallelFor(options, size.positions, size.dim, [&](int64_t begin, int64_t end) {
       std::memset(out.data() + begin * size.dim, 0x3f,
-                  static_cast<size_t>((end - begin) * size.dim) * 4);
+                  static_cast<size_t>((end - begin) * size.dim) * sizeof(T));
     });
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(state.iterations() * elements * 4);
+  state.SetBytesProcessed(state.iterations() * elements * sizeof(T));
 }
 
 std::string SizeTag(TableSize size) {
@@ -84,8 +89,8 @@ void Dump(const std::string& dir) {
     const SinusoidalSpec spec{.dim = size.dim};
     const std::vector<int64_t> positions_storage = Iota(size.positions);
     std::vector<float> out(SinusoidalOutputSize(spec, size.positions));
-    EncodeSinusoidal(spec, Positions::Integers(positions_storage), {}, 1.0f, {},
-                     absl::MakeSpan(out));
+    EncodeSinusoidal(spec, Positions::Integers(positions_storage),
+                     absl::Span<const float>(), 1.0f, {}, absl::MakeSpan(out));
     WriteRaw(dir, absl::StrCat("sinusoidal_N", size.positions, "_d", size.dim, ".bin"),
              out.data(), out.size() * sizeof(float));
   }
@@ -100,12 +105,21 @@ void RegisterAll(const BenchFlags& flags) {
         benchmark::RegisterBenchmark(
             absl::StrCat("sinusoidal/", SizeTag(size), "/out=", fresh ? "fresh" : "reused",
                          "/threads=", threads).c_str(),
-            BM_Sinusoidal, size, fresh, threads)
+            BM_Sinusoidal<float>, size, fresh, threads)
             ->UseRealTime();
       }
       benchmark::RegisterBenchmark(
-          absl::StrCat("fill/", SizeTag(size), "/threads=", threads).c_str(), BM_Fill,
-          size, threads)
+          absl::StrCat("fill/", SizeTag(size), "/threads=", threads).c_str(),
+          BM_Fill<float>, size, threads)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(
+          absl::StrCat("sinusoidal/dtype=fp64/", SizeTag(size), "/out=reused/threads=",
+                       threads).c_str(),
+          BM_Sinusoidal<double>, size, false, threads)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(
+          absl::StrCat("fill/dtype=fp64/", SizeTag(size), "/threads=", threads).c_str(),
+          BM_Fill<double>, size, threads)
           ->UseRealTime();
     }
   }

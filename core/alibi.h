@@ -30,7 +30,9 @@ namespace phasor {
 absl::Status ValidateAlibi(int64_t num_heads, int64_t q_len, int64_t k_len);
 
 // REQUIRES: slopes.size() == num_heads > 0.
+// The double overload rounds each slope once from a long-double evaluation.
 void AlibiSlopes(int64_t num_heads, absl::Span<float> slopes);
+void AlibiSlopes(int64_t num_heads, absl::Span<double> slopes);
 
 inline int64_t AlibiBiasSize(int64_t num_heads, int64_t q_len, int64_t k_len) {
   return num_heads * q_len * k_len;
@@ -40,6 +42,9 @@ inline int64_t AlibiBiasSize(int64_t num_heads, int64_t q_len, int64_t k_len) {
 void AlibiBias(absl::Span<const float> slopes, int64_t q_len, int64_t k_len,
                bool causal, const ExecutionOptions& options,
                absl::Span<float> bias);
+void AlibiBias(absl::Span<const double> slopes, int64_t q_len, int64_t k_len,
+               bool causal, const ExecutionOptions& options,
+               absl::Span<double> bias);
 
 }  // namespace phasor
 

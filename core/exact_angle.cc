@@ -30,7 +30,11 @@ inline uint64_t InverseTwoPiWord(int k) {
 
 }  // namespace
 
-ExactAngle::ExactAngle(double theta) : step_(0) {
+ExactAngle::ExactAngle(double theta)
+    : step_(0),
+      theta_(theta),
+      turns_per_unit_(static_cast<double>(static_cast<long double>(theta) /
+                                          6.283185307179586476925286766559L)) {
   assert(std::isfinite(theta) && theta >= 0.0);
   if (theta == 0.0) return;
   // θ = m·2^e with m < 2^53 an integer, read from the bits (frexp and ldexp

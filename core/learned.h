@@ -39,12 +39,20 @@ class LearnedTable final {
   absl::Status ValidateInputs(const Positions& positions,
                               absl::Span<const float> content,
                               float content_scale) const;
+  absl::Status ValidateInputs(const Positions& positions,
+                              absl::Span<const double> content,
+                              double content_scale) const;
 
   // Writes [positions.size(), dim] into `out`.
   // REQUIRES: ValidateInputs(...).ok(); out.size() == positions.size()·dim.
   void Encode(const Positions& positions, absl::Span<const float> content,
               float content_scale, const ExecutionOptions& options,
               absl::Span<float> out) const;
+  // The same in double: the table's float32 rows widened exactly, content
+  // added in double.
+  void Encode(const Positions& positions, absl::Span<const double> content,
+              double content_scale, const ExecutionOptions& options,
+              absl::Span<double> out) const;
 
  private:
   LearnedTable(int64_t rows, int64_t dim, std::vector<float> values)

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -58,14 +60,16 @@ PHASOR_KERNEL_INLINE void StepTrig(const double* __restrict step_cos,
   }
 }
 
-// Times the attention factor (or 1), then rounded once to float.
+// Times the attention factor (or 1), then rounded once to T (float, or
+// double: the product's one rounding).
+template <typename T>
 PHASOR_KERNEL_INLINE void RoundTrig(const double* __restrict cos_row,
                                     const double* __restrict sin_row, int64_t half,
-                                    double scale, float* __restrict cos_out,
-                                    float* __restrict sin_out) {
+                                    double scale, T* __restrict cos_out,
+                                    T* __restrict sin_out) {
   for (int64_t i = 0; i < half; ++i) {
-    cos_out[i] = static_cast<float>(cos_row[i] * scale);
-    sin_out[i] = static_cast<float>(sin_row[i] * scale);
+    cos_out[i] = static_cast<T>(cos_row[i] * scale);
+    sin_out[i] = static_cast<T>(sin_row[i] * scale);
   }
 }
 
@@ -86,30 +90,79 @@ PHASOR_KERNEL_INLINE void RoundTrig(const double* __restrict cos_row,
 constexpr int64_t kAnchorRows = 256;
 constexpr int64_t kMaxLadderStep = int64_t{1} << 20;
 
+// M-RoPE: pairs [begin, begin + count) take their angles from position
+// axis `axis` (0 temporal, 1 height, 2 width).
+struct AxisRun {
+  int64_t begin;
+  int64_t count;
+  int64_t axis;
+};
+
+// The runs of equal axis over the rd/2 pairs (RopeSpec.mrope_section).
+// Consecutive sections (Qwen2-VL; HF's apply_multimodal_rotary_pos_emb
+// splits cos/sin by mrope_section·2, chunk k from axis k % 3), or
+// interleaved (Qwen3-VL; HF's apply_interleaved_mrope: pair i from axis 1
+// when i % 3 == 1 and i < 3·s_1, axis 2 when i % 3 == 2 and i < 3·s_2,
+// else axis 0).
+std::vector<AxisRun> MropeRuns(const RopeSpec& spec, int64_t half) {
+  std::vector<AxisRun> runs;
+  if (spec.mrope_section.empty()) return runs;
+  auto append = [&](int64_t pair, int64_t axis) {
+    if (!runs.empty() && runs.back().axis == axis &&
+        runs.back().begin + runs.back().count == pair) {
+      ++runs.back().count;
+    } else {
+      runs.push_back({pair, 1, axis});
+    }
+  };
+  if (spec.mrope_interleaved) {
+    for (int64_t i = 0; i < half; ++i) {
+      int64_t axis = 0;
+      if (i % 3 == 1 && i < 3 * spec.mrope_section[1]) axis = 1;
+      if (i % 3 == 2 && i < 3 * spec.mrope_section[2]) axis = 2;
+      append(i, axis);
+    }
+  } else {
+    int64_t pair = 0;
+    for (int64_t axis = 0; axis < 3; ++axis) {
+      for (int64_t j = 0; j < spec.mrope_section[axis] && pair < half; ++j) {
+        append(pair++, axis);
+      }
+    }
+  }
+  return runs;
+}
+
 // Built once per call.
 struct TrigPlan {
   const double* inv_freq = nullptr;
-  std::vector<ExactAngle> angles;  // Per θ_i, for integer positions.
+  std::vector<ExactAngle> angles;  // Per θ_i.
   int64_t half = 0;
   double scale = 1.0;  // Attention factor when folded, else 1.
   Positions positions = Positions::Integers({});
+  int64_t num_tokens = 0;  // Rows; positions hold one row per axis.
+  std::vector<AxisRun> runs;  // M-RoPE; empty: one axis.
   int64_t step = 0;    // δ, or 0: every row exact (real or irregular positions).
   std::vector<double> step_cos;  // cos(δ·θ_i), sin(δ·θ_i).
   std::vector<double> step_sin;
 };
 
+// `exact_rows` turns the angle-addition ladder off (double outputs: its
+// ~1e-9 drift would be their largest error); M-RoPE rows are always exact.
 TrigPlan MakeTrigPlan(const RopeFrequencies& frequencies, double scale,
-                      const Positions& positions) {
+                      const Positions& positions, std::vector<AxisRun> runs,
+                      bool exact_rows) {
   TrigPlan plan;
   plan.inv_freq = frequencies.inv_freq.data();
   plan.half = static_cast<int64_t>(frequencies.inv_freq.size());
   plan.scale = scale;
   plan.positions = positions;
-  if (!positions.is_real()) {
-    plan.angles.reserve(frequencies.inv_freq.size());
-    for (double theta : frequencies.inv_freq) plan.angles.emplace_back(theta);
-  }
-  if (!positions.is_real() && positions.size() >= 2) {
+  plan.runs = std::move(runs);
+  plan.num_tokens = plan.runs.empty() ? positions.size() : positions.size() / 3;
+  plan.angles.reserve(frequencies.inv_freq.size());
+  for (double theta : frequencies.inv_freq) plan.angles.emplace_back(theta);
+  if (!exact_rows && plan.runs.empty() && !positions.is_real() &&
+      positions.size() >= 2) {
     const absl::Span<const int64_t> p = positions.integers();
     int64_t step = 0;
     if (!__builtin_sub_overflow(p[1], p[0], &step) && step != 0 &&
@@ -127,8 +180,23 @@ TrigPlan MakeTrigPlan(const RopeFrequencies& frequencies, double scale,
 // Row t's cos and sin in double, from its position alone.
 void PositionTrig(const TrigPlan& plan, int64_t t, double* cos_row,
                   double* sin_row) {
+  if (!plan.runs.empty()) {
+    for (const AxisRun& run : plan.runs) {
+      const int64_t index = run.axis * plan.num_tokens + t;
+      if (plan.positions.is_real()) {
+        CosSinRow(plan.angles.data() + run.begin, run.count, plan.positions.reals()[index],
+                  cos_row + run.begin, sin_row + run.begin);
+      } else {
+        CosSinRow(plan.angles.data() + run.begin, run.count,
+                  plan.positions.integers()[index], cos_row + run.begin,
+                  sin_row + run.begin);
+      }
+    }
+    return;
+  }
   if (plan.positions.is_real()) {
-    CosSinRow(plan.inv_freq, plan.half, plan.positions.reals()[t], cos_row, sin_row);
+    CosSinRow(plan.angles.data(), plan.half, plan.positions.reals()[t], cos_row,
+              sin_row);
   } else {
     CosSinRow(plan.angles.data(), plan.half, plan.positions.integers()[t],
                 cos_row, sin_row);
@@ -149,8 +217,9 @@ class TrigWalker final {
   explicit TrigWalker(const TrigPlan& plan)
       : plan_(plan), cos_(plan.half), sin_(plan.half) {}
 
-  // Writes row t's cos and sin (plan.half floats each).
-  PHASOR_KERNEL_INLINE void Row(int64_t t, float* cos_out, float* sin_out) {
+  // Writes row t's cos and sin (plan.half values each, float or double).
+  template <typename T>
+  PHASOR_KERNEL_INLINE void Row(int64_t t, T* cos_out, T* sin_out) {
     const int64_t half = plan_.half;
     if (!StepsFromPrevious(plan_, t)) {
       PositionTrig(plan_, t, cos_.data(), sin_.data());
@@ -181,129 +250,130 @@ class TrigWalker final {
 };
 
 // ---------------------------------------------------------------------------
-// Layer 3: the inner rotate loops, float32 only. `__restrict` lets g++ -O3
-// vectorise without runtime alias checks; callers never pass overlapping
-// arrays (in-place rotation is staged through a scratch row, see below).
-// The body runs kLanes pairs at a time (8 floats = one AVX register, two SSE
-// registers), the tail finishes the rest one pair at a time.
+// Layer 3: the inner rotate loops, in float32 (float32 and 16-bit storage)
+// or double (float64 storage). `__restrict` lets g++ -O3 vectorise without
+// runtime alias checks; callers never pass overlapping arrays (in-place
+// rotation is staged through a scratch row, see below). The body runs
+// kLanes pairs at a time (8 floats = one AVX register, two SSE registers),
+// the tail finishes the rest one pair at a time.
 constexpr int64_t kLanes = 8;
 
 // HALF: pairs (i, i + half).
-PHASOR_KERNEL_INLINE void RotateHalf(const float* __restrict x,
-                                     const float* __restrict c,
-                                     const float* __restrict s, int64_t half,
-                                     float* __restrict out) {
-  const float* __restrict x_hi = x + half;
-  float* __restrict out_hi = out + half;
+template <typename T>
+PHASOR_KERNEL_INLINE void RotateHalf(const T* __restrict x, const T* __restrict c,
+                                     const T* __restrict s, int64_t half,
+                                     T* __restrict out) {
+  const T* __restrict x_hi = x + half;
+  T* __restrict out_hi = out + half;
   int64_t i = 0;
   for (; i + kLanes <= half; i += kLanes) {
     for (int64_t j = i; j < i + kLanes; ++j) {
-      const float lo = x[j];
-      const float hi = x_hi[j];
+      const T lo = x[j];
+      const T hi = x_hi[j];
       out[j] = lo * c[j] - hi * s[j];
       out_hi[j] = hi * c[j] + lo * s[j];
     }
   }
   for (; i < half; ++i) {
-    const float lo = x[i];
-    const float hi = x_hi[i];
+    const T lo = x[i];
+    const T hi = x_hi[i];
     out[i] = lo * c[i] - hi * s[i];
     out_hi[i] = hi * c[i] + lo * s[i];
   }
 }
 
 // INTERLEAVED: pairs (2i, 2i + 1).
-PHASOR_KERNEL_INLINE void RotateInterleaved(const float* __restrict x,
-                                            const float* __restrict c,
-                                            const float* __restrict s,
-                                            int64_t half, float* __restrict out) {
+template <typename T>
+PHASOR_KERNEL_INLINE void RotateInterleaved(const T* __restrict x,
+                                            const T* __restrict c,
+                                            const T* __restrict s, int64_t half,
+                                            T* __restrict out) {
   int64_t i = 0;
   for (; i + kLanes <= half; i += kLanes) {
     for (int64_t j = i; j < i + kLanes; ++j) {
-      const float even = x[2 * j];
-      const float odd = x[2 * j + 1];
+      const T even = x[2 * j];
+      const T odd = x[2 * j + 1];
       out[2 * j] = even * c[j] - odd * s[j];
       out[2 * j + 1] = odd * c[j] + even * s[j];
     }
   }
   for (; i < half; ++i) {
-    const float even = x[2 * i];
-    const float odd = x[2 * i + 1];
+    const T even = x[2 * i];
+    const T odd = x[2 * i + 1];
     out[2 * i] = even * c[i] - odd * s[i];
     out[2 * i + 1] = odd * c[i] + even * s[i];
   }
 }
 
-PHASOR_KERNEL_INLINE void Rotate(RopeLayout layout, const float* __restrict x,
-                                 const float* __restrict c,
-                                 const float* __restrict s, int64_t half,
-                                 float* __restrict out) {
-  if (layout == RopeLayout::kHalf) {
-    RotateHalf(x, c, s, half, out);
-  } else {
-    RotateInterleaved(x, c, s, half, out);
-  }
-}
-
-// Every head of one token, rows of head_dim floats, rotary part only. The
-// rotary widths models use (rd = 32, 64, 96, 128, 256) get their own fully
-// unrolled copies (kHalf = rd/2; 0 = any width): with the trip count known,
-// a head's loads are all issued back to back, which keeps enough cache misses
-// in flight for RoPE over [T, 32, 128] to run at memory-copy speed, where the
-// generic loop reaches about 0.6 of it.
-template <int64_t kHalf>
-PHASOR_KERNEL_INLINE void RotateHeadsFixed(RopeLayout layout, const float* __restrict x,
-                                           const float* __restrict c,
-                                           const float* __restrict s, int64_t half,
-                                           int64_t heads, int64_t head_dim,
-                                           float* __restrict out) {
+// Every head of one token, heads `stride` elements apart in both x and out
+// (head_dim for [T, H, D] rows, T·head_dim for [B, H, T, D]), rotary part
+// only. The rotary widths models use (rd = 32, 64, 96, 128, 256) get their
+// own fully unrolled copies (kHalf = rd/2; 0 = any width): with the trip
+// count known, a head's loads are all issued back to back, which keeps
+// enough cache misses in flight for RoPE over [T, 32, 128] to run at
+// memory-copy speed, where the generic loop reaches about 0.6 of it.
+template <int64_t kHalf, typename T>
+PHASOR_KERNEL_INLINE void RotateHeadsFixed(RopeLayout layout, const T* __restrict x,
+                                           const T* __restrict c,
+                                           const T* __restrict s, int64_t half,
+                                           int64_t heads, int64_t stride,
+                                           T* __restrict out) {
   const int64_t width = kHalf > 0 ? kHalf : half;
   if (layout == RopeLayout::kHalf) {
     for (int64_t h = 0; h < heads; ++h) {
-      RotateHalf(x + h * head_dim, c, s, width, out + h * head_dim);
+      RotateHalf(x + h * stride, c, s, width, out + h * stride);
     }
   } else {
     for (int64_t h = 0; h < heads; ++h) {
-      RotateInterleaved(x + h * head_dim, c, s, width, out + h * head_dim);
+      RotateInterleaved(x + h * stride, c, s, width, out + h * stride);
     }
   }
 }
 
-PHASOR_KERNEL_INLINE void RotateHeads(RopeLayout layout, const float* __restrict x,
-                                      const float* __restrict c,
-                                      const float* __restrict s, int64_t half,
-                                      int64_t heads, int64_t head_dim,
-                                      float* __restrict out) {
+template <typename T>
+PHASOR_KERNEL_INLINE void RotateHeads(RopeLayout layout, const T* __restrict x,
+                                      const T* __restrict c, const T* __restrict s,
+                                      int64_t half, int64_t heads, int64_t stride,
+                                      T* __restrict out) {
   switch (half) {
     case 16:
-      return RotateHeadsFixed<16>(layout, x, c, s, half, heads, head_dim, out);
+      return RotateHeadsFixed<16>(layout, x, c, s, half, heads, stride, out);
     case 32:
-      return RotateHeadsFixed<32>(layout, x, c, s, half, heads, head_dim, out);
+      return RotateHeadsFixed<32>(layout, x, c, s, half, heads, stride, out);
     case 48:
-      return RotateHeadsFixed<48>(layout, x, c, s, half, heads, head_dim, out);
+      return RotateHeadsFixed<48>(layout, x, c, s, half, heads, stride, out);
     case 64:
-      return RotateHeadsFixed<64>(layout, x, c, s, half, heads, head_dim, out);
+      return RotateHeadsFixed<64>(layout, x, c, s, half, heads, stride, out);
     case 128:
-      return RotateHeadsFixed<128>(layout, x, c, s, half, heads, head_dim, out);
+      return RotateHeadsFixed<128>(layout, x, c, s, half, heads, stride, out);
     default:
-      return RotateHeadsFixed<0>(layout, x, c, s, half, heads, head_dim, out);
+      return RotateHeadsFixed<0>(layout, x, c, s, half, heads, stride, out);
   }
 }
 
-// Storage formats. Arithmetic is always float32; 16-bit formats are widened
-// on load and narrowed (round to nearest even) once on store.
+// Storage formats. Arithmetic is float32 for float32 and the 16-bit formats
+// (widened on load and narrowed, round to nearest even, once on store), and
+// double for float64 (with double cos/sin).
 struct Float32Storage {
   using Elem = float;
+  using Math = float;
+  static constexpr bool kNeedsWidening = false;
+};
+struct Float64Storage {
+  using Elem = double;
+  using Math = double;
   static constexpr bool kNeedsWidening = false;
 };
 struct Float16Storage {
   using Elem = uint16_t;
+  using Math = float;
   static constexpr bool kNeedsWidening = true;
   static float Widen(uint16_t bits) { return HalfToFloat(bits); }
   static uint16_t Narrow(float value) { return FloatToHalf(value); }
 };
 struct BFloat16Storage {
   using Elem = uint16_t;
+  using Math = float;
   static constexpr bool kNeedsWidening = true;
   // BFloat16ToFloat / FloatToBFloat16 (core/dtype.h) spelled branch-free so
   // the rotate loops vectorise; same bits for every input, NaN included.
@@ -389,31 +459,51 @@ PHASOR_KERNEL_INLINE void RotateHead16(RopeLayout layout, const uint16_t* __rest
 }
 
 // Per-chunk scratch, allocated once per ParallelFor chunk, never per element.
+template <class Storage>
 struct ChunkScratch {
+  using Math = typename Storage::Math;
   ChunkScratch(int64_t rotary_dim, int64_t row_elements)
       : cos(static_cast<size_t>(rotary_dim / 2)),
         sin(static_cast<size_t>(rotary_dim / 2)),
         head_in(static_cast<size_t>(rotary_dim)),
         head_out(static_cast<size_t>(rotary_dim)),
-        token_in(static_cast<size_t>(row_elements)),
-        staged(static_cast<size_t>(row_elements)) {}
-  std::vector<float> cos;
-  std::vector<float> sin;
-  std::vector<uint16_t> head_in;   // A 16-bit head's rotary channels, copied.
+        token_in(Storage::kNeedsWidening ? 0 : static_cast<size_t>(row_elements)),
+        staged(Storage::kNeedsWidening ? 0 : static_cast<size_t>(row_elements)) {}
+  std::vector<Math> cos;
+  std::vector<Math> sin;
+  std::vector<uint16_t> head_in;  // A 16-bit head's rotary channels, copied.
   std::vector<uint16_t> head_out;
-  std::vector<float> token_in;     // A float32 token row from misaligned input.
-  std::vector<float> staged;       // A float32 token row, in place or misaligned.
+  std::vector<Math> token_in;     // A token's heads gathered into one row.
+  std::vector<Math> staged;       // A token row, in place or misaligned.
 };
 
 bool AlignedFor(const void* pointer, size_t alignment) {
   return reinterpret_cast<uintptr_t>(pointer) % alignment == 0;
 }
 
+// Where token `token`'s heads are, in elements: head h starts at
+// first + h·stride. [T, H, D] and [B, T, H, D]: one contiguous row per
+// token. [B, H, T, D] (seq_len > 0): token b·T + t's head h is row
+// (b·H + h)·T + t.
+struct TokenHeads {
+  int64_t first;
+  int64_t stride;
+};
+PHASOR_KERNEL_INLINE TokenHeads HeadsOf(const RopeOperand& operand, int64_t token) {
+  const int64_t heads = operand.num_heads;
+  const int64_t head_dim = operand.head_dim;
+  if (operand.seq_len == 0) return {token * heads * head_dim, head_dim};
+  const int64_t seq = operand.seq_len;
+  const int64_t b = token / seq;
+  const int64_t t = token % seq;
+  return {(b * heads * seq + t) * head_dim, seq * head_dim};
+}
+
 // Rotates every head of token `token` of `operand` with the token's cos/sin
 // in `scratch`. Rows are addressed as bytes and moved with memcpy where
 // alignment is not known, so no misaligned typed access can happen. The
 // arithmetic is the same on every path, so in-place, out-of-place and
-// misaligned outputs are bytewise equal.
+// misaligned outputs, and every tensor layout, are bytewise equal.
 //
 // Plain stores: non-temporal (streaming) stores were tried for large outputs
 // and measured slower on AMD Zen 5 than these (the fixed-width loops already
@@ -421,61 +511,74 @@ bool AlignedFor(const void* pointer, size_t alignment) {
 template <class Storage>
 PHASOR_KERNEL_INLINE void RotateToken(const RopeOperand& operand, int64_t token,
                                       RopeLayout layout, int64_t rotary_dim,
-                                      ChunkScratch& scratch) {
+                                      ChunkScratch<Storage>& scratch) {
   using Elem = typename Storage::Elem;
+  using Math = typename Storage::Math;
   constexpr size_t kElemBytes = sizeof(Elem);
   const int64_t half = rotary_dim / 2;
   const int64_t head_dim = operand.head_dim;
   const int64_t heads = operand.num_heads;
   const size_t head_bytes = static_cast<size_t>(head_dim) * kElemBytes;
   const size_t rotary_bytes = static_cast<size_t>(rotary_dim) * kElemBytes;
-  const size_t token_bytes = static_cast<size_t>(heads) * head_bytes;
-  const uint8_t* src = operand.in.data() + static_cast<size_t>(token) * token_bytes;
-  uint8_t* dst = operand.out.data() + static_cast<size_t>(token) * token_bytes;
-  const bool in_place = src == dst;
-  const float* c = scratch.cos.data();
-  const float* s = scratch.sin.data();
+  const TokenHeads where = HeadsOf(operand, token);
+  const bool contiguous = where.stride == head_dim;
+  const size_t stride_bytes = static_cast<size_t>(where.stride) * kElemBytes;
+  const uint8_t* src = operand.in.data() + static_cast<size_t>(where.first) * kElemBytes;
+  uint8_t* dst = operand.out.data() + static_cast<size_t>(where.first) * kElemBytes;
+  const bool in_place = operand.in.data() == operand.out.data();
+  const Math* c = scratch.cos.data();
+  const Math* s = scratch.sin.data();
 
   if constexpr (!Storage::kNeedsWidening) {
-    const bool aligned_src = AlignedFor(src, kElemBytes);
-    if (!in_place && aligned_src && AlignedFor(dst, kElemBytes)) {
+    const bool aligned_src = AlignedFor(operand.in.data(), kElemBytes);
+    if (!in_place && aligned_src && AlignedFor(operand.out.data(), kElemBytes)) {
       // Straight from input to output.
-      RotateHeads(layout, reinterpret_cast<const float*>(src), c, s, half, heads,
-                  head_dim, reinterpret_cast<float*>(dst));
+      RotateHeads(layout, reinterpret_cast<const Math*>(src), c, s, half, heads,
+                  where.stride, reinterpret_cast<Math*>(dst));
       if (head_dim > rotary_dim) {
         for (int64_t head = 0; head < heads; ++head) {
-          const size_t offset = static_cast<size_t>(head) * head_bytes;
+          const size_t offset = static_cast<size_t>(head) * stride_bytes;
           std::memcpy(dst + offset + rotary_bytes, src + offset + rotary_bytes,
                       head_bytes - rotary_bytes);
         }
       }
       return;
     }
-    // In place or misaligned: the whole token row is computed into scratch,
-    // then written.
-    const float* x = reinterpret_cast<const float*>(src);
-    if (!aligned_src) {
-      std::memcpy(scratch.token_in.data(), src, token_bytes);
+    // In place or misaligned: the token's heads are gathered into one row
+    // (or read where they are, when contiguous and aligned), rotated into
+    // scratch, then written back.
+    const Math* x = reinterpret_cast<const Math*>(src);
+    if (!(aligned_src && contiguous)) {
+      for (int64_t head = 0; head < heads; ++head) {
+        std::memcpy(scratch.token_in.data() + head * head_dim,
+                    src + static_cast<size_t>(head) * stride_bytes, head_bytes);
+      }
       x = scratch.token_in.data();
     }
-    float* staged = scratch.staged.data();
+    Math* staged = scratch.staged.data();
     RotateHeads(layout, x, c, s, half, heads, head_dim, staged);
     if (head_dim > rotary_dim) {
       for (int64_t head = 0; head < heads; ++head) {
-        const int64_t offset = head * head_dim;
-        std::memcpy(staged + offset + rotary_dim,
-                    src + static_cast<size_t>(offset + rotary_dim) * kElemBytes,
-                    head_bytes - rotary_bytes);
+        const int64_t offset = head * head_dim + rotary_dim;
+        std::memcpy(staged + offset, x + offset, head_bytes - rotary_bytes);
       }
     }
-    std::memcpy(dst, staged, token_bytes);
+    if (contiguous) {
+      std::memcpy(dst, staged, static_cast<size_t>(heads) * head_bytes);
+    } else {
+      for (int64_t head = 0; head < heads; ++head) {
+        std::memcpy(dst + static_cast<size_t>(head) * stride_bytes,
+                    staged + head * head_dim, head_bytes);
+      }
+    }
   } else {
     // Head by head. A head rotated in place, or not 2-byte aligned, is read
     // from a copy (and written through one), so every path runs the same
     // arithmetic and gives the same bytes.
-    const bool aligned = AlignedFor(src, kElemBytes) && AlignedFor(dst, kElemBytes);
+    const bool aligned = AlignedFor(operand.in.data(), kElemBytes) &&
+                         AlignedFor(operand.out.data(), kElemBytes);
     for (int64_t head = 0; head < heads; ++head) {
-      const size_t offset = static_cast<size_t>(head) * head_bytes;
+      const size_t offset = static_cast<size_t>(head) * stride_bytes;
       const uint16_t* x = reinterpret_cast<const uint16_t*>(src + offset);
       if (in_place || !aligned) {
         std::memcpy(scratch.head_in.data(), src + offset, rotary_bytes);
@@ -513,7 +616,7 @@ PHASOR_TARGET_CLONES void RotateChunk(const ApplyJob& job, int64_t begin,
   const int64_t row_elements =
       std::max(job.query->num_heads, job.key != nullptr ? job.key->num_heads : 0) *
       job.query->head_dim;
-  ChunkScratch scratch(job.rotary_dim, row_elements);
+  ChunkScratch<Storage> scratch(job.rotary_dim, row_elements);
   TrigWalker trig(*job.trig);
   for (int64_t token = begin; token < end; ++token) {
     trig.Row(token, scratch.cos.data(), scratch.sin.data());
@@ -524,8 +627,9 @@ PHASOR_TARGET_CLONES void RotateChunk(const ApplyJob& job, int64_t begin,
   }
 }
 
+template <typename T>
 PHASOR_TARGET_CLONES void TableChunk(const TrigPlan& plan, int64_t begin,
-                                     int64_t end, float* cos, float* sin) {
+                                     int64_t end, T* cos, T* sin) {
   TrigWalker trig(plan);
   for (int64_t n = begin; n < end; ++n) {
     trig.Row(n, cos + n * plan.half, sin + n * plan.half);
@@ -539,14 +643,35 @@ void ApplyRopeTyped(const RopeSpec& spec, const RopeFrequencies& frequencies,
                     const RopeOperand& query, const RopeOperand* key) {
   const double scale =
       spec.fold_attention_factor ? frequencies.attention_factor : 1.0;
-  const TrigPlan trig = MakeTrigPlan(frequencies, scale, positions);
-  const ApplyJob job{&trig, &query, key, spec.layout,
-                     RopeRotaryDim(spec, query.head_dim)};
+  const int64_t rotary_dim = RopeRotaryDim(spec, query.head_dim);
+  const TrigPlan trig =
+      MakeTrigPlan(frequencies, scale, positions, MropeRuns(spec, rotary_dim / 2),
+                   /*exact_rows=*/std::is_same_v<typename Storage::Elem, double>);
+  const ApplyJob job{&trig, &query, key, spec.layout, rotary_dim};
   const int64_t heads = query.num_heads + (key != nullptr ? key->num_heads : 0);
   ParallelFor(options, query.num_tokens, heads * query.head_dim,
               [&](int64_t begin, int64_t end) {
                 RotateChunk<Storage>(job, begin, end);
               });
+}
+
+template <typename T>
+void ComputeTables(const RopeSpec& spec, const RopeFrequencies& frequencies,
+                   const Positions& positions, const ExecutionOptions& options,
+                   absl::Span<T> cos, absl::Span<T> sin) {
+  const int64_t half = static_cast<int64_t>(frequencies.inv_freq.size());
+  const double scale =
+      spec.fold_attention_factor ? frequencies.attention_factor : 1.0;
+  // The same rows ApplyRope rotates with, bit for bit.
+  const TrigPlan plan = MakeTrigPlan(frequencies, scale, positions,
+                                     MropeRuns(spec, half),
+                                     /*exact_rows=*/std::is_same_v<T, double>);
+  // REQUIRES: output spans sized [tokens, rd/2].
+  assert(static_cast<int64_t>(cos.size()) == plan.num_tokens * half);
+  assert(static_cast<int64_t>(sin.size()) == plan.num_tokens * half);
+  ParallelFor(options, plan.num_tokens, 2 * half, [&](int64_t begin, int64_t end) {
+    TableChunk(plan, begin, end, cos.data(), sin.data());
+  });
 }
 
 // Shortest text that reads back as the same double ("0.9", not
@@ -560,14 +685,14 @@ std::string Fmt(double value) {
 
 bool IsRopeStorage(DType dtype) {
   return dtype == DType::kFloat32 || dtype == DType::kFloat16 ||
-         dtype == DType::kBFloat16;
+         dtype == DType::kBFloat16 || dtype == DType::kFloat64;
 }
 
 absl::Status ValidateOperand(const RopeOperand& operand,
                              absl::string_view field) {
   if (!IsRopeStorage(operand.dtype)) {
     return InvalidField(absl::StrCat(field, ".dtype"),
-                        absl::StrCat("must be float32, float16 or bfloat16, got ",
+                        absl::StrCat("must be float32, float16, bfloat16 or float64, got ",
                                      DTypeName(operand.dtype)));
   }
   if (operand.num_tokens < 0 || operand.num_heads < 0 || operand.head_dim <= 0) {
@@ -584,6 +709,12 @@ absl::Status ValidateOperand(const RopeOperand& operand,
                         absl::StrCat("element count overflows int64: [",
                                      operand.num_tokens, ", ", operand.num_heads,
                                      ", ", operand.head_dim, "]"));
+  }
+  if (operand.seq_len < 0 ||
+      (operand.seq_len > 0 && operand.num_tokens % operand.seq_len != 0)) {
+    return InvalidField(absl::StrCat(field, ".shape"),
+                        absl::StrCat("[B, H, T, D] needs tokens (", operand.num_tokens,
+                                     ") to be a multiple of T (", operand.seq_len, ")"));
   }
   if (static_cast<int64_t>(operand.in.size()) != bytes) {
     return InvalidField(
@@ -621,6 +752,33 @@ absl::Status ValidateRopeSpec(const RopeSpec& spec, int64_t head_dim,
   if (!std::isfinite(spec.base) || spec.base <= 0.0) {
     return InvalidField(absl::StrCat(field_prefix, ".base"),
                         absl::StrCat("must be finite and > 0, got ", Fmt(spec.base)));
+  }
+  if (!spec.mrope_section.empty()) {
+    const std::string field = absl::StrCat(field_prefix, ".mrope_section");
+    if (spec.mrope_section.size() != 3) {
+      return InvalidField(field, absl::StrCat("must have 3 sizes (temporal, height, "
+                                              "width), got ",
+                                              spec.mrope_section.size()));
+    }
+    int64_t sum = 0;
+    for (size_t k = 0; k < 3; ++k) {
+      const int64_t size = spec.mrope_section[k];
+      if (size < 0 || size > rotary_dim / 2) {
+        return InvalidField(absl::StrCat(field, "[", k, "]"),
+                            absl::StrCat("must be in [0, rotary_dim/2 = ",
+                                         rotary_dim / 2, "], got ", size));
+      }
+      sum += size;
+    }
+    // HF splits cos/sin into chunks of mrope_section·2, which must cover the
+    // head exactly.
+    if (sum != rotary_dim / 2) {
+      return InvalidField(field, absl::StrCat("sizes must sum to rotary_dim/2 = ",
+                                              rotary_dim / 2, ", got ", sum));
+    }
+  } else if (spec.mrope_interleaved) {
+    return InvalidField(absl::StrCat(field_prefix, ".mrope_interleaved"),
+                        "needs mrope_section");
   }
   return ValidateRopeScaling(spec.scaling, spec.base, rotary_dim, field_prefix);
 }
@@ -709,17 +867,21 @@ void ComputeRopeTables(const RopeFrequencies& frequencies,
                        bool fold_attention_factor, const Positions& positions,
                        const ExecutionOptions& options, absl::Span<float> cos,
                        absl::Span<float> sin) {
-  const int64_t half = static_cast<int64_t>(frequencies.inv_freq.size());
-  const int64_t num_positions = positions.size();
-  // REQUIRES: output spans sized [positions, rd/2].
-  assert(static_cast<int64_t>(cos.size()) == num_positions * half);
-  assert(static_cast<int64_t>(sin.size()) == num_positions * half);
-  const double scale = fold_attention_factor ? frequencies.attention_factor : 1.0;
-  // The same rows ApplyRope rotates with, bit for bit.
-  const TrigPlan plan = MakeTrigPlan(frequencies, scale, positions);
-  ParallelFor(options, num_positions, 2 * half, [&](int64_t begin, int64_t end) {
-    TableChunk(plan, begin, end, cos.data(), sin.data());
-  });
+  RopeSpec spec;
+  spec.fold_attention_factor = fold_attention_factor;
+  ComputeTables(spec, frequencies, positions, options, cos, sin);
+}
+
+void ComputeRopeTables(const RopeSpec& spec, const RopeFrequencies& frequencies,
+                       const Positions& positions, const ExecutionOptions& options,
+                       absl::Span<float> cos, absl::Span<float> sin) {
+  ComputeTables(spec, frequencies, positions, options, cos, sin);
+}
+
+void ComputeRopeTables(const RopeSpec& spec, const RopeFrequencies& frequencies,
+                       const Positions& positions, const ExecutionOptions& options,
+                       absl::Span<double> cos, absl::Span<double> sin) {
+  ComputeTables(spec, frequencies, positions, options, cos, sin);
 }
 
 int64_t RopeOperandBytes(DType dtype, int64_t num_tokens, int64_t num_heads,
@@ -750,7 +912,8 @@ absl::Status ValidateRopeOperands(const RopeOperand& query,
                                      DTypeName(query.dtype), ", got ",
                                      DTypeName(key->dtype)));
   }
-  if (key->num_tokens != query.num_tokens || key->head_dim != query.head_dim) {
+  if (key->num_tokens != query.num_tokens || key->head_dim != query.head_dim ||
+      key->seq_len != query.seq_len) {
     return InvalidField(
         "key.shape",
         absl::StrCat("must be [", query.num_tokens, ", heads, ", query.head_dim,
@@ -766,7 +929,7 @@ void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies,
   // REQUIRES: see rope.h; the spans were validated against the shapes.
   assert(static_cast<int64_t>(frequencies.inv_freq.size()) ==
          RopeTableWidth(spec, query.head_dim));
-  assert(positions.size() == query.num_tokens);
+  assert(positions.size() == query.num_tokens * RopePositionAxes(spec));
   assert(query.out.size() == query.in.size());
   assert(key == nullptr || key->out.size() == key->in.size());
   switch (query.dtype) {
@@ -781,6 +944,10 @@ void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies,
     case DType::kBFloat16:
       ApplyRopeTyped<BFloat16Storage>(spec, frequencies, positions, options,
                                       query, key);
+      return;
+    case DType::kFloat64:
+      ApplyRopeTyped<Float64Storage>(spec, frequencies, positions, options,
+                                     query, key);
       return;
     default:
       assert(false && "ValidateRopeOperands rejects other dtypes");

@@ -26,11 +26,13 @@
 // Runs of evenly spaced integer positions are tabulated by angle addition in
 // double, re-anchored exactly every 256 rows (rope.cc gives the bound, ~1e-9).
 // Float32 tables at any int64 position are within 3e-8 of a __float128
-// reference (tests/rope_test.cc). A real (double) position p forms the double
-// product p·θ_i, off by up to |p|·θ_i·2^-53 radians: below half a float32 ulp
-// for |p|·θ_i <= 2^28, within 2e-6 for |p|·θ_i <= 2^34 (docs/API.md,
-// "Precision"). Float32 angle arithmetic would be off by up to 0.89 at
-// p = 2^24 + 1.
+// reference (tests/rope_test.cc). A real (double) position is split exactly
+// into integer and fraction (ExactAngle::CosSinReal): within θ_i·2^-52 +
+// 1.7e-16 of exact for |p| < 2^63 (docs/API.md, "Precision"). Float32 angle
+// arithmetic would be off by up to 0.89 at p = 2^24 + 1. Float64 operands
+// and tables skip the angle-addition runs (every row exact) and rotate in
+// double (tests/float64_test.cc: within 4 ulp of the larger input of each
+// pair).
 //
 // Layers (rope.cc): one dtype switch → ParallelFor over tokens (one writer per
 // token row, so any thread count gives identical bytes) → per token, cos/sin
@@ -43,6 +45,7 @@
 #define PHASOR_CORE_ROPE_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -72,7 +75,18 @@ struct RopeSpec {
   // Multiply cos/sin by the attention factor (as HF does). false leaves the
   // factor to the caller (it is still returned).
   bool fold_attention_factor = true;
+  // M-RoPE (Qwen2-VL): empty, or the sizes [temporal, height, width] of the
+  // pair sections, summing to rd/2; pair i of section k turns by p_k·θ_i.
+  // Positions then hold 3 rows of N: axis k of token n at k·N + n.
+  std::vector<int64_t> mrope_section;
+  // Qwen3-VL's interleaved assignment of pairs to axes (rope.cc, MropeRuns).
+  bool mrope_interleaved = false;
 };
+
+// Position rows per token: 3 with M-RoPE, else 1.
+inline int64_t RopePositionAxes(const RopeSpec& spec) {
+  return spec.mrope_section.empty() ? 1 : 3;
+}
 
 // rd for a head of `head_dim` channels: spec.rotary_dim, or head_dim if 0.
 inline int64_t RopeRotaryDim(const RopeSpec& spec, int64_t head_dim) {
@@ -117,16 +131,32 @@ void ComputeRopeTables(const RopeFrequencies& frequencies,
                        bool fold_attention_factor, const Positions& positions,
                        const ExecutionOptions& options, absl::Span<float> cos,
                        absl::Span<float> sin);
+// The same for `spec` (its fold_attention_factor and M-RoPE sections;
+// positions hold RopePositionAxes(spec) rows of N), as [N, rd/2]. The double
+// overload evaluates every row exactly: within 1.7e-16 of exact before the
+// attention factor.
+void ComputeRopeTables(const RopeSpec& spec, const RopeFrequencies& frequencies,
+                       const Positions& positions, const ExecutionOptions& options,
+                       absl::Span<float> cos, absl::Span<float> sin);
+void ComputeRopeTables(const RopeSpec& spec, const RopeFrequencies& frequencies,
+                       const Positions& positions, const ExecutionOptions& options,
+                       absl::Span<double> cos, absl::Span<double> sin);
 
 // One operand of ApplyRope: a row-major [num_tokens, num_heads, head_dim]
-// tensor of `dtype` (float32, float16 or bfloat16) stored little-endian in
-// `in`; the rotated tensor goes to `out`, in the same dtype. out.data() ==
-// in.data() rotates in place; otherwise the two must not overlap.
+// tensor of `dtype` (float32, float16, bfloat16 or float64) stored
+// little-endian in `in`; the rotated tensor goes to `out`, in the same
+// dtype. out.data() == in.data() rotates in place; otherwise the two must
+// not overlap. [B, T, H, D] is [B·T, H, D]; [B, H, T, D] sets seq_len = T
+// (num_tokens = B·T, token b·T + t). float64 rotates in double with double
+// cos/sin, every row exact: a rotated pair within a few ulp of the larger
+// of its inputs.
 struct RopeOperand {
   DType dtype = DType::kFloat32;
   int64_t num_tokens = 0;
   int64_t num_heads = 0;
   int64_t head_dim = 0;
+  // T of a [B, H, T, D] tensor; 0 for token-major [tokens, H, D].
+  int64_t seq_len = 0;
   absl::Span<const uint8_t> in;
   absl::Span<uint8_t> out;
 };
@@ -136,8 +166,9 @@ struct RopeOperand {
 int64_t RopeOperandBytes(DType dtype, int64_t num_tokens, int64_t num_heads,
                          int64_t head_dim);
 
-// Checks dtypes (float32/float16/bfloat16, key's equal to query's), shapes
-// (key: same tokens and head_dim as query; tokens == num_positions) and byte
+// Checks dtypes (float32/float16/bfloat16/float64, key's equal to query's),
+// shapes (key: same tokens, seq_len and head_dim as query; tokens ==
+// num_positions, the positions per axis) and byte
 // counts. Errors are INVALID_ARGUMENT naming "query.dtype", "query.shape",
 // "query.data", "key...." or "positions". `key` may be null.
 absl::Status ValidateRopeOperands(const RopeOperand& query,
@@ -148,7 +179,8 @@ absl::Status ValidateRopeOperands(const RopeOperand& query,
 // REQUIRES: ValidateRopeSpec(spec, query.head_dim).ok(); `frequencies` from
 //           ComputeRopeFrequencies(spec, query.head_dim, ...);
 //           ValidateRopePositions(positions, frequencies).ok();
-//           ValidateRopeOperands(query, key, positions.size()).ok();
+//           ValidateRopeOperands(query, key,
+//               positions.size() / RopePositionAxes(spec)).ok();
 //           out.size() == in.size() for each operand.
 void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies,
                const Positions& positions, const ExecutionOptions& options,

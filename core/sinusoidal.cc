@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "core/errors.h"
@@ -50,10 +51,12 @@ std::vector<double> SinusoidalFrequencies(const SinusoidalSpec& spec) {
                      });
 }
 
-absl::Status ValidateSinusoidalInputs(const SinusoidalSpec& spec,
-                                      const Positions& positions,
-                                      absl::Span<const float> content,
-                                      float content_scale) {
+namespace {
+
+template <typename T>
+absl::Status CheckSinusoidalInputs(const SinusoidalSpec& spec,
+                                   const Positions& positions,
+                                   absl::Span<const T> content, T content_scale) {
   if (positions.is_real()) {
     const absl::Span<const double> reals = positions.reals();
     for (size_t i = 0; i < reals.size(); ++i) {
@@ -76,6 +79,22 @@ absl::Status ValidateSinusoidalInputs(const SinusoidalSpec& spec,
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateSinusoidalInputs(const SinusoidalSpec& spec,
+                                      const Positions& positions,
+                                      absl::Span<const float> content,
+                                      float content_scale) {
+  return CheckSinusoidalInputs(spec, positions, content, content_scale);
+}
+
+absl::Status ValidateSinusoidalInputs(const SinusoidalSpec& spec,
+                                      const Positions& positions,
+                                      absl::Span<const double> content,
+                                      double content_scale) {
+  return CheckSinusoidalInputs(spec, positions, content, content_scale);
 }
 
 namespace {
@@ -147,11 +166,11 @@ void StepRow(const double* __restrict step_sin, const double* __restrict step_co
 }
 
 // StepRow followed by StoreRow without content, in one pass over the pairs.
-template <SinusoidalLayout kLayout>
+template <SinusoidalLayout kLayout, typename T>
 void StepAndStoreRow(const double* __restrict step_sin,
                      const double* __restrict step_cos, int64_t half,
                      double* __restrict sin_row, double* __restrict cos_row,
-                     float* __restrict out) {
+                     T* __restrict out) {
   using Col = Columns<kLayout>;
   for (int64_t k = 0; k < half; ++k) {
     const double s = sin_row[k];
@@ -160,19 +179,21 @@ void StepAndStoreRow(const double* __restrict step_sin,
     const double next_cos = c * step_cos[k] - s * step_sin[k];
     sin_row[k] = next_sin;
     cos_row[k] = next_cos;
-    out[Col::Sin(k, half)] = static_cast<float>(next_sin);
-    out[Col::Cos(k, half)] = static_cast<float>(next_cos);
+    out[Col::Sin(k, half)] = static_cast<T>(next_sin);
+    out[Col::Cos(k, half)] = static_cast<T>(next_cos);
   }
 }
 
-template <SinusoidalLayout kLayout>
+// Rounds the row once to T (float32, or double: unchanged), then adds
+// content·content_scale in T.
+template <SinusoidalLayout kLayout, typename T>
 void StoreRow(const double* __restrict sin_row, const double* __restrict cos_row,
-              int64_t half, const float* __restrict content, float content_scale,
-              float* __restrict out) {
+              int64_t half, const T* __restrict content, T content_scale,
+              T* __restrict out) {
   using Col = Columns<kLayout>;
   for (int64_t k = 0; k < half; ++k) {
-    out[Col::Sin(k, half)] = static_cast<float>(sin_row[k]);
-    out[Col::Cos(k, half)] = static_cast<float>(cos_row[k]);
+    out[Col::Sin(k, half)] = static_cast<T>(sin_row[k]);
+    out[Col::Cos(k, half)] = static_cast<T>(cos_row[k]);
   }
   if (content != nullptr) {
     for (int64_t c = 0; c < 2 * half; ++c) {
@@ -199,23 +220,25 @@ inline bool StepsFromPrevious(absl::Span<const int64_t> p, int64_t step, int64_t
 }
 
 // What one chunk of rows needs; built once per call.
+template <typename T>
 struct TableJob {
   const double* omega;
-  const ExactAngle* angles;  // Per ω_k, for integer positions.
+  const ExactAngle* angles;  // Per ω_k.
   const double* step_sin;  // sin(δ·ω_k); unused when step == 0.
   const double* step_cos;
   int64_t half;
   int64_t step;  // Ladder step δ, 0 for exact rows only.
   Positions positions;
-  absl::Span<const float> content;
-  float content_scale;
-  absl::Span<float> out;
+  absl::Span<const T> content;
+  T content_scale;
+  absl::Span<T> out;
 };
 
 // Row t in double, from its position alone.
-void ExactRow(const TableJob& job, int64_t t, double* sin_row, double* cos_row) {
+template <typename T>
+void ExactRow(const TableJob<T>& job, int64_t t, double* sin_row, double* cos_row) {
   if (job.positions.is_real()) {
-    CosSinRow(job.omega, job.half, job.positions.reals()[t], cos_row, sin_row);
+    CosSinRow(job.angles, job.half, job.positions.reals()[t], cos_row, sin_row);
   } else {
     CosSinRow(job.angles, job.half, job.positions.integers()[t], cos_row, sin_row);
   }
@@ -223,15 +246,15 @@ void ExactRow(const TableJob& job, int64_t t, double* sin_row, double* cos_row) 
 
 // Rows [begin, end). Per chunk, never per element: the current row's sin and
 // cos in double, in `sin_row` / `cos_row` (half values each).
-template <SinusoidalLayout kLayout>
-PHASOR_TARGET_CLONES void EncodeChunk(const TableJob& job, int64_t begin,
+template <SinusoidalLayout kLayout, typename T>
+PHASOR_TARGET_CLONES void EncodeChunk(const TableJob<T>& job, int64_t begin,
                                       int64_t end, double* sin_row,
                                       double* cos_row) {
   const int64_t half = job.half;
   const int64_t dim = 2 * half;
   const absl::Span<const int64_t> integers = job.positions.integers();
   for (int64_t t = begin; t < end; ++t) {
-    float* out = job.out.data() + t * dim;
+    T* out = job.out.data() + t * dim;
     if (!StepsFromPrevious(integers, job.step, t)) {
       ExactRow(job, t, sin_row, cos_row);
     } else {
@@ -257,30 +280,54 @@ PHASOR_TARGET_CLONES void EncodeChunk(const TableJob& job, int64_t begin,
   }
 }
 
-template <SinusoidalLayout kLayout>
+// T = float: the ladder where positions allow it. T = double: every row
+// exact, since the ladder's drift (~1e-9) would be the double output's
+// largest error.
+template <SinusoidalLayout kLayout, typename T>
 void EncodeRows(const SinusoidalSpec& spec, const std::vector<double>& omega,
-                const Positions& positions, absl::Span<const float> content,
-                float content_scale, const ExecutionOptions& options,
-                absl::Span<float> out) {
+                const Positions& positions, absl::Span<const T> content,
+                T content_scale, const ExecutionOptions& options,
+                absl::Span<T> out) {
   const int64_t half = spec.dim / 2;
-  const int64_t step = LadderStep(positions);
+  const int64_t step = std::is_same_v<T, double> ? 0 : LadderStep(positions);
   std::vector<ExactAngle> angles;
-  if (!positions.is_real()) {
-    angles.reserve(omega.size());
-    for (double w : omega) angles.emplace_back(w);
-  }
+  angles.reserve(omega.size());
+  for (double w : omega) angles.emplace_back(w);
   std::vector<double> step_sin(half), step_cos(half);
   if (step != 0) {
     CosSinRow(angles.data(), half, step, step_cos.data(), step_sin.data());
   }
-  const TableJob job{omega.data(), angles.data(), step_sin.data(),
+  const TableJob<T> job{omega.data(), angles.data(), step_sin.data(),
                      step_cos.data(), half,       step,
                      positions,       content,    content_scale,
                      out};
   ParallelFor(options, positions.size(), spec.dim, [&](int64_t begin, int64_t end) {
     std::vector<double> sin_row(half), cos_row(half);
-    EncodeChunk<kLayout>(job, begin, end, sin_row.data(), cos_row.data());
+    EncodeChunk<kLayout, T>(job, begin, end, sin_row.data(), cos_row.data());
   });
+}
+
+template <typename T>
+void EncodeSinusoidalAs(const SinusoidalSpec& spec, const Positions& positions,
+                        absl::Span<const T> content, T content_scale,
+                        const ExecutionOptions& options, absl::Span<T> out) {
+  assert(static_cast<int64_t>(out.size()) ==
+         SinusoidalOutputSize(spec, positions.size()));
+  const std::vector<double> omega = SinusoidalFrequencies(spec);
+  switch (spec.layout) {
+    case SinusoidalLayout::kInterleaved:
+      EncodeRows<SinusoidalLayout::kInterleaved, T>(spec, omega, positions, content,
+                                                 content_scale, options, out);
+      return;
+    case SinusoidalLayout::kSplitSinCos:
+      EncodeRows<SinusoidalLayout::kSplitSinCos, T>(spec, omega, positions, content,
+                                                 content_scale, options, out);
+      return;
+    case SinusoidalLayout::kSplitCosSin:
+      EncodeRows<SinusoidalLayout::kSplitCosSin, T>(spec, omega, positions, content,
+                                                 content_scale, options, out);
+      return;
+  }
 }
 
 }  // namespace
@@ -288,23 +335,13 @@ void EncodeRows(const SinusoidalSpec& spec, const std::vector<double>& omega,
 void EncodeSinusoidal(const SinusoidalSpec& spec, const Positions& positions,
                       absl::Span<const float> content, float content_scale,
                       const ExecutionOptions& options, absl::Span<float> out) {
-  assert(static_cast<int64_t>(out.size()) ==
-         SinusoidalOutputSize(spec, positions.size()));
-  const std::vector<double> omega = SinusoidalFrequencies(spec);
-  switch (spec.layout) {
-    case SinusoidalLayout::kInterleaved:
-      EncodeRows<SinusoidalLayout::kInterleaved>(spec, omega, positions, content,
-                                                 content_scale, options, out);
-      return;
-    case SinusoidalLayout::kSplitSinCos:
-      EncodeRows<SinusoidalLayout::kSplitSinCos>(spec, omega, positions, content,
-                                                 content_scale, options, out);
-      return;
-    case SinusoidalLayout::kSplitCosSin:
-      EncodeRows<SinusoidalLayout::kSplitCosSin>(spec, omega, positions, content,
-                                                 content_scale, options, out);
-      return;
-  }
+  EncodeSinusoidalAs(spec, positions, content, content_scale, options, out);
+}
+
+void EncodeSinusoidal(const SinusoidalSpec& spec, const Positions& positions,
+                      absl::Span<const double> content, double content_scale,
+                      const ExecutionOptions& options, absl::Span<double> out) {
+  EncodeSinusoidalAs(spec, positions, content, content_scale, options, out);
 }
 
 }  // namespace phasor

@@ -22,8 +22,9 @@
 // double, re-anchored exactly every 256 rows (sinusoidal.cc explains the
 // error bound, ~1e-9 before the float rounding). Float outputs at any int64
 // position are within 3e-8 of a __float128 reference (tests prove it for both
-// paths). A real position t forms the double product t·ω_k, off by up to
-// |t|·ω_k·2^-53 radians (docs/API.md, "Precision").
+// paths). A real position t is split exactly into integer and fraction:
+// within ω_k·2^-52 + 1.7e-16 of exact for |t| < 2^63 (docs/API.md,
+// "Precision").
 //
 // Thread-safety: all functions are pure; concurrent calls are safe.
 #ifndef PHASOR_CORE_SINUSOIDAL_H_
@@ -65,6 +66,10 @@ absl::Status ValidateSinusoidalInputs(const SinusoidalSpec& spec,
                                       const Positions& positions,
                                       absl::Span<const float> content,
                                       float content_scale);
+absl::Status ValidateSinusoidalInputs(const SinusoidalSpec& spec,
+                                      const Positions& positions,
+                                      absl::Span<const double> content,
+                                      double content_scale);
 
 // Number of floats EncodeSinusoidal writes: positions·dim.
 inline int64_t SinusoidalOutputSize(const SinusoidalSpec& spec,
@@ -77,6 +82,12 @@ inline int64_t SinusoidalOutputSize(const SinusoidalSpec& spec,
 void EncodeSinusoidal(const SinusoidalSpec& spec, const Positions& positions,
                       absl::Span<const float> content, float content_scale,
                       const ExecutionOptions& options, absl::Span<float> out);
+// The same in double: every row evaluated exactly (no angle-addition
+// steps), sin/cos within 1.7e-16 of exact for integer positions, content
+// added in double.
+void EncodeSinusoidal(const SinusoidalSpec& spec, const Positions& positions,
+                      absl::Span<const double> content, double content_scale,
+                      const ExecutionOptions& options, absl::Span<double> out);
 
 }  // namespace phasor
 

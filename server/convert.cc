@@ -1,5 +1,6 @@
 #include "server/convert.h"
 
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -174,6 +175,41 @@ FloatInput::FloatInput(const TensorView& view) {
   span_ = storage_;
 }
 
+DoubleInput::DoubleInput(const TensorView& view) {
+  const char* data = view.bytes.data();
+  const int64_t n = view.num_elements;
+  if (view.dtype == DType::kFloat64 && IsAligned<double>(data)) {
+    span_ = absl::MakeConstSpan(reinterpret_cast<const double*>(data), n);
+    return;
+  }
+  storage_.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (view.dtype) {
+      case DType::kFloat64:
+        std::memcpy(&storage_[i], data + 8 * i, sizeof(double));
+        break;
+      case DType::kFloat32: {
+        float value;
+        std::memcpy(&value, data + 4 * i, sizeof(value));
+        storage_[i] = value;
+        break;
+      }
+      case DType::kFloat16:
+      case DType::kBFloat16: {
+        uint16_t bits;
+        std::memcpy(&bits, data + 2 * i, sizeof(bits));
+        storage_[i] = view.dtype == DType::kFloat16 ? HalfToFloat(bits)
+                                                    : BFloat16ToFloat(bits);
+        break;
+      }
+      default:
+        assert(false && "DoubleInput takes float tensors only");
+        break;
+    }
+  }
+  span_ = storage_;
+}
+
 template <typename T>
 TypedInput<T>::TypedInput(const TensorView& view) {
   // REQUIRES: DTypeSize(view.dtype) == sizeof(T).
@@ -201,7 +237,7 @@ Positions PositionsInput::view() const {
 
 absl::StatusOr<int64_t> CountPositions(const v1::Positions& positions,
                                        absl::string_view field,
-                                       const RequestLimits& limits) {
+                                       const RequestLimits& limits, int max_rank) {
   switch (positions.kind_case()) {
     case v1::Positions::kRange: {
       const v1::Positions::Range& range = positions.range();
@@ -237,7 +273,12 @@ absl::StatusOr<int64_t> CountPositions(const v1::Positions& positions,
       PHASOR_ASSIGN_OR_RETURN(
           const TensorView view,
           CheckTensor(positions.values(), absl::StrCat(field, ".values"), allowed,
-                      /*rank=*/1, limits));
+                      /*rank=*/max_rank == 1 ? 1 : -1, limits));
+      if (view.shape.empty() || static_cast<int>(view.shape.size()) > max_rank) {
+        return InvalidField(absl::StrCat(field, ".values.shape"),
+                            absl::StrCat("must have 1 to ", max_rank,
+                                         " dimensions, got ", ShapeString(view.shape)));
+      }
       return view.num_elements;
     }
     case v1::Positions::KIND_NOT_SET:
@@ -246,11 +287,17 @@ absl::StatusOr<int64_t> CountPositions(const v1::Positions& positions,
   return InvalidField(field, "must set range or values");
 }
 
+std::vector<int64_t> PositionsShape(const v1::Positions& positions) {
+  if (positions.has_range()) return {positions.range().count()};
+  return {positions.values().shape().begin(), positions.values().shape().end()};
+}
+
 absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions& positions,
                                                absl::string_view field,
-                                               const RequestLimits& limits) {
+                                               const RequestLimits& limits,
+                                               int max_rank) {
   PHASOR_ASSIGN_OR_RETURN(const int64_t count,
-                          CountPositions(positions, field, limits));
+                          CountPositions(positions, field, limits, max_rank));
   PositionsInput out;
   out.size_ = count;
   if (positions.has_range()) {
@@ -391,6 +438,13 @@ absl::Span<char> AllocateTensor(absl::Span<const int64_t> shape, DType dtype,
   std::string* data = out->mutable_data();
   data->resize(elements * DTypeSize(dtype));
   return absl::MakeSpan(data->data(), data->size());
+}
+
+absl::Span<double> DoubleData(v1::Tensor* tensor) {
+  std::string* data = tensor->mutable_data();
+  // REQUIRES: a FLOAT64 tensor; aligned as in FloatData.
+  return absl::MakeSpan(reinterpret_cast<double*>(data->data()),
+                        data->size() / sizeof(double));
 }
 
 absl::Span<float> FloatData(v1::Tensor* tensor) {

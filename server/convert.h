@@ -77,6 +77,23 @@ class FloatInput final {
   absl::Span<const float> span_;
 };
 
+// The values of a FLOAT32/FLOAT16/BFLOAT16/FLOAT64 tensor as double (exact
+// widening): a view of the request bytes for aligned FLOAT64, otherwise a
+// converted copy.
+class DoubleInput final {
+ public:
+  DoubleInput() = default;
+  explicit DoubleInput(const TensorView& view);
+  DoubleInput(DoubleInput&&) = default;
+  DoubleInput& operator=(DoubleInput&&) = default;
+
+  absl::Span<const double> span() const { return span_; }
+
+ private:
+  std::vector<double> storage_;
+  absl::Span<const double> span_;
+};
+
 // Aligned view (or copy) of an INT64 / FLOAT64 / INT32 tensor's values.
 template <typename T>
 class TypedInput final {
@@ -106,7 +123,7 @@ class PositionsInput final {
  private:
   friend absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions&,
                                                         absl::string_view,
-                                                        const RequestLimits&);
+                                                        const RequestLimits&, int);
   std::vector<int64_t> generated_;  // Materialised range.
   TypedInput<int64_t> integers_;
   TypedInput<double> reals_;
@@ -118,9 +135,11 @@ class PositionsInput final {
 // range parameters or the tensor's dtype, shape and byte count, but without
 // allocating anything: handlers size their outputs from it (and reject them)
 // before a range is materialised.
+// `max_rank` > 1 accepts values of 1 to max_rank dimensions (ApplyRope's
+// [B, T] position_ids, M-RoPE's [3, ...]); the count is their product.
 absl::StatusOr<int64_t> CountPositions(const v1::Positions& positions,
                                        absl::string_view field,
-                                       const RequestLimits& limits);
+                                       const RequestLimits& limits, int max_rank = 1);
 
 // `field` is the request field holding the Positions ("positions"). A range
 // with step 0, a negative count, arithmetic overflow, or a count over the
@@ -129,7 +148,11 @@ absl::StatusOr<int64_t> CountPositions(const v1::Positions& positions,
 // output its count implies first (CountPositions).
 absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions& positions,
                                                absl::string_view field,
-                                               const RequestLimits& limits);
+                                               const RequestLimits& limits,
+                                               int max_rank = 1);
+// The positions' shape: [count] for a range, else the tensor's (checked by
+// CountPositions).
+std::vector<int64_t> PositionsShape(const v1::Positions& positions);
 
 // core/ names the i-th position "positions[i]" (core/positions.h has no wire
 // form). On the wire that is `field`.values[i] for a tensor, and `field`.range
@@ -173,6 +196,8 @@ absl::StatusOr<DType> OutputDType(v1::DType requested, absl::string_view field,
 // Sets out's shape and dtype and sizes its data; returns the bytes to fill.
 absl::Span<char> AllocateTensor(absl::Span<const int64_t> shape, DType dtype,
                                 v1::Tensor* out);
+// For FLOAT64 tensors from AllocateTensor: the data as doubles.
+absl::Span<double> DoubleData(v1::Tensor* tensor);
 // For FLOAT32 tensors from AllocateTensor: the data as floats.
 absl::Span<float> FloatData(v1::Tensor* tensor);
 // Writes float values into `out` converted to `dtype` (FLOAT32, FLOAT16,

@@ -72,9 +72,9 @@ void Count(const HandlerContext& context, EncodedKind kind, int64_t values) {
 }
 
 constexpr DType kFloatInputs[] = {DType::kFloat32, DType::kFloat16,
-                                  DType::kBFloat16};
+                                  DType::kBFloat16, DType::kFloat64};
 constexpr DType kFloatOutputs[] = {DType::kFloat32, DType::kFloat16,
-                                   DType::kBFloat16};
+                                   DType::kBFloat16, DType::kFloat64};
 
 // θ_i and the attention factor for heads of `head_dim` channels. The
 // sequence length scaling sees is the spec's, else derived from positions.
@@ -177,7 +177,10 @@ absl::Status HandleEncodePositions(const HandlerContext& context,
   PHASOR_RETURN_IF_ERROR(
       CheckOutputSize(output_shape, output_dtype, "positions", context.limits));
 
+  // Content in the arithmetic's precision: float32, or double for FLOAT64.
+  const bool in_double = output_dtype == DType::kFloat64;
   FloatInput content;
+  DoubleInput content64;
   if (request.has_content()) {
     PHASOR_ASSIGN_OR_RETURN(const TensorView view,
                             CheckTensor(request.content(), "content", kFloatInputs,
@@ -188,7 +191,11 @@ absl::Status HandleEncodePositions(const HandlerContext& context,
                                        "] (positions x dim), got ",
                                        ShapeString(view.shape)));
     }
-    content = FloatInput(view);
+    if (in_double) {
+      content64 = DoubleInput(view);
+    } else {
+      content = FloatInput(view);
+    }
   }
   PHASOR_ASSIGN_OR_RETURN(
       const PositionsInput positions_input,
@@ -196,15 +203,32 @@ absl::Status HandleEncodePositions(const HandlerContext& context,
   const Positions positions = positions_input.view();
   PHASOR_RETURN_IF_ERROR(context.check_alive());
 
-  const float content_scale =
-      request.has_content_scale() ? static_cast<float>(request.content_scale()) : 1.0f;
+  const double scale64 = request.has_content_scale() ? request.content_scale() : 1.0;
+  const float content_scale = static_cast<float>(scale64);
   PHASOR_RETURN_IF_ERROR(PositionsStatusToWirePaths(
       table != nullptr
-          ? table->ValidateInputs(positions, content.span(), content_scale)
-          : ValidateSinusoidalInputs(sinusoidal, positions, content.span(),
-                                     content_scale),
+          ? (in_double ? table->ValidateInputs(positions, content64.span(), scale64)
+                       : table->ValidateInputs(positions, content.span(), content_scale))
+          : (in_double ? ValidateSinusoidalInputs(sinusoidal, positions,
+                                                  content64.span(), scale64)
+                       : ValidateSinusoidalInputs(sinusoidal, positions,
+                                                  content.span(), content_scale)),
       request.positions(), "positions"));
   PHASOR_RETURN_IF_ERROR(context.check_alive());
+
+  if (in_double) {
+    AllocateTensor(output_shape, DType::kFloat64, response->mutable_encodings());
+    const absl::Span<double> out = DoubleData(response->mutable_encodings());
+    if (table != nullptr) {
+      table->Encode(positions, content64.span(), scale64, context.execution, out);
+    } else {
+      EncodeSinusoidal(sinusoidal, positions, content64.span(), scale64,
+                       context.execution, out);
+    }
+    Count(context, table != nullptr ? EncodedKind::kLearned : EncodedKind::kSinusoidal,
+          rows * dim);
+    return absl::OkStatus();
+  }
 
   PHASOR_RETURN_IF_ERROR(WriteFloatOutput(
       context, output_shape, output_dtype, response->mutable_encodings(),
@@ -223,24 +247,130 @@ absl::Status HandleEncodePositions(const HandlerContext& context,
   return absl::OkStatus();
 }
 
+namespace {
+
+// The query/key shape of one ApplyRope tensor layout.
+struct RopeShape {
+  int64_t batch = 1;     // B (1 for [T, H, D]).
+  int64_t seq = 0;       // T.
+  int64_t heads = 0;     // H.
+  int64_t head_dim = 0;  // D.
+  bool heads_first = false;  // [B, H, T, D].
+};
+
+RopeShape RopeShapeOf(const TensorView& view, v1::ApplyRopeRequest::TensorLayout layout) {
+  const Shape& d = view.shape;
+  switch (layout) {
+    case v1::ApplyRopeRequest::BATCH_SEQ_HEADS_DIM:
+      return {d[0], d[1], d[2], d[3], false};
+    case v1::ApplyRopeRequest::BATCH_HEADS_SEQ_DIM:
+      return {d[0], d[2], d[1], d[3], true};
+    default:
+      return {1, d[0], d[1], d[2], false};
+  }
+}
+
+const char* RopeShapeName(v1::ApplyRopeRequest::TensorLayout layout) {
+  switch (layout) {
+    case v1::ApplyRopeRequest::BATCH_SEQ_HEADS_DIM: return "[B, T, H, D]";
+    case v1::ApplyRopeRequest::BATCH_HEADS_SEQ_DIM: return "[B, H, T, D]";
+    default: return "[T, H, D]";
+  }
+}
+
+// Checks the positions' shape for tokens [B, T] with `axes` rows each
+// (M-RoPE: 3) and says whether one [T] row per axis is shared by every batch
+// row. Accepted: [T] or a range of T; [B, T] when batched; [3, T] and, when
+// batched, [3, B, T] for M-RoPE.
+absl::StatusOr<bool> CheckRopePositionsShape(const v1::Positions& positions,
+                                             const RopeShape& shape, int64_t axes,
+                                             bool batched) {
+  const std::vector<int64_t> got = PositionsShape(positions);
+  std::vector<int64_t> shared = {shape.seq};
+  std::vector<int64_t> per_row = {shape.batch, shape.seq};
+  if (axes == 3) {
+    shared.insert(shared.begin(), 3);
+    per_row.insert(per_row.begin(), 3);
+  }
+  if (got == shared && !(axes == 3 && positions.has_range())) return shape.batch > 1;
+  if (batched && got == per_row) return false;
+  if (!batched && axes == 1 && got.size() == 1) {
+    // The same words as core's ValidateRopeOperands.
+    return InvalidField("positions",
+                        absl::StrCat("must have one position per query token (",
+                                     shape.seq, "), got ", got[0]));
+  }
+  std::string expected = ShapeString(shared);
+  if (batched) absl::StrAppend(&expected, " or ", ShapeString(per_row));
+  return InvalidField(
+      positions.has_range() ? "positions.range.count" : "positions.values.shape",
+      absl::StrCat("must be ", expected,
+                   axes == 3 ? " (one row per M-RoPE axis: temporal, height, width)"
+                             : batched ? " (shared by every batch row, or HF's "
+                                         "position_ids per row)"
+                                       : " (one position per query token)",
+                   ", got ", ShapeString(got)));
+}
+
+// Positions for every token b·T + t, axis by axis: `shared` rows of T
+// repeated for each of the B batch rows.
+template <typename T>
+std::vector<T> RepeatRows(absl::Span<const T> rows, int64_t axes, int64_t batch,
+                          int64_t seq) {
+  std::vector<T> out;
+  out.reserve(static_cast<size_t>(axes * batch * seq));
+  for (int64_t axis = 0; axis < axes; ++axis) {
+    for (int64_t b = 0; b < batch; ++b) {
+      out.insert(out.end(), rows.begin() + axis * seq, rows.begin() + (axis + 1) * seq);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::Status HandleApplyRope(const HandlerContext& context,
                              const v1::ApplyRopeRequest& request,
                              v1::ApplyRopeResponse* response) {
   PHASOR_ASSIGN_OR_RETURN(const v1::EncoderSpec* spec, ResolveSpec(context, request));
   PHASOR_RETURN_IF_ERROR(RequireKind(request, *spec, v1::EncoderSpec::kRope, "ApplyRope"));
   PHASOR_ASSIGN_OR_RETURN(const RopeSpec rope, RopeFromProto(spec->rope()));
+  const int64_t axes = RopePositionAxes(rope);
+  const v1::ApplyRopeRequest::TensorLayout layout = request.tensor_layout();
+  switch (layout) {
+    case v1::ApplyRopeRequest::TENSOR_LAYOUT_UNSPECIFIED:
+    case v1::ApplyRopeRequest::TOKENS_HEADS_DIM:
+    case v1::ApplyRopeRequest::BATCH_SEQ_HEADS_DIM:
+    case v1::ApplyRopeRequest::BATCH_HEADS_SEQ_DIM:
+      break;
+    default:
+      return InvalidField("tensor_layout", absl::StrCat("unknown layout ", layout));
+  }
+  const bool batched = layout == v1::ApplyRopeRequest::BATCH_SEQ_HEADS_DIM ||
+                       layout == v1::ApplyRopeRequest::BATCH_HEADS_SEQ_DIM;
+  const int rank = batched ? 4 : 3;
   PHASOR_ASSIGN_OR_RETURN(
       const int64_t num_positions,
-      CountPositions(request.positions(), "positions", context.limits));
+      CountPositions(request.positions(), "positions", context.limits, /*max_rank=*/3));
 
   if (!request.has_query()) return InvalidField("query", "is required");
   PHASOR_ASSIGN_OR_RETURN(const TensorView query_view,
-                          CheckTensor(request.query(), "query", kFloatInputs,
-                                      /*rank=*/3, context.limits));
+                          CheckTensor(request.query(), "query", kFloatInputs, rank,
+                                      context.limits));
+  const RopeShape q = RopeShapeOf(query_view, layout);
   TensorView key_view;
   if (request.has_key()) {
     PHASOR_ASSIGN_OR_RETURN(key_view, CheckTensor(request.key(), "key", kFloatInputs,
-                                                  /*rank=*/3, context.limits));
+                                                  rank, context.limits));
+    const RopeShape k = RopeShapeOf(key_view, layout);
+    if (k.batch != q.batch || k.seq != q.seq || k.head_dim != q.head_dim) {
+      return InvalidField(
+          "key.shape",
+          absl::StrCat("must match query's B, T and D in ", RopeShapeName(layout),
+                       " (the head count may differ), got ",
+                       ShapeString(key_view.shape), " for query ",
+                       ShapeString(query_view.shape)));
+    }
     int64_t total = 0;
     if (__builtin_add_overflow(query_view.num_elements, key_view.num_elements, &total) ||
         total > context.limits.max_elements) {
@@ -252,38 +382,52 @@ absl::Status HandleApplyRope(const HandlerContext& context,
   }
   // The head dimension sizes the frequency table even for a query with no
   // tokens (and so no bytes): bounded like any width.
-  PHASOR_RETURN_IF_ERROR(CheckWidth(query_view.shape[2], "query.shape", context.limits));
-  // One position per token: a range is materialised only once its count
-  // matches the query the client paid for.
-  if (num_positions != query_view.shape[0]) {
-    // The same words as core's ValidateRopeOperands.
-    return InvalidField("positions",
-                        absl::StrCat("must have one position per query token (",
-                                     query_view.shape[0], "), got ", num_positions));
-  }
+  PHASOR_RETURN_IF_ERROR(CheckWidth(q.head_dim, "query.shape", context.limits));
+  // Positions per token (per axis): a range or tensor is materialised only
+  // once its shape matches the query the client paid for.
+  PHASOR_ASSIGN_OR_RETURN(const bool shared,
+                          CheckRopePositionsShape(request.positions(), q, axes, batched));
+  assert(num_positions == axes * (shared ? q.seq : q.batch * q.seq));
+  (void)num_positions;
   PHASOR_ASSIGN_OR_RETURN(
       const PositionsInput positions_input,
-      DecodePositions(request.positions(), "positions", context.limits));
-  const Positions positions = positions_input.view();
+      DecodePositions(request.positions(), "positions", context.limits, /*max_rank=*/3));
+  // Shared rows are repeated for each batch row (8 bytes per token and axis,
+  // far below the query's own bytes).
+  std::vector<int64_t> repeated_integers;
+  std::vector<double> repeated_reals;
+  Positions positions = positions_input.view();
+  if (shared) {
+    if (positions.is_real()) {
+      repeated_reals = RepeatRows(positions.reals(), axes, q.batch, q.seq);
+      positions = Positions::Reals(repeated_reals);
+    } else {
+      repeated_integers = RepeatRows(positions.integers(), axes, q.batch, q.seq);
+      positions = Positions::Integers(repeated_integers);
+    }
+  }
   PHASOR_RETURN_IF_ERROR(context.check_alive());
 
   // The rotated tensors are written straight into the response's bytes.
-  auto make_operand = [](const TensorView& view, v1::Tensor* out) {
+  auto make_operand = [&](const TensorView& view, v1::Tensor* out) {
+    const RopeShape shape = RopeShapeOf(view, layout);
     RopeOperand operand;
     operand.dtype = view.dtype;
-    operand.num_tokens = view.shape[0];
-    operand.num_heads = view.shape[1];
-    operand.head_dim = view.shape[2];
+    operand.num_tokens = shape.batch * shape.seq;
+    operand.num_heads = shape.heads;
+    operand.head_dim = shape.head_dim;
+    operand.seq_len = shape.heads_first ? shape.seq : 0;
     operand.in = absl::MakeConstSpan(
         reinterpret_cast<const uint8_t*>(view.bytes.data()), view.bytes.size());
     absl::Span<char> bytes = AllocateTensor(view.shape, view.dtype, out);
     operand.out = absl::MakeSpan(reinterpret_cast<uint8_t*>(bytes.data()), bytes.size());
     return operand;
   };
-  const int64_t head_dim = query_view.shape[2];
   PHASOR_ASSIGN_OR_RETURN(
       const RopeFrequencies frequencies,
-      RopeFrequenciesFor(rope, spec->rope(), head_dim, positions));
+      RopeFrequenciesFor(rope, spec->rope(), q.head_dim, positions));
+  // Core numbers positions flat over the (repeated) rows; the wire index is
+  // the same unless rows were repeated.
   PHASOR_RETURN_IF_ERROR(PositionsStatusToWirePaths(
       ValidateRopePositions(positions, frequencies, "positions"),
       request.positions(), "positions"));
@@ -292,7 +436,7 @@ absl::Status HandleApplyRope(const HandlerContext& context,
   RopeOperand key;
   if (request.has_key()) key = make_operand(key_view, response->mutable_key());
   PHASOR_RETURN_IF_ERROR(ValidateRopeOperands(
-      query, request.has_key() ? &key : nullptr, positions.size()));
+      query, request.has_key() ? &key : nullptr, positions.size() / axes));
 
   PHASOR_RETURN_IF_ERROR(context.check_alive());
   ApplyRope(rope, frequencies, positions, context.execution, query,
@@ -312,12 +456,27 @@ absl::Status HandleRopeTables(const HandlerContext& context,
   PHASOR_ASSIGN_OR_RETURN(
       const DType output_dtype,
       OutputDType(request.output_dtype(), "output_dtype", kFloatOutputs));
+  const int64_t axes = RopePositionAxes(rope);
   // The output's size from the shapes alone, before the range is
   // materialised or any table built: cos and sin [rows, rotary_dim/2] each,
   // plus inv_freq (rotary_dim/2 doubles).
   PHASOR_ASSIGN_OR_RETURN(
-      const int64_t rows,
-      CountPositions(request.positions(), "positions", context.limits));
+      const int64_t num_positions,
+      CountPositions(request.positions(), "positions", context.limits,
+                     /*max_rank=*/static_cast<int>(axes) + 1));
+  // [N] or [B, T] per axis; M-RoPE's leading axis of 3.
+  std::vector<int64_t> table_shape = PositionsShape(request.positions());
+  if (axes == 3) {
+    if (request.positions().has_range() || table_shape.size() < 2 ||
+        table_shape[0] != 3) {
+      return InvalidField(
+          request.positions().has_range() ? "positions.range" : "positions.values.shape",
+          absl::StrCat("must be [3, N] or [3, B, T] (one row per M-RoPE axis), got ",
+                       ShapeString(table_shape)));
+    }
+    table_shape.erase(table_shape.begin());
+  }
+  const int64_t rows = num_positions / axes;
   const int64_t width = rope.rotary_dim / 2;
   const int64_t both_shape[] = {2, rows, width};
   PHASOR_RETURN_IF_ERROR(CheckOutputSize(both_shape, output_dtype, "positions",
@@ -325,7 +484,8 @@ absl::Status HandleRopeTables(const HandlerContext& context,
                                          /*extra_bytes=*/width * 8));
   PHASOR_ASSIGN_OR_RETURN(
       const PositionsInput positions_input,
-      DecodePositions(request.positions(), "positions", context.limits));
+      DecodePositions(request.positions(), "positions", context.limits,
+                      /*max_rank=*/static_cast<int>(axes) + 1));
   const Positions positions = positions_input.view();
   PHASOR_RETURN_IF_ERROR(context.check_alive());
   PHASOR_ASSIGN_OR_RETURN(
@@ -337,20 +497,26 @@ absl::Status HandleRopeTables(const HandlerContext& context,
   assert(static_cast<int64_t>(frequencies.inv_freq.size()) == width);
 
   PHASOR_RETURN_IF_ERROR(context.check_alive());
-  const int64_t shape[] = {rows, width};
-  if (output_dtype == DType::kFloat32) {
-    AllocateTensor(shape, output_dtype, response->mutable_cos());
-    AllocateTensor(shape, output_dtype, response->mutable_sin());
-    ComputeRopeTables(frequencies, rope.fold_attention_factor, positions,
-                      context.execution, FloatData(response->mutable_cos()),
-                      FloatData(response->mutable_sin()));
+  table_shape.push_back(width);
+  if (output_dtype == DType::kFloat32 || output_dtype == DType::kFloat64) {
+    AllocateTensor(table_shape, output_dtype, response->mutable_cos());
+    AllocateTensor(table_shape, output_dtype, response->mutable_sin());
+    if (output_dtype == DType::kFloat32) {
+      ComputeRopeTables(rope, frequencies, positions, context.execution,
+                        FloatData(response->mutable_cos()),
+                        FloatData(response->mutable_sin()));
+    } else {
+      ComputeRopeTables(rope, frequencies, positions, context.execution,
+                        DoubleData(response->mutable_cos()),
+                        DoubleData(response->mutable_sin()));
+    }
   } else {
     std::vector<float> cos(rows * width), sin(rows * width);
-    ComputeRopeTables(frequencies, rope.fold_attention_factor, positions,
-                      context.execution, absl::MakeSpan(cos), absl::MakeSpan(sin));
+    ComputeRopeTables(rope, frequencies, positions, context.execution,
+                      absl::MakeSpan(cos), absl::MakeSpan(sin));
     PHASOR_RETURN_IF_ERROR(context.check_alive());
-    StoreFloats(cos, shape, output_dtype, response->mutable_cos());
-    StoreFloats(sin, shape, output_dtype, response->mutable_sin());
+    StoreFloats(cos, table_shape, output_dtype, response->mutable_cos());
+    StoreFloats(sin, table_shape, output_dtype, response->mutable_sin());
   }
   response->set_attention_factor(frequencies.attention_factor);
   response->mutable_inv_freq()->Add(frequencies.inv_freq.begin(),
@@ -367,22 +533,39 @@ absl::Status HandleAlibiBias(const HandlerContext& context,
   PHASOR_ASSIGN_OR_RETURN(
       const DType output_dtype,
       OutputDType(request.output_dtype(), "output_dtype", kFloatOutputs));
+  // Slopes are FLOAT32, or FLOAT64 with a FLOAT64 bias.
+  const bool in_double = output_dtype == DType::kFloat64;
+  const DType slopes_dtype = in_double ? DType::kFloat64 : DType::kFloat32;
   const int64_t heads = request.num_heads();
   const int64_t slopes_shape[] = {heads};
   PHASOR_RETURN_IF_ERROR(
-      CheckOutputSize(slopes_shape, DType::kFloat32, "num_heads", context.limits));
+      CheckOutputSize(slopes_shape, slopes_dtype, "num_heads", context.limits));
   const bool with_bias = request.q_len() > 0 && request.k_len() > 0;
   const int64_t bias_shape[] = {heads, request.q_len(), request.k_len()};
   if (with_bias) {
-    PHASOR_RETURN_IF_ERROR(
-        CheckOutputSize(bias_shape, output_dtype, "k_len", context.limits));
+    PHASOR_RETURN_IF_ERROR(CheckOutputSize(bias_shape, output_dtype, "k_len",
+                                           context.limits,
+                                           /*extra_bytes=*/heads * static_cast<int64_t>(
+                                               DTypeSize(slopes_dtype))));
   }
 
   PHASOR_RETURN_IF_ERROR(context.check_alive());
-  AllocateTensor(slopes_shape, DType::kFloat32, response->mutable_slopes());
+  AllocateTensor(slopes_shape, slopes_dtype, response->mutable_slopes());
+  int64_t values = heads;
+  if (in_double) {
+    const absl::Span<double> slopes = DoubleData(response->mutable_slopes());
+    AlibiSlopes(heads, slopes);
+    if (with_bias) {
+      AllocateTensor(bias_shape, DType::kFloat64, response->mutable_bias());
+      AlibiBias(slopes, request.q_len(), request.k_len(), request.causal(),
+                context.execution, DoubleData(response->mutable_bias()));
+      values += AlibiBiasSize(heads, request.q_len(), request.k_len());
+    }
+    Count(context, EncodedKind::kAlibi, values);
+    return absl::OkStatus();
+  }
   const absl::Span<float> slopes = FloatData(response->mutable_slopes());
   AlibiSlopes(heads, slopes);
-  int64_t values = heads;
   if (with_bias) {
     PHASOR_RETURN_IF_ERROR(WriteFloatOutput(
         context, bias_shape, output_dtype, response->mutable_bias(),

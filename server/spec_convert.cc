@@ -112,6 +112,13 @@ absl::StatusOr<RopeSpec> RopeFromProto(const v1::RopeSpec& spec) {
                         absl::StrCat("must be >= 0 (0 = from the positions), got ",
                                      spec.seq_len()));
   }
+  if (spec.mrope_section_size() != 0 && spec.mrope_section_size() != 3) {
+    return InvalidField(absl::StrCat(kRopePrefix, ".mrope_section"),
+                        absl::StrCat("must have 3 sizes (temporal, height, width), got ",
+                                     spec.mrope_section_size()));
+  }
+  out.mrope_section.assign(spec.mrope_section().begin(), spec.mrope_section().end());
+  out.mrope_interleaved = spec.mrope_interleaved();
   out.rotary_dim = spec.rotary_dim();
   if (spec.has_base()) out.base = spec.base();
   switch (spec.layout()) {

@@ -124,7 +124,7 @@ TEST(LearnedTableTest, LooksUpRowsAndAddsScaledContent) {
   EXPECT_EQ(table->dim(), 4);
   const std::vector<int64_t> pos = {4, 0, 2};
   std::vector<float> out(12);
-  PHASOR_ASSERT_OK(table->ValidateInputs(Positions::Integers(pos), {}, 1));
+  PHASOR_ASSERT_OK(table->ValidateInputs(Positions::Integers(pos), absl::Span<const float>(), 1.0f));
   table->Encode(Positions::Integers(pos), {}, 1, {}, absl::MakeSpan(out));
   for (int t = 0; t < 3; ++t) {
     for (int c = 0; c < 4; ++c) EXPECT_FLOAT_EQ(out[t * 4 + c], TableValue(pos[t], c));
@@ -142,17 +142,17 @@ TEST(LearnedTableTest, PositionOutsideTableIsOutOfRange) {
   absl::StatusOr<LearnedTable> table = LearnedTable::FromFile(DataPath("table_5x4_f64.npy"));
   PHASOR_ASSERT_OK(table.status());
   const std::vector<int64_t> past = {0, 1, 5};
-  const absl::Status s = table->ValidateInputs(Positions::Integers(past), {}, 1);
+  const absl::Status s = table->ValidateInputs(Positions::Integers(past), absl::Span<const float>(), 1.0f);
   EXPECT_THAT(s, IsFieldError(absl::StatusCode::kOutOfRange, "positions[2]"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("5 rows"));
   const std::vector<int64_t> negative = {-1};
-  EXPECT_THAT(table->ValidateInputs(Positions::Integers(negative), {}, 1),
+  EXPECT_THAT(table->ValidateInputs(Positions::Integers(negative), absl::Span<const float>(), 1.0f),
               IsFieldError(absl::StatusCode::kOutOfRange, "positions[0]"));
   const std::vector<double> fractional = {1.0, 2.5};
-  EXPECT_THAT(table->ValidateInputs(Positions::Reals(fractional), {}, 1),
+  EXPECT_THAT(table->ValidateInputs(Positions::Reals(fractional), absl::Span<const float>(), 1.0f),
               IsFieldError(absl::StatusCode::kInvalidArgument, "positions[1]"));
   const std::vector<double> whole = {1.0, 4.0};
-  PHASOR_ASSERT_OK(table->ValidateInputs(Positions::Reals(whole), {}, 1));
+  PHASOR_ASSERT_OK(table->ValidateInputs(Positions::Reals(whole), absl::Span<const float>(), 1.0f));
   const std::vector<float> content(3);
   EXPECT_THAT(table->ValidateInputs(Positions::Reals(whole), content, 1),
               IsFieldError(absl::StatusCode::kInvalidArgument, "content"));

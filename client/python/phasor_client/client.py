@@ -391,8 +391,7 @@ class EncoderClient:
           numpy uint16 + dtype="bfloat16" -> uint16 bfloat16 bits
           torch float32 / float16 / bfloat16 -> torch, same dtype and
                                            device, contiguous, no grad
-          float64                       -> TypeError: the server's ApplyRope
-                                           takes no FLOAT64 yet
+          float64                       -> FLOAT64, rotated in double
         dtype= ("float32", "float16", "bfloat16") picks another wire dtype
         on purpose, e.g. dtype="float32" for float64 input (returned as
         float64 holding float32 values) or "bfloat16" for float32 input
