@@ -37,6 +37,10 @@ case "${1:-}" in
     packages+=(clang-14 libclang-rt-14-dev libomp-14-dev libfuzzer-14-dev)
     # The Python client's torch tensors (apply_rope's bf16 tests and docs).
     packages+=(python3-torch)
+    # The container test (tests/e2e/test_container.py): debootstrap makes
+    # the debian:bookworm base, buildah builds the Dockerfile without a
+    # Docker engine or a registry (deploy/container/build-image.sh).
+    packages+=(debootstrap buildah)
     # buf, from npm (tests/api/package.json, pinned by its lock file), for
     # the API checks: npm ci --prefix tests/api. Debian's npm brings node;
     # a machine with another Node.js (NodeSource's bundles npm) keeps it.
