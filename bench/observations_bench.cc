@@ -24,6 +24,13 @@
 //                                 rows: row by row, and TimeSinusoid::EncodeRows
 //                                 (what compose calls per tile). The whole
 //                                 workload is bench/panel_bench.cc's.
+//   .../f64 variants: calendar_f64, observations_f64, observations_long_f64
+//                                 and workload_p_time/encode_rows_f64, the
+//                                 same work with a float64 output (core's
+//                                 float64 path: quarter-turn sinusoids, exact
+//                                 CYCLIC phases, double-double Time2Vec),
+//                                 registered next to the float32 line so a
+//                                 run measures the two side by side.
 // items_per_second counts rows (events).
 //
 // --phasor_dump=DIR writes the calendar configuration's features for N = 10^4
@@ -171,8 +178,9 @@ Series MakeSeries(int64_t n, bool wide, bool with_values) {
   return s;
 }
 
+template <typename T>
 void Encode(const TemporalSpec& spec, const Series& series, int threads,
-            std::vector<float>& out) {
+            std::vector<T>& out) {
   const absl::Status status =
       EncodeObservations(spec, series.view, /*state_in=*/nullptr,
                          ExecutionOptions{.max_threads = threads}, absl::MakeSpan(out),
@@ -183,26 +191,29 @@ void Encode(const TemporalSpec& spec, const Series& series, int threads,
   }
 }
 
-std::vector<float> OutputFor(const TemporalSpec& spec, const Series& series) {
+template <typename T = float>
+std::vector<T> OutputFor(const TemporalSpec& spec, const Series& series) {
   const absl::StatusOr<FeatureLayout> layout =
       TemporalFeatureLayout(spec, series.view.num_channels, 0);
   if (!layout.ok()) {
     std::fprintf(stderr, "%s\n", layout.status().ToString().c_str());
     std::exit(1);
   }
-  return std::vector<float>(series.view.num_rows() * layout->width, 0.0f);
+  return std::vector<T>(series.view.num_rows() * layout->width, T{0});
 }
 
+template <typename T>
 void BM_Encode(benchmark::State& state, TemporalSpec spec, int64_t n, bool wide,
                bool with_values, int threads) {
   const Series series = MakeSeries(n, wide, with_values);
-  std::vector<float> out = OutputFor(spec, series);
+  std::vector<T> out = OutputFor<T>(spec, series);
   for (auto _ : state) {
     Encode(spec, series, threads, out);
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * n);
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.size()) * 4);
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.size()) *
+                          static_cast<int64_t>(sizeof(T)));
   state.counters["columns"] = static_cast<double>(out.size() / n);
 }
 
@@ -219,7 +230,8 @@ int64_t WorkloadPWidth() {
 // Workload P's time block alone (dim 8) over its 10^6 timestamps, into
 // [rows, F] doubles: TimeSinusoid::Encode row by row (what compose does
 // today) or EncodeRows (what a block-at-a-time compose would call).
-void BM_WorkloadPTime(benchmark::State& state, bool rows_at_once) {
+void BM_WorkloadPTime(benchmark::State& state, bool rows_at_once,
+                      SinusoidAccuracy accuracy) {
   WorkloadPShape shape;
   shape.series = 1;
   shape.rows_per_series = 1000000;
@@ -227,7 +239,7 @@ void BM_WorkloadPTime(benchmark::State& state, bool rows_at_once) {
   const std::vector<int64_t>& times = p.timestamps_ns;
   const int64_t width = WorkloadPWidth();
   const TimeSinusoid sinusoid(/*dim=*/8, TimeBlock{}.min_period_seconds,
-                              TimeBlock{}.max_period_seconds);
+                              TimeBlock{}.max_period_seconds, accuracy);
   std::vector<double> out(times.size() * width);
   const auto rows = static_cast<int64_t>(times.size());
   for (auto _ : state) {
@@ -258,26 +270,48 @@ void RegisterAll(const BenchFlags& flags) {
   // Workload P's whole panel, per-series calls and memcpy peer are in
   // bench/panel_bench.cc; here its time block alone, one thread.
   benchmark::RegisterBenchmark("workload_p_time/encode/rows=1000000/threads=1",
-                               BM_WorkloadPTime, false)
+                               BM_WorkloadPTime, false, SinusoidAccuracy::kFloat32)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("workload_p_time/encode_rows/rows=1000000/threads=1",
-                               BM_WorkloadPTime, true)
+                               BM_WorkloadPTime, true, SinusoidAccuracy::kFloat32)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("workload_p_time/encode_rows_f64/rows=1000000/threads=1",
+                               BM_WorkloadPTime, true, SinusoidAccuracy::kFloat64)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
   for (int threads : flags.threads) {
     for (int64_t n : sizes) {
       const std::string tag = absl::StrCat("N=", n, "/threads=", threads);
-      benchmark::RegisterBenchmark(absl::StrCat("calendar/", tag).c_str(), BM_Encode,
-                                   CalendarOnlySpec(), n, true, false, threads)
+      benchmark::RegisterBenchmark(absl::StrCat("calendar/", tag).c_str(),
+                                   BM_Encode<float>, CalendarOnlySpec(), n, true, false,
+                                   threads)
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark(absl::StrCat("observations/", tag).c_str(), BM_Encode,
-                                   EveryBlockSpec(), n, true, true, threads)
+      benchmark::RegisterBenchmark(absl::StrCat("calendar_f64/", tag).c_str(),
+                                   BM_Encode<double>, CalendarOnlySpec(), n, true, false,
+                                   threads)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(absl::StrCat("observations/", tag).c_str(),
+                                   BM_Encode<float>, EveryBlockSpec(), n, true, true,
+                                   threads)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(absl::StrCat("observations_f64/", tag).c_str(),
+                                   BM_Encode<double>, EveryBlockSpec(), n, true, true,
+                                   threads)
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(absl::StrCat("observations_long/", tag).c_str(),
-                                   BM_Encode, EveryBlockSpec(), n, false, true, threads)
+                                   BM_Encode<float>, EveryBlockSpec(), n, false, true,
+                                   threads)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(absl::StrCat("observations_long_f64/", tag).c_str(),
+                                   BM_Encode<double>, EveryBlockSpec(), n, false, true,
+                                   threads)
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
     }

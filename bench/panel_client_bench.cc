@@ -81,7 +81,9 @@ std::string StartServer(pid_t* pid) {
   FILE* stream = fdopen(fds[0], "r");
   char line[4096];
   while (std::fgets(line, sizeof(line), stream) != nullptr) {
-    const char* port = std::strstr(line, "(port ");
+    // The "serving" log record: "... event=serving grpc_port=N ...".
+    const char* port =
+        std::strstr(line, " event=serving ") != nullptr ? std::strstr(line, " grpc_port=") : nullptr;
     if (port != nullptr) {
       // The server keeps writing to stderr; a thread drains the pipe.
       std::thread([stream] {
@@ -89,7 +91,7 @@ std::string StartServer(pid_t* pid) {
         while (std::fgets(rest, sizeof(rest), stream) != nullptr) {
         }
       }).detach();
-      return absl::StrCat("127.0.0.1:", std::atoi(port + 6));
+      return absl::StrCat("127.0.0.1:", std::atoi(port + 11));
     }
   }
   std::fprintf(stderr, "panel_client_bench: %s did not start\n",

@@ -79,7 +79,7 @@ trap stop_server EXIT
 
 port=
 for _ in $(seq 300); do
-  port=$(sed -n 's/.*gRPC on .* (port \([0-9]*\)).*/\1/p' "$log" | head -n 1)
+  port=$(sed -n 's/.* event=serving grpc_port=\([0-9]*\).*/\1/p' "$log" | head -n 1)
   [[ -n $port ]] && break
   if ! kill -0 "$pid" 2>/dev/null; then
     echo "soak.sh: phasor-server exited during startup:" >&2

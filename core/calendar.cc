@@ -26,6 +26,7 @@
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
 #include "core/errors.h"
+#include "core/exact_angle.h"
 #include "core/status_macros.h"
 
 namespace phasor {
@@ -189,23 +190,47 @@ void FillDate(absl::CivilDay day, bool reuse, LocalTime* t) {
 // sin/cos of 2π·x/P for x = 0..P−1, [sin, cos] pairs: the CYCLIC clock
 // fields' columns, computed once per process (immutable afterwards) instead
 // of once per request.
-template <int kPeriod>
+// sin, cos of 2π·numerator/denominator exactly reduced: the ratio as a
+// fraction of 2^64 turns, rounded to nearest (≤ 2^-65 turn), then
+// ExactAngle::CosSinOfTurns (≤ 1.7e-16 absolute).
+// REQUIRES: 0 <= numerator; 0 < denominator < 2^63.
+void ExactCycle(int64_t numerator, int64_t denominator, double* out) {
+  assert(numerator >= 0 && denominator > 0);
+  using u128 = unsigned __int128;
+  const auto den = static_cast<u128>(denominator);
+  // (numerator mod denominator)·2^64 < 2^127; a result of 2^64 (a full
+  // turn) wraps to 0.
+  const auto turns = static_cast<uint64_t>(
+      ((static_cast<u128>(numerator % denominator) << 64) + den / 2) / den);
+  ExactAngle::CosSinOfTurns(turns, &out[1], &out[0]);
+}
+
+// sin/cos of 2π·x/P for x = 0..P−1, [sin, cos] pairs: the CYCLIC clock
+// fields' columns, computed once per process (immutable afterwards) instead
+// of once per request. kExact: ExactCycle's values (float64 outputs).
+template <int kPeriod, bool kExact = false>
 std::array<double, 2 * kPeriod> MakeClockCycles() {
   std::array<double, 2 * kPeriod> table{};
   for (int x = 0; x < kPeriod; ++x) {
-    table[2 * x] = std::sin(kTwoPi * x / kPeriod);
-    table[2 * x + 1] = std::cos(kTwoPi * x / kPeriod);
+    if (kExact) {
+      ExactCycle(x, kPeriod, &table[2 * x]);
+    } else {
+      table[2 * x] = std::sin(kTwoPi * x / kPeriod);
+      table[2 * x + 1] = std::cos(kTwoPi * x / kPeriod);
+    }
   }
   return table;
 }
 
+template <bool kExact>
 const std::array<double, 2 * 60>& ClockCycles60() {
-  static const std::array<double, 2 * 60> table = MakeClockCycles<60>();
+  static const std::array<double, 2 * 60> table = MakeClockCycles<60, kExact>();
   return table;
 }
 
+template <bool kExact>
 const std::array<double, 2 * 24>& ClockCycles24() {
-  static const std::array<double, 2 * 24> table = MakeClockCycles<24>();
+  static const std::array<double, 2 * 24> table = MakeClockCycles<24, kExact>();
   return table;
 }
 
@@ -213,10 +238,11 @@ const std::array<double, 2 * 24>& ClockCycles24() {
 // month_of_year 12, quarter 4), indexed by x; null for the fields whose
 // period is calendar-true (day_of_month, day_of_year, week_of_year) and the
 // clock fields. The entries are the bits EncodeField computes.
+template <bool kExact>
 const double* FixedDayCycles(CalendarField field) {
-  static const std::array<double, 2 * 7> week = MakeClockCycles<7>();
-  static const std::array<double, 2 * 12> year = MakeClockCycles<12>();
-  static const std::array<double, 2 * 4> quarters = MakeClockCycles<4>();
+  static const std::array<double, 2 * 7> week = MakeClockCycles<7, kExact>();
+  static const std::array<double, 2 * 12> year = MakeClockCycles<12, kExact>();
+  static const std::array<double, 2 * 4> quarters = MakeClockCycles<4, kExact>();
   switch (field) {
     case CalendarField::kDayOfWeek:
       return week.data();
@@ -227,6 +253,74 @@ const double* FixedDayCycles(CalendarField field) {
     default:
       return nullptr;
   }
+}
+
+constexpr int64_t kNanosPerDay = 86400 * int64_t{1000000000};
+
+// The CYCLIC phase x/P of `field` at `local` as numerator/denominator in
+// nanoseconds of the local clock: the ratio FieldFraction and CyclePeriod
+// give in double, here exact (each denominator < 2^55: 53 ISO weeks).
+void CyclePhase(CalendarField field, const LocalTime& t, bool fractional,
+                int64_t* numerator, int64_t* denominator) {
+  const int64_t clock_ns =
+      fractional ? (t.hour * int64_t{3600} + t.minute * 60 + t.second) *
+                           kNanosPerSecond +
+                       t.subsecond_ns
+                 : 0;
+  const int64_t day = kNanosPerDay;
+  switch (field) {
+    case CalendarField::kSecondOfMinute:
+      *numerator = t.second * kNanosPerSecond + (fractional ? t.subsecond_ns : 0);
+      *denominator = 60 * kNanosPerSecond;
+      return;
+    case CalendarField::kMinuteOfHour:
+      *numerator = (t.minute * int64_t{60} + (fractional ? t.second : 0)) *
+                       kNanosPerSecond +
+                   (fractional ? t.subsecond_ns : 0);
+      *denominator = 3600 * kNanosPerSecond;
+      return;
+    case CalendarField::kHourOfDay:
+      *numerator = fractional ? clock_ns : t.hour * 3600 * kNanosPerSecond;
+      *denominator = day;
+      return;
+    case CalendarField::kDayOfWeek:
+      *numerator = t.weekday * day + clock_ns;
+      *denominator = 7 * day;
+      return;
+    case CalendarField::kDayOfMonth:
+      *numerator = (t.date.day() - 1) * day + clock_ns;
+      *denominator = t.days_in_month * day;
+      return;
+    case CalendarField::kDayOfYear:
+      *numerator = (t.day_of_year - 1) * day + clock_ns;
+      *denominator = t.days_in_year * day;
+      return;
+    case CalendarField::kWeekOfYear:
+      *numerator = (t.iso_week - 1) * 7 * day +
+                   (fractional ? t.weekday * day + clock_ns : 0);
+      *denominator = t.iso_weeks_in_year * 7 * day;
+      return;
+    case CalendarField::kMonthOfYear: {
+      const int64_t month_ns = t.days_in_month * day;
+      *numerator = (t.date.month() - 1) * month_ns +
+                   (fractional ? (t.date.day() - 1) * day + clock_ns : 0);
+      *denominator = 12 * month_ns;
+      return;
+    }
+    case CalendarField::kQuarter: {
+      const int64_t month_ns = t.days_in_month * day;
+      const int quarter = (t.date.month() - 1) / 3;
+      *numerator =
+          quarter * 3 * month_ns +
+          (fractional ? ((t.date.month() - 1) % 3) * month_ns +
+                            (t.date.day() - 1) * day + clock_ns
+                      : 0);
+      *denominator = 12 * month_ns;
+      return;
+    }
+  }
+  *numerator = 0;
+  *denominator = 1;
 }
 
 // Whole seconds (rounded toward −∞) and the nanoseconds past them, in
@@ -518,9 +612,11 @@ const LocalTime& LocalTimeCursor::At(int64_t unix_ns) {
 
 CalendarEncoder::CalendarEncoder(const CalendarBlock& block,
                                  absl::TimeZone zone, int64_t sum_d_model,
-                                 int64_t max_table_rows)
+                                 int64_t max_table_rows,
+                                 SinusoidAccuracy accuracy)
     : encoding_(block.encoding),
       fractional_(block.fractional),
+      exact_cycles_(accuracy == SinusoidAccuracy::kFloat64),
       include_utc_offset_(block.include_utc_offset),
       include_dst_(block.include_dst),
       zone_(zone),
@@ -540,8 +636,10 @@ CalendarEncoder::CalendarEncoder(const CalendarBlock& block,
   width_ = sum_d_model_ > 0 ? sum_d_model_ : offset;
 
   if (encoding_ == CalendarEncoding::kCyclic && !fractional_) {
-    clock_cycle60_ = ClockCycles60().data();
-    clock_cycle24_ = ClockCycles24().data();
+    clock_cycle60_ = exact_cycles_ ? ClockCycles60<true>().data()
+                                   : ClockCycles60<false>().data();
+    clock_cycle24_ = exact_cycles_ ? ClockCycles24<true>().data()
+                                   : ClockCycles24<false>().data();
   }
   if (sum_d_model_ > 0) {
     assert(sum_d_model_ % 2 == 0);
@@ -582,6 +680,10 @@ void CalendarEncoder::AddInformerRow(CalendarField field, int value,
 
 void CalendarEncoder::EncodeField(CalendarField field, const LocalTime& local,
                                   double* out) const {
+  if (exact_cycles_ && encoding_ == CalendarEncoding::kCyclic) {
+    EncodeExactCycle(field, local, out);
+    return;
+  }
   const int value = CivilValue(field, local);
   double x = value - FieldBase(field);
   if (fractional_) x += FieldFraction(field, local);
@@ -599,6 +701,14 @@ void CalendarEncoder::EncodeField(CalendarField field, const LocalTime& local,
       out[0] = value;
       return;
   }
+}
+
+void CalendarEncoder::EncodeExactCycle(CalendarField field, const LocalTime& local,
+                                       double* out) const {
+  int64_t numerator = 0;
+  int64_t denominator = 1;
+  CyclePhase(field, local, fractional_, &numerator, &denominator);
+  ExactCycle(numerator, denominator, out);
 }
 
 CalendarEncoder::Writer::Writer(const CalendarEncoder& encoder)
@@ -620,8 +730,9 @@ void CalendarEncoder::Writer::FillDay(const LocalTime& local) {
       if (!slot.day_level) continue;
       double* column = &day_columns_[slot.offset];
       // CYCLIC, not fractional (as for the clock tables): a table lookup.
-      const double* table =
-          e.clock_cycle60_ != nullptr ? FixedDayCycles(slot.field) : nullptr;
+      const double* table = e.clock_cycle60_ == nullptr ? nullptr
+                            : e.exact_cycles_ ? FixedDayCycles<true>(slot.field)
+                                              : FixedDayCycles<false>(slot.field);
       if (table != nullptr) {
         const int x = CivilValue(slot.field, local) - FieldBase(slot.field);
         column[0] = table[2 * x];

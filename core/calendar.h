@@ -29,6 +29,16 @@
 // Then the UTC offset in hours (e.g. −5, +5.75) and a DST flag (tzdata's
 // is_dst) when asked, and the holiday kernel (holidays.h) of the local date.
 //
+// Accuracy: with SinusoidAccuracy::kFloat64 (float64 outputs) a CYCLIC
+// field's phase x/P is an exact ratio of integers (fractional ones counted
+// in nanoseconds of the local clock: hour 9:30 is 34200e9 ns of a 86400e9 ns
+// day), rounded to 2^-65 turn and turned into sin, cos by
+// ExactAngle::CosSinOfTurns (core/exact_angle.h): within 1.7e-16 of
+// sin(2π·x/P) exactly (tests/temporal_f64_test.cc checks ≤ 4e-16 against
+// __float128). kFloat32 forms 2π·x/P in double (up to ~1e-15 off near a
+// full turn), invisible in float32. LINEAR is x/(n−1) − 0.5 in double (a
+// few ulp), INDEX, the DST flag exact, the UTC offset correctly rounded.
+//
 // Combine SUM (compose.h) uses Informer's fixed embedding instead
 // (Zhou et al. 2021, models/embed.py FixedEmbedding/TemporalEmbedding): each
 // field adds the sinusoid row PE(v) of width d_model,
@@ -59,6 +69,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
+#include "core/continuous_time.h"
 #include "core/holidays.h"
 
 namespace phasor {
@@ -170,11 +181,13 @@ class CalendarEncoder final {
   // compute PE(v) when used, to the same bits. Pass the number of instants
   // to encode, so the tables never outgrow the output (a one-row request at
   // d_model 65536 would otherwise build 326 MB of tables).
+  // `accuracy` selects the CYCLIC columns' path (see the file comment).
   // REQUIRES: ValidateCalendarBlock(block, ...).ok(); zone is its zone; for
   // SUM no fractional, offset, DST or holidays, and sum_d_model even.
   CalendarEncoder(const CalendarBlock& block, absl::TimeZone zone,
                   int64_t sum_d_model,
-                  int64_t max_table_rows = std::numeric_limits<int64_t>::max());
+                  int64_t max_table_rows = std::numeric_limits<int64_t>::max(),
+                  SinusoidAccuracy accuracy = SinusoidAccuracy::kFloat32);
 
   // Columns written per row: the CONCAT width, or d_model for SUM.
   int64_t width() const { return width_; }
@@ -207,12 +220,17 @@ class CalendarEncoder final {
   // Writes the field's encoded column(s) for `local` at out[0..field_width).
   void EncodeField(CalendarField field, const LocalTime& local,
                    double* out) const;
+  // EncodeField's CYCLIC columns on the float64 path; out of line, so the
+  // float32 path's code is what it was.
+  [[gnu::noinline]] void EncodeExactCycle(CalendarField field, const LocalTime& local,
+                                          double* out) const;
   // Adds Informer's row PE(value) of `field` to out[0..d_model), from its
   // table when it has one.
   void AddInformerRow(CalendarField field, int value, double* out) const;
 
   CalendarEncoding encoding_;
   bool fractional_;
+  bool exact_cycles_;  // SinusoidAccuracy::kFloat64.
   bool include_utc_offset_;
   bool include_dst_;
   std::optional<HolidayCalendar> holidays_;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -207,8 +208,18 @@ void Add(std::vector<SchemaEntry>* schema, int64_t* offset, std::string block,
   *offset += width;
 }
 
-// `out` holds exactly rows · width floats.
-absl::Status CheckOutput(absl::Span<const float> out, int64_t rows, int64_t width) {
+// The output element types: float32, or float64 (computed with
+// SinusoidAccuracy::kFloat64 and stored unrounded).
+template <typename T>
+constexpr SinusoidAccuracy AccuracyFor() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  return std::is_same_v<T, double> ? SinusoidAccuracy::kFloat64
+                                   : SinusoidAccuracy::kFloat32;
+}
+
+// `out` holds exactly rows · width values.
+template <typename T>
+absl::Status CheckOutput(absl::Span<const T> out, int64_t rows, int64_t width) {
   const auto size = static_cast<int64_t>(out.size());
   // Compared by division: rows · width can overflow for a hostile caller.
   const bool fits = width == 0 ? size == 0
@@ -216,7 +227,9 @@ absl::Status CheckOutput(absl::Span<const float> out, int64_t rows, int64_t widt
   if (!fits) {
     return InvalidField("features",
                         absl::StrCat("output holds ", out.size(),
-                                     " floats; rows ", rows, " x width ", width,
+                                     std::is_same_v<T, float> ? " floats"
+                                                              : " doubles",
+                                     "; rows ", rows, " x width ", width,
                                      " needed"));
   }
   return absl::OkStatus();
@@ -410,31 +423,11 @@ absl::StatusOr<FeatureLayout> TemporalFeatureLayout(
   return layout;
 }
 
-absl::Status EncodeObservations(const TemporalSpec& spec,
-                                const ObservationsView& observations,
-                                const SeriesState* state_in,
-                                const ExecutionOptions& options,
-                                absl::Span<float> out, SeriesState* state_out) {
-  PHASOR_RETURN_IF_ERROR(ValidateTemporalSpec(spec));
-  PHASOR_RETURN_IF_ERROR(ValidateObservations(observations));
-  if (state_in != nullptr) {
-    PHASOR_RETURN_IF_ERROR(ValidateSeriesState(*state_in, observations));
-  }
-  PHASOR_ASSIGN_OR_RETURN(
-      const FeatureLayout layout,
-      TemporalFeatureLayout(spec, observations.num_channels,
-                            observations.content.empty()
-                                ? 0
-                                : observations.content_dim));
-  PHASOR_RETURN_IF_ERROR(CheckOutput(out, observations.num_rows(), layout.width));
-  return EncodeValidatedObservations(spec, layout, observations, state_in,
-                                     options, out, state_out);
-}
-
 namespace {
 
 // Rows encoded together: each block fills its columns for the whole tile
-// before the next block runs, and the tile is converted to float32 at once.
+// before the next block runs, and the tile is then stored (converted to
+// float32, or copied for float64) at once.
 constexpr int64_t kTileRows = 64;
 
 // What a call prepares once and shares among its series and threads.
@@ -465,7 +458,7 @@ struct Prepared {
 absl::Status Prepare(const TemporalSpec& spec, const FeatureLayout& layout,
                      const PanelView& panel, absl::Span<const absl::TimeZone> zones,
                      absl::Span<const SeriesState* const> states_in,
-                     Prepared* p) {
+                     SinusoidAccuracy accuracy, Prepared* p) {
   const ObservationsView& obs = panel.rows;
   p->spec = &spec;
   p->panel = &panel;
@@ -474,15 +467,15 @@ absl::Status Prepare(const TemporalSpec& spec, const FeatureLayout& layout,
   p->sum = spec.combine == CombineMode::kSum;
   p->width = layout.width;
   p->channels = obs.num_channels;
-  p->content_dim = obs.content.empty() ? 0 : obs.content_dim;
+  p->content_dim = obs.has_content() ? obs.content_dim : 0;
   p->content_scale = spec.content.has_value() ? spec.content->scale : 1.0;
   const ResolvedBlocks& r = p->resolved;
   if (r.time.has_value()) {
     p->time.emplace(r.time->dim, r.time->min_period_seconds,
-                    r.time->max_period_seconds);
+                    r.time->max_period_seconds, accuracy);
   }
-  if (spec.time2vec.has_value()) p->time2vec.emplace(*spec.time2vec);
-  if (r.gaps.has_value()) p->gaps.emplace(*r.gaps, p->channels);
+  if (spec.time2vec.has_value()) p->time2vec.emplace(*spec.time2vec, accuracy);
+  if (r.gaps.has_value()) p->gaps.emplace(*r.gaps, p->channels, accuracy);
   if (spec.calendar.has_value()) {
     const int64_t d_model = p->sum ? spec.d_model : 0;
     if (zones.empty()) {
@@ -491,14 +484,15 @@ absl::Status Prepare(const TemporalSpec& spec, const FeatureLayout& layout,
           LoadIanaTimeZone(spec.calendar->time_zone,
                            "spec.temporal.calendar.time_zone"));
       p->calendars.emplace_back(*spec.calendar, zone, d_model,
-                                /*max_table_rows=*/obs.num_rows());
+                                /*max_table_rows=*/obs.num_rows(), accuracy);
     } else {
       // SUM tables of all zones together stay within the output's rows.
       const int64_t table_rows =
           obs.num_rows() / static_cast<int64_t>(zones.size());
       p->calendars.reserve(zones.size());
       for (const absl::TimeZone& zone : zones) {
-        p->calendars.emplace_back(*spec.calendar, zone, d_model, table_rows);
+        p->calendars.emplace_back(*spec.calendar, zone, d_model, table_rows,
+                                  accuracy);
       }
     }
   }
@@ -575,9 +569,10 @@ class ChunkScratch {
 // Encodes rows [begin, begin + n) of one series (n <= kTileRows) into
 // out[begin · width ...]. With `track`, scratch's tracker holds the series'
 // memory before `begin` and is advanced past the tile.
+template <typename T>
 void EncodeTile(const Prepared& p, const SeriesOrigins& o, int64_t begin,
                 int64_t n, bool track, CalendarEncoder::Writer* writer,
-                ChunkScratch* scratch, float* out) {
+                ChunkScratch* scratch, T* out) {
   const ObservationsView& obs = p.panel->rows;
   const absl::Span<const int64_t> times = obs.row_times();
   const TemporalSpec& s = *p.spec;
@@ -603,12 +598,19 @@ void EncodeTile(const Prepared& p, const SeriesOrigins& o, int64_t begin,
 
   if (s.content.has_value()) {
     if (p.content_dim > 0) {
-      for (int64_t i = 0; i < n; ++i) {
-        const float* src = obs.content.data() + (begin + i) * p.content_dim;
-        double* dst = target(i);
-        for (int64_t j = 0; j < p.content_dim; ++j) {
-          dst[j] = static_cast<double>(src[j]) * p.content_scale;
+      const auto scale_rows = [&](const auto* content) {
+        for (int64_t i = 0; i < n; ++i) {
+          const auto* src = content + (begin + i) * p.content_dim;
+          double* dst = target(i);
+          for (int64_t j = 0; j < p.content_dim; ++j) {
+            dst[j] = static_cast<double>(src[j]) * p.content_scale;
+          }
         }
+      };
+      if (obs.content_f64.empty()) {
+        scale_rows(obs.content.data());
+      } else {
+        scale_rows(obs.content_f64.data());
       }
       done(p.content_dim);
     } else {
@@ -646,8 +648,12 @@ void EncodeTile(const Prepared& p, const SeriesOrigins& o, int64_t begin,
     for (int64_t i = 0; i < n; ++i) writer->Encode(times[begin + i], target(i));
     done(p.calendars.front().width());
   }
-  float* dst = out + begin * width;
-  for (int64_t k = 0; k < n * width; ++k) dst[k] = static_cast<float>(tile[k]);
+  T* dst = out + begin * width;
+  if constexpr (std::is_same_v<T, double>) {
+    std::copy(tile, tile + n * width, dst);
+  } else {
+    for (int64_t k = 0; k < n * width; ++k) dst[k] = static_cast<float>(tile[k]);
+  }
 }
 
 // Where the chunks of a call begin: ParallelFor's plan over the rows, each
@@ -678,18 +684,18 @@ std::vector<int64_t> ChunkBounds(const ExecutionOptions& options,
   return bounds;
 }
 
-}  // namespace
-
-absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
-                                  const FeatureLayout& layout,
-                                  const PanelView& panel,
-                                  absl::Span<const absl::TimeZone> zones,
-                                  absl::Span<const SeriesState* const> states_in,
-                                  const ExecutionOptions& options,
-                                  absl::Span<float> out,
-                                  absl::Span<SeriesState> states_out) {
+template <typename T>
+absl::Status EncodeValidatedPanelAs(const TemporalSpec& spec,
+                                    const FeatureLayout& layout,
+                                    const PanelView& panel,
+                                    absl::Span<const absl::TimeZone> zones,
+                                    absl::Span<const SeriesState* const> states_in,
+                                    const ExecutionOptions& options,
+                                    absl::Span<T> out,
+                                    absl::Span<SeriesState> states_out) {
   Prepared p;
-  PHASOR_RETURN_IF_ERROR(Prepare(spec, layout, panel, zones, states_in, &p));
+  PHASOR_RETURN_IF_ERROR(
+      Prepare(spec, layout, panel, zones, states_in, AccuracyFor<T>(), &p));
   const ObservationsView& obs = panel.rows;
   const absl::Span<const int64_t> offsets = panel.series_offsets;
   const int64_t num_series = panel.num_series();
@@ -762,7 +768,7 @@ absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
           if (stop()) return;
         }
         const int64_t n = std::min(tile_rows, hi - r);
-        EncodeTile(p, origins, r, n, track, writer, &scratch, out.data());
+        EncodeTile<T>(p, origins, r, n, track, writer, &scratch, out.data());
         since_poll += n;
       }
       if (write_states && series_end <= end) tracker.ToState(&states_out[s]);
@@ -777,11 +783,12 @@ absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
   return absl::OkStatus();
 }
 
-absl::Status EncodePanel(const TemporalSpec& spec, const PanelView& panel,
-                         absl::Span<const absl::TimeZone> zones,
-                         absl::Span<const SeriesState* const> states_in,
-                         const ExecutionOptions& options, absl::Span<float> out,
-                         absl::Span<SeriesState> states_out) {
+template <typename T>
+absl::Status EncodePanelAs(const TemporalSpec& spec, const PanelView& panel,
+                           absl::Span<const absl::TimeZone> zones,
+                           absl::Span<const SeriesState* const> states_in,
+                           const ExecutionOptions& options, absl::Span<T> out,
+                           absl::Span<SeriesState> states_out) {
   PHASOR_RETURN_IF_ERROR(ValidateTemporalSpec(spec));
   if (!zones.empty() && !spec.calendar.has_value()) {
     return InvalidField("observations.time_zones",
@@ -793,16 +800,84 @@ absl::Status EncodePanel(const TemporalSpec& spec, const PanelView& panel,
   PHASOR_ASSIGN_OR_RETURN(
       const FeatureLayout layout,
       TemporalFeatureLayout(spec, rows.num_channels,
-                            rows.content.empty() ? 0 : rows.content_dim));
-  PHASOR_RETURN_IF_ERROR(CheckOutput(out, rows.num_rows(), layout.width));
+                            rows.has_content() ? rows.content_dim : 0));
+  PHASOR_RETURN_IF_ERROR(
+      CheckOutput(absl::Span<const T>(out), rows.num_rows(), layout.width));
   if (!states_out.empty() &&
       static_cast<int64_t>(states_out.size()) != panel.num_series()) {
     return InvalidField("states", absl::StrCat("output holds ", states_out.size(),
                                                " states for ", panel.num_series(),
                                                " series"));
   }
-  return EncodeValidatedPanel(spec, layout, panel, zones, states_in, options, out,
-                              states_out);
+  return EncodeValidatedPanelAs(spec, layout, panel, zones, states_in, options,
+                                out, states_out);
+}
+
+template <typename T>
+absl::Status EncodeValidatedObservationsAs(const TemporalSpec& spec,
+                                           const FeatureLayout& layout,
+                                           const ObservationsView& observations,
+                                           const SeriesState* state_in,
+                                           const ExecutionOptions& options,
+                                           absl::Span<T> out,
+                                           SeriesState* state_out) {
+  const int64_t offsets[] = {0, observations.num_rows()};
+  const PanelView panel{observations, offsets, {}};
+  const SeriesState* const states_in[] = {state_in};
+  // state_out may be state_in, which the encoding reads until it ends.
+  SeriesState result;
+  PHASOR_RETURN_IF_ERROR(EncodeValidatedPanelAs(
+      spec, layout, panel, /*zones=*/{},
+      state_in != nullptr ? absl::MakeConstSpan(states_in)
+                          : absl::Span<const SeriesState* const>(),
+      options, out,
+      state_out != nullptr ? absl::MakeSpan(&result, 1) : absl::Span<SeriesState>()));
+  if (state_out != nullptr) *state_out = std::move(result);
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status EncodeObservationsAs(const TemporalSpec& spec,
+                                  const ObservationsView& observations,
+                                  const SeriesState* state_in,
+                                  const ExecutionOptions& options,
+                                  absl::Span<T> out, SeriesState* state_out) {
+  PHASOR_RETURN_IF_ERROR(ValidateTemporalSpec(spec));
+  PHASOR_RETURN_IF_ERROR(ValidateObservations(observations));
+  if (state_in != nullptr) {
+    PHASOR_RETURN_IF_ERROR(ValidateSeriesState(*state_in, observations));
+  }
+  PHASOR_ASSIGN_OR_RETURN(
+      const FeatureLayout layout,
+      TemporalFeatureLayout(spec, observations.num_channels,
+                            observations.has_content()
+                                ? observations.content_dim
+                                : 0));
+  PHASOR_RETURN_IF_ERROR(
+      CheckOutput(absl::Span<const T>(out), observations.num_rows(), layout.width));
+  return EncodeValidatedObservationsAs(spec, layout, observations, state_in,
+                                       options, out, state_out);
+}
+
+
+}  // namespace
+
+// The public entry points: one instantiation per output type.
+absl::Status EncodeObservations(const TemporalSpec& spec,
+                                const ObservationsView& observations,
+                                const SeriesState* state_in,
+                                const ExecutionOptions& options,
+                                absl::Span<float> out, SeriesState* state_out) {
+  return EncodeObservationsAs(spec, observations, state_in, options, out,
+                              state_out);
+}
+absl::Status EncodeObservations(const TemporalSpec& spec,
+                                const ObservationsView& observations,
+                                const SeriesState* state_in,
+                                const ExecutionOptions& options,
+                                absl::Span<double> out, SeriesState* state_out) {
+  return EncodeObservationsAs(spec, observations, state_in, options, out,
+                              state_out);
 }
 
 absl::Status EncodeValidatedObservations(const TemporalSpec& spec,
@@ -812,19 +887,56 @@ absl::Status EncodeValidatedObservations(const TemporalSpec& spec,
                                          const ExecutionOptions& options,
                                          absl::Span<float> out,
                                          SeriesState* state_out) {
-  const int64_t offsets[] = {0, observations.num_rows()};
-  const PanelView panel{observations, offsets, {}};
-  const SeriesState* const states_in[] = {state_in};
-  // state_out may be state_in, which the encoding reads until it ends.
-  SeriesState result;
-  PHASOR_RETURN_IF_ERROR(EncodeValidatedPanel(
-      spec, layout, panel, /*zones=*/{},
-      state_in != nullptr ? absl::MakeConstSpan(states_in)
-                          : absl::Span<const SeriesState* const>(),
-      options, out,
-      state_out != nullptr ? absl::MakeSpan(&result, 1) : absl::Span<SeriesState>()));
-  if (state_out != nullptr) *state_out = std::move(result);
-  return absl::OkStatus();
+  return EncodeValidatedObservationsAs(spec, layout, observations, state_in,
+                                       options, out, state_out);
+}
+absl::Status EncodeValidatedObservations(const TemporalSpec& spec,
+                                         const FeatureLayout& layout,
+                                         const ObservationsView& observations,
+                                         const SeriesState* state_in,
+                                         const ExecutionOptions& options,
+                                         absl::Span<double> out,
+                                         SeriesState* state_out) {
+  return EncodeValidatedObservationsAs(spec, layout, observations, state_in,
+                                       options, out, state_out);
+}
+
+absl::Status EncodePanel(const TemporalSpec& spec, const PanelView& panel,
+                         absl::Span<const absl::TimeZone> zones,
+                         absl::Span<const SeriesState* const> states_in,
+                         const ExecutionOptions& options, absl::Span<float> out,
+                         absl::Span<SeriesState> states_out) {
+  return EncodePanelAs(spec, panel, zones, states_in, options, out, states_out);
+}
+absl::Status EncodePanel(const TemporalSpec& spec, const PanelView& panel,
+                         absl::Span<const absl::TimeZone> zones,
+                         absl::Span<const SeriesState* const> states_in,
+                         const ExecutionOptions& options, absl::Span<double> out,
+                         absl::Span<SeriesState> states_out) {
+  return EncodePanelAs(spec, panel, zones, states_in, options, out, states_out);
+}
+
+absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
+                                  const FeatureLayout& layout,
+                                  const PanelView& panel,
+                                  absl::Span<const absl::TimeZone> zones,
+                                  absl::Span<const SeriesState* const> states_in,
+                                  const ExecutionOptions& options,
+                                  absl::Span<float> out,
+                                  absl::Span<SeriesState> states_out) {
+  return EncodeValidatedPanelAs(spec, layout, panel, zones, states_in, options,
+                                out, states_out);
+}
+absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
+                                  const FeatureLayout& layout,
+                                  const PanelView& panel,
+                                  absl::Span<const absl::TimeZone> zones,
+                                  absl::Span<const SeriesState* const> states_in,
+                                  const ExecutionOptions& options,
+                                  absl::Span<double> out,
+                                  absl::Span<SeriesState> states_out) {
+  return EncodeValidatedPanelAs(spec, layout, panel, zones, states_in, options,
+                                out, states_out);
 }
 
 }  // namespace phasor

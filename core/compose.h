@@ -44,6 +44,20 @@
 // used, and per-request tables sized by the spec's widths; SUM calendar tables are built only while they hold no more
 // values than the output (calendar.h). Nothing is allocated per series.
 //
+// Output types: every entry point writes float32 or float64. The blocks
+// compute in double either way; float32 rounds each value once at the end.
+// Float64 takes the exactly reduced sinusoid path (continuous_time.h
+// SinusoidAccuracy::kFloat64): time and gap sinusoids and CYCLIC calendar
+// columns within 1.7e-16 of exact for any int64 instant; Time2Vec, RAW/LOG1P
+// gaps, LINEAR calendar columns, holiday kernels and content within a few
+// ulp of their formulas (docs/TEMPORAL.md, "Precision"). A float64 result
+// narrowed to float32 equals the float32 result except in sinusoid and
+// CYCLIC columns, whose doubles differ by up to ~7e-16 between the paths:
+// one float32 ulp where the exact value lies that close to a float32
+// rounding boundary, and up to 7e-16 absolute for values within ~1e-8 of
+// zero, where a float32 ulp is finer than that (12 of 981,000 values in
+// tests/temporal_f64_test.cc).
+//
 // Thread-safety: all functions are reentrant; concurrent calls are safe.
 #ifndef PHASOR_CORE_COMPOSE_H_
 #define PHASOR_CORE_COMPOSE_H_
@@ -120,12 +134,17 @@ absl::StatusOr<FeatureLayout> TemporalFeatureLayout(
 // `state_out` is non-null, the state after the last row (`state_out` may be
 // `state_in`). `state_in` is null for a new series. Validates spec,
 // observations and state first (INVALID_ARGUMENT with the field path);
-// `out` must hold exactly rows·F floats ("features" otherwise).
+// `out` must hold exactly rows·F values ("features" otherwise).
 absl::Status EncodeObservations(const TemporalSpec& spec,
                                 const ObservationsView& observations,
                                 const SeriesState* state_in,
                                 const ExecutionOptions& options,
                                 absl::Span<float> out, SeriesState* state_out);
+absl::Status EncodeObservations(const TemporalSpec& spec,
+                                const ObservationsView& observations,
+                                const SeriesState* state_in,
+                                const ExecutionOptions& options,
+                                absl::Span<double> out, SeriesState* state_out);
 
 // EncodeObservations for a caller that ran the validation steps itself (the
 // server does, so that it can check its limits and the call's deadline
@@ -142,6 +161,13 @@ absl::Status EncodeValidatedObservations(const TemporalSpec& spec,
                                          const ExecutionOptions& options,
                                          absl::Span<float> out,
                                          SeriesState* state_out);
+absl::Status EncodeValidatedObservations(const TemporalSpec& spec,
+                                         const FeatureLayout& layout,
+                                         const ObservationsView& observations,
+                                         const SeriesState* state_in,
+                                         const ExecutionOptions& options,
+                                         absl::Span<double> out,
+                                         SeriesState* state_out);
 
 // Writes the features of every series of `panel`, stacked in row order,
 // into `out` ([rows, F]) and, when `states_out` is non-empty (S entries,
@@ -156,6 +182,11 @@ absl::Status EncodePanel(const TemporalSpec& spec, const PanelView& panel,
                          absl::Span<const SeriesState* const> states_in,
                          const ExecutionOptions& options, absl::Span<float> out,
                          absl::Span<SeriesState> states_out);
+absl::Status EncodePanel(const TemporalSpec& spec, const PanelView& panel,
+                         absl::Span<const absl::TimeZone> zones,
+                         absl::Span<const SeriesState* const> states_in,
+                         const ExecutionOptions& options, absl::Span<double> out,
+                         absl::Span<SeriesState> states_out);
 
 // EncodePanel for a caller that validated everything itself (the server):
 // spec, ValidatePanel(panel, states_in, zones.size()), layout and sizes.
@@ -167,6 +198,14 @@ absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
                                   absl::Span<const SeriesState* const> states_in,
                                   const ExecutionOptions& options,
                                   absl::Span<float> out,
+                                  absl::Span<SeriesState> states_out);
+absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
+                                  const FeatureLayout& layout,
+                                  const PanelView& panel,
+                                  absl::Span<const absl::TimeZone> zones,
+                                  absl::Span<const SeriesState* const> states_in,
+                                  const ExecutionOptions& options,
+                                  absl::Span<double> out,
                                   absl::Span<SeriesState> states_out);
 
 }  // namespace phasor

@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -369,9 +370,11 @@ ExactPhase::ExactPhase(double period_seconds) {
 }
 
 TimeSinusoid::TimeSinusoid(int64_t dim, double min_period_seconds,
-                           double max_period_seconds)
+                           double max_period_seconds,
+                           SinusoidAccuracy accuracy)
     : min_period_seconds_(min_period_seconds),
-      max_period_seconds_(max_period_seconds) {
+      max_period_seconds_(max_period_seconds),
+      accuracy_(accuracy) {
   const int64_t num_periods = dim / 2;
   phases_.reserve(static_cast<size_t>(num_periods));
   for (int64_t k = 0; k < num_periods; ++k) {
@@ -386,30 +389,132 @@ std::vector<double> TimeSinusoid::periods_seconds() const {
 }
 
 void TimeSinusoid::Encode(__int128 elapsed_ns, double* out) const {
-  // Periods in chunks of kSinCosBatch: the exact phases first (integer work),
-  // then one vector sin/cos pass; a short last chunk is padded with zeros.
-  constexpr int kBatch = static_cast<int>(kSinCosBatch);
-  HWY_ALIGN double angle[kBatch];
-  HWY_ALIGN double sin_angle[kBatch];
-  HWY_ALIGN double cos_angle[kBatch];
-  const auto num_periods = static_cast<int64_t>(phases_.size());
-  const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
-  for (int64_t k0 = 0; k0 < num_periods; k0 += kBatch) {
-    const int lanes = static_cast<int>(std::min<int64_t>(kBatch, num_periods - k0));
-    for (int i = 0; i < kBatch; ++i) {
-      angle[i] = i < lanes ? kTwoPi * phases_[k0 + i].SignedTurns(elapsed_ns) : 0.0;
-    }
-    sin_cos(angle, kSinCosBatch, sin_angle, cos_angle);
-    for (int i = 0; i < lanes; ++i) {
-      out[2 * (k0 + i)] = sin_angle[i];
-      out[2 * (k0 + i) + 1] = cos_angle[i];
-    }
+  if (accuracy_ == SinusoidAccuracy::kFloat64) {
+    EncodeImpl<SinusoidAccuracy::kFloat64>(elapsed_ns, out);
+  } else {
+    EncodeImpl<SinusoidAccuracy::kFloat32>(elapsed_ns, out);
   }
 }
 
 void TimeSinusoid::EncodeRows(absl::Span<const int64_t> times_ns,
                               int64_t origin_ns, double* out,
                               int64_t row_stride) const {
+  if (accuracy_ == SinusoidAccuracy::kFloat64) {
+    EncodeRowsImpl<SinusoidAccuracy::kFloat64>(times_ns, origin_ns, out,
+                                               row_stride);
+  } else {
+    EncodeRowsImpl<SinusoidAccuracy::kFloat32>(times_ns, origin_ns, out,
+                                               row_stride);
+  }
+}
+
+namespace {
+
+// The double nearest x < 2^127, ties to even: the value
+// static_cast<double>(x) gives, without libgcc's __floatuntidf call (a third
+// of the float64 sinusoid's time). The top 64 bits from the leading one,
+// with a sticky bit for any nonzero bit below them, round the same way:
+// 64 > 53 + 2 bits keep the round and sticky information.
+inline double NearestDouble(u128 x) {
+  const auto high = static_cast<uint64_t>(x >> 64);
+  if (high == 0) return static_cast<double>(static_cast<uint64_t>(x));
+  const int shift = __builtin_clzll(high);  // x·2^shift has bit 127 set.
+  const u128 normal = x << shift;
+  const auto top = static_cast<uint64_t>(normal >> 64);
+  const uint64_t sticky = static_cast<uint64_t>(normal) != 0 ? 1 : 0;
+  // top >= 2^63: halved (its last bit kept as sticky) it converts as a
+  // signed integer, one instruction, still with 63 > 53 + 2 bits.
+  const auto half = static_cast<int64_t>((top >> 1) | ((top | sticky) & 1));
+  // 2^(65 − shift), 2^2..2^65, built from its bits (std::ldexp is a call).
+  const uint64_t scale_bits = static_cast<uint64_t>(1023 + 65 - shift) << 52;
+  double scale = 0;
+  std::memcpy(&scale, &scale_bits, sizeof(scale));
+  return static_cast<double>(half) * scale;
+}
+
+// The split of ExactAngle::CosSinOfTurns (core/exact_angle.h): `turns`
+// (2^-64 turn) as the nearest quarter turn q (mod 4, in *quadrant) and the
+// residual r in [−1/8, 1/8) turn as the angle r·2π, its 2^-64-turn integer
+// times round(π·2^62) formed exactly in 128 bits and rounded once, so
+// |angle| <= π/4 and its error is <= 2^-54 rad.
+inline double QuarterTurnSplit(uint64_t turns, uint32_t* quadrant) {
+  const uint64_t q = (turns + (uint64_t{1} << 61)) >> 62;
+  const auto residual = static_cast<int64_t>(turns - (q << 62));
+  constexpr uint64_t kPiTimes2Pow62 = 0xc90fdaa22168c235u;  // round(π·2^62)
+  // Unsigned, so clang's UBSan needs no __muloti4.
+  const uint64_t magnitude =
+      residual < 0 ? uint64_t{0} - static_cast<uint64_t>(residual)
+                   : static_cast<uint64_t>(residual);
+  const double scaled =
+      NearestDouble(static_cast<u128>(magnitude) * kPiTimes2Pow62);
+  *quadrant = static_cast<uint32_t>(q & 3);
+  return (residual < 0 ? -scaled : scaled) * 0x1p-125;
+}
+
+// The kernel's input for period `phase` at `elapsed_ns`. kFloat32: the whole
+// angle 2π·turns in [−π, π), one double (*quadrant stays 0). kFloat64:
+// QuarterTurnSplit's residual, |angle| <= π/4, for which the kernel's own
+// reduction is the identity (q = 0, y1 = 0: SinCosSmallAngles) and the
+// kernel alone remains, < 1 ulp.
+template <SinusoidAccuracy kAccuracy>
+inline double KernelAngle(const ExactPhase& phase, __int128 elapsed_ns,
+                          uint32_t* quadrant) {
+  if constexpr (kAccuracy == SinusoidAccuracy::kFloat32) {
+    return kTwoPi * phase.SignedTurns(elapsed_ns);
+  } else {
+    return QuarterTurnSplit(phase.Turns(elapsed_ns), quadrant);
+  }
+}
+
+// Stores sin, cos of the angle the quadrant and the kernel's (s, c) of the
+// residual stand for: +q quarter turns is (s, c) → (c, −s) → (−s, −c) →
+// (−c, s). Selects, not branches: a quadrant is random.
+template <SinusoidAccuracy kAccuracy>
+inline void StoreSinCos(uint32_t quadrant, double s, double c, double* out) {
+  if constexpr (kAccuracy == SinusoidAccuracy::kFloat32) {
+    out[0] = s;
+    out[1] = c;
+  } else {
+    const bool swap = (quadrant & 1) != 0;
+    const double sin_value = swap ? c : s;
+    const double cos_value = swap ? s : c;
+    out[0] = (quadrant & 2) != 0 ? -sin_value : sin_value;
+    out[1] = ((quadrant + 1) & 2) != 0 ? -cos_value : cos_value;
+  }
+}
+
+}  // namespace
+
+template <SinusoidAccuracy kAccuracy>
+void TimeSinusoid::EncodeImpl(__int128 elapsed_ns, double* out) const {
+  // Periods in chunks of kSinCosBatch: the exact phases first (integer work),
+  // then one vector sin/cos pass; a short last chunk is padded with zeros.
+  constexpr int kBatch = static_cast<int>(kSinCosBatch);
+  HWY_ALIGN double angle[kBatch];
+  HWY_ALIGN double sin_angle[kBatch];
+  HWY_ALIGN double cos_angle[kBatch];
+  uint32_t quadrant[kBatch] = {};
+  const auto num_periods = static_cast<int64_t>(phases_.size());
+  const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
+  for (int64_t k0 = 0; k0 < num_periods; k0 += kBatch) {
+    const int lanes = static_cast<int>(std::min<int64_t>(kBatch, num_periods - k0));
+    for (int i = 0; i < kBatch; ++i) {
+      angle[i] = i < lanes ? KernelAngle<kAccuracy>(phases_[k0 + i], elapsed_ns,
+                                                    &quadrant[i])
+                           : 0.0;
+    }
+    sin_cos(angle, kSinCosBatch, sin_angle, cos_angle);
+    for (int i = 0; i < lanes; ++i) {
+      StoreSinCos<kAccuracy>(quadrant[i], sin_angle[i], cos_angle[i],
+                             out + 2 * (k0 + i));
+    }
+  }
+}
+
+template <SinusoidAccuracy kAccuracy>
+void TimeSinusoid::EncodeRowsImpl(absl::Span<const int64_t> times_ns,
+                                  int64_t origin_ns, double* out,
+                                  int64_t row_stride) const {
   const auto num_periods = static_cast<int64_t>(phases_.size());
   const auto rows = static_cast<int64_t>(times_ns.size());
   // Angles of whole rows, kAngles at most per kernel call.
@@ -417,13 +522,15 @@ void TimeSinusoid::EncodeRows(absl::Span<const int64_t> times_ns,
   const int64_t rows_per_call = kAngles / num_periods;
   if (rows_per_call == 0) {  // dim > 2·kAngles: rows one by one.
     for (int64_t r = 0; r < rows; ++r) {
-      Encode(ElapsedNs(times_ns[r], origin_ns), out + r * row_stride);
+      EncodeImpl<kAccuracy>(ElapsedNs(times_ns[r], origin_ns),
+                            out + r * row_stride);
     }
     return;
   }
   HWY_ALIGN double angle[kAngles];
   HWY_ALIGN double sin_angle[kAngles];
   HWY_ALIGN double cos_angle[kAngles];
+  uint32_t quadrant[kAngles] = {};
   const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
   for (int64_t r0 = 0; r0 < rows; r0 += rows_per_call) {
     const int64_t call_rows = std::min(rows_per_call, rows - r0);
@@ -431,7 +538,8 @@ void TimeSinusoid::EncodeRows(absl::Span<const int64_t> times_ns,
     for (int64_t r = 0; r < call_rows; ++r) {
       const __int128 elapsed = ElapsedNs(times_ns[r0 + r], origin_ns);
       for (int64_t k = 0; k < num_periods; ++k) {
-        angle[r * num_periods + k] = kTwoPi * phases_[k].SignedTurns(elapsed);
+        const int64_t a = r * num_periods + k;
+        angle[a] = KernelAngle<kAccuracy>(phases_[k], elapsed, &quadrant[a]);
       }
     }
     const auto batch = static_cast<int64_t>(kSinCosBatch);
@@ -441,20 +549,158 @@ void TimeSinusoid::EncodeRows(absl::Span<const int64_t> times_ns,
     for (int64_t r = 0; r < call_rows; ++r) {
       double* row = out + (r0 + r) * row_stride;
       for (int64_t k = 0; k < num_periods; ++k) {
-        row[2 * k] = sin_angle[r * num_periods + k];
-        row[2 * k + 1] = cos_angle[r * num_periods + k];
+        const int64_t a = r * num_periods + k;
+        StoreSinCos<kAccuracy>(quadrant[a], sin_angle[a], cos_angle[a],
+                               row + 2 * k);
       }
     }
   }
 }
 
-Time2Vec::Time2Vec(const Time2VecBlock& block)
+namespace {
+
+// binary128: gcc's __float128 on x86-64 (arithmetic from libgcc), long
+// double where that is binary128 (aarch64).
+#if defined(__x86_64__) || defined(__i386__)
+using Binary128 = __float128;
+#else
+using Binary128 = long double;
+static_assert(std::numeric_limits<long double>::digits == 113,
+              "Time2Vec's float64 path needs binary128");
+#endif
+
+// 2π as three doubles, summed to ~2^-150 (the 48-bit pieces of
+// tests/quad_reference.h's kTwoPiPieces, from mpmath).
+Binary128 TwoPi128() {
+  return Binary128(0x1.921fb54442d00p+2) + Binary128(0x1.8469898cc5160p-46) +
+         Binary128(0x1.01b839a252040p-94);
+}
+
+// The double-double hi + lo nearest a binary128 value (2^-106 relative).
+void SplitBinary128(Binary128 value, double* hi, double* lo) {
+  *hi = static_cast<double>(value);
+  *lo = static_cast<double>(value - Binary128(*hi));
+}
+
+// x mod 1 turn as a 2^-64-turn integer, within 2^-64 turn (truncated).
+// x − round(x) is exact for every double (an |x| >= 2^52 is an integer).
+// Rounded by adding 1.5·2^52 (no fraction bits left; the hardware rounds to
+// nearest even; this file has no contraction), not std::nearbyint, a libm
+// call that saves and restores the floating-point environment.
+inline uint64_t TurnsOf(double x) {
+  constexpr double kShift = 6755399441055744.0;  // 1.5·2^52
+  const double whole =
+      std::fabs(x) < 0x1p51 ? (x + kShift) - kShift : std::nearbyint(x);
+  const double scaled = (x - whole) * 0x1p64;  // In [−2^63, 2^63], or NaN.
+  if (scaled < 0x1p63) return static_cast<uint64_t>(static_cast<int64_t>(scaled));
+  // +2^63 (x = n + 1/2) is −2^63 modulo 2^64. A NaN (x infinite: the caller
+  // marks that term) gives 0 rather than an undefined conversion.
+  return scaled == 0x1p63 ? uint64_t{1} << 63 : 0;
+}
+
+// The exact integer e as hi + lo doubles: lo = e − hi has |lo| <= ulp(hi)/2
+// <= 2^12 for |e| < 2^66, exact.
+inline void SplitElapsed(__int128 e, double* hi, double* lo) {
+  // Elapsed times almost always fit int64, whose conversions are single
+  // instructions; the 128-bit ones are library calls.
+  const auto narrow = static_cast<int64_t>(e);
+  if (narrow == e) {
+    *hi = static_cast<double>(narrow);
+    if (std::fabs(*hi) < 0x1p63) {
+      *lo = static_cast<double>(narrow - static_cast<int64_t>(*hi));
+      return;
+    }
+  }
+  *hi = static_cast<double>(e);
+  *lo = static_cast<double>(e - static_cast<__int128>(*hi));
+}
+
+}  // namespace
+
+Time2Vec::Time2Vec(const Time2VecBlock& block, SinusoidAccuracy accuracy)
     : omega_(block.omega.begin(), block.omega.end()),
       phi_long_(block.phi.begin(), block.phi.end()),
       phi_(block.phi),
-      unit_ns_(static_cast<long double>(block.unit_seconds) * 1e9L) {}
+      unit_ns_(static_cast<long double>(block.unit_seconds) * 1e9L),
+      accuracy_(accuracy) {
+  if (accuracy_ != SinusoidAccuracy::kFloat64) return;
+  const size_t n = block.omega.size();
+  rate_hi_.resize(n);
+  rate_lo_.resize(n);
+  offset_hi_.resize(n);
+  offset_lo_.resize(n);
+  offset_turns_.resize(n);
+  // U = unit_seconds·1e9: a 53-bit by 30-bit product, exact in binary128.
+  const Binary128 unit_ns = Binary128(block.unit_seconds) * Binary128(1e9);
+  const Binary128 two_pi = TwoPi128();
+  for (size_t i = 0; i < n; ++i) {
+    const Binary128 per_turn = i == 0 ? Binary128(1) : two_pi;
+    SplitBinary128(Binary128(block.omega[i]) / (unit_ns * per_turn), &rate_hi_[i],
+                   &rate_lo_[i]);
+    SplitBinary128(Binary128(block.phi[i]) / per_turn, &offset_hi_[i],
+                   &offset_lo_[i]);
+    if (i > 0) offset_turns_[i] = TurnsOf(offset_hi_[i]) + TurnsOf(offset_lo_[i]);
+  }
+}
+
+void Time2Vec::EncodeFloat64(__int128 elapsed_ns, double* out) const {
+  double e_hi = 0;
+  double e_lo = 0;
+  SplitElapsed(elapsed_ns, &e_hi, &e_lo);
+  {
+    // ω_0·τ + φ_0 = e·rate + φ_0: the exact product e_hi·rate_hi (fma), the
+    // small cross terms, then φ_0 by TwoSum (Knuth), rounded once at the end.
+    const double p = e_hi * rate_hi_[0];
+    const double p_error = std::fma(e_hi, rate_hi_[0], -p);
+    const double cross = e_hi * rate_lo_[0] + e_lo * rate_hi_[0];
+    const double s = p + offset_hi_[0];
+    const double bp = s - p;
+    const double s_error = (p - (s - bp)) + (offset_hi_[0] - bp);
+    out[0] = s + (s_error + (p_error + (cross + offset_lo_[0])));
+  }
+  // The sines in chunks of kAngles through the vector kernel, each turns
+  // e·rate_i + offset_i with every part reduced mod 1 on its own and summed
+  // as 2^-64-turn integers (wrapping is the mod), then split at the nearest
+  // quarter turn.
+  constexpr int64_t kAngles = 64;
+  HWY_ALIGN double angle[kAngles];
+  HWY_ALIGN double sin_angle[kAngles];
+  HWY_ALIGN double cos_angle[kAngles];
+  uint32_t quadrant[kAngles];
+  const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
+  const auto terms = static_cast<int64_t>(rate_hi_.size());
+  for (int64_t i0 = 1; i0 < terms; i0 += kAngles) {
+    const int64_t used = std::min(kAngles, terms - i0);
+    for (int64_t j = 0; j < used; ++j) {
+      const int64_t i = i0 + j;
+      const double p = e_hi * rate_hi_[i];
+      const double p_error = std::fma(e_hi, rate_hi_[i], -p);
+      const uint64_t turns = TurnsOf(p) + TurnsOf(p_error) +
+                             TurnsOf(e_hi * rate_lo_[i]) +
+                             TurnsOf(e_lo * rate_hi_[i]) + offset_turns_[i];
+      angle[j] = QuarterTurnSplit(turns, &quadrant[j]);
+      // ω_i·τ/2π beyond double's range (ω near its maximum): no phase is
+      // left to reduce, so NaN rather than a sine of nothing.
+      if (!std::isfinite(p)) angle[j] = std::numeric_limits<double>::quiet_NaN();
+    }
+    const auto batch = static_cast<int64_t>(kSinCosBatch);
+    const int64_t padded = (used + batch - 1) / batch * batch;
+    std::fill(angle + used, angle + padded, 0.0);
+    sin_cos(angle, static_cast<size_t>(padded), sin_angle, cos_angle);
+    for (int64_t j = 0; j < used; ++j) {
+      // sin(r + q·π/2): sin r, cos r, −sin r, −cos r.
+      const uint32_t q = quadrant[j];
+      const double value = (q & 1) != 0 ? cos_angle[j] : sin_angle[j];
+      out[i0 + j] = (q & 2) != 0 ? -value : value;
+    }
+  }
+}
 
 void Time2Vec::Encode(__int128 elapsed_ns, double* out) const {
+  if (accuracy_ == SinusoidAccuracy::kFloat64) {
+    EncodeFloat64(elapsed_ns, out);
+    return;
+  }
   // |elapsed_ns| < 2^64 converts to long double exactly.
   const long double tau = static_cast<long double>(elapsed_ns) / unit_ns_;
   out[0] = static_cast<double>(omega_[0] * tau + phi_long_[0]);

@@ -25,6 +25,17 @@
 // years. Float32 outputs are within 2e-6 of a long-double reference for
 // timestamps 1900–2200 (tests/continuous_time_test.cc proves it).
 //
+// Float64 outputs (SinusoidAccuracy::kFloat64): the ladder's phase is split
+// into the nearest quarter turn and a residual angle in [−π/4, π/4] rounded
+// once to double (≤ 2^-54 rad), as ExactAngle::CosSinOfTurns does
+// (core/exact_angle.h); the kernel then takes sin/cos of that small angle
+// (< 1 ulp) and the quadrant swaps and negates them exactly: within 1.7e-16
+// of the exact values for any int64 instant (tests/temporal_f64_test.cc
+// checks ≤ 4e-16 against a __float128 reference, 1900–2200). The float32
+// path instead rounds 2π·turns to a double angle of up to π (≤ 5.2e-16 rad
+// before the sine), which a float32 rounding never sees; it keeps that path
+// for speed and for its bytes.
+//
 // Thread-safety: the classes are immutable after construction; concurrent
 // calls on one object are safe.
 #ifndef PHASOR_CORE_CONTINUOUS_TIME_H_
@@ -135,17 +146,34 @@ class ExactPhase final {
         static_cast<int64_t>(static_cast<uint64_t>(turns >> 64));
     return static_cast<double>(top) * 0x1p-64;
   }
+  // The same phase mod 1 turn as a fraction of 2^64 (the top of the 128-bit
+  // product), for a quarter-turn split.
+  uint64_t Turns(__int128 elapsed_ns) const {
+    const unsigned __int128 turns =
+        static_cast<unsigned __int128>(elapsed_ns) * step_;
+    return static_cast<uint64_t>(turns >> 64);
+  }
 
  private:
   unsigned __int128 step_;
 };
+
+// Which output a sinusoid's doubles are for: kFloat32 (also fp16, bf16)
+// forms the angle 2π·turns in double, fast and far inside a float32 ulp;
+// kFloat64 reduces to a quarter turn first (see the file comment), within
+// 1.7e-16 of exact. The two differ by up to ~7e-16 absolute, so a float64
+// result narrowed to float32 may differ from the float32 result by one
+// float32 ulp where the exact value lies that close to a float32 rounding
+// boundary, or by up to 7e-16 for a value within ~1e-8 of zero.
+enum class SinusoidAccuracy { kFloat32, kFloat64 };
 
 // The time-sinusoid ladder, prepared once per request.
 class TimeSinusoid final {
  public:
   // REQUIRES: ValidatePeriodLadder(dim, min, max, ...).ok().
   TimeSinusoid(int64_t dim, double min_period_seconds,
-               double max_period_seconds);
+               double max_period_seconds,
+               SinusoidAccuracy accuracy = SinusoidAccuracy::kFloat32);
 
   int64_t dim() const { return static_cast<int64_t>(phases_.size()) * 2; }
   // LadderPeriodsSeconds(dim/2, min, max), recomputed (not kept: a request
@@ -165,17 +193,41 @@ class TimeSinusoid final {
   void EncodeRows(absl::Span<const int64_t> times_ns, int64_t origin_ns,
                   double* out, int64_t row_stride) const;
 
+  SinusoidAccuracy accuracy() const { return accuracy_; }
+
  private:
+  template <SinusoidAccuracy kAccuracy>
+  void EncodeImpl(__int128 elapsed_ns, double* out) const;
+  template <SinusoidAccuracy kAccuracy>
+  void EncodeRowsImpl(absl::Span<const int64_t> times_ns, int64_t origin_ns,
+                      double* out, int64_t row_stride) const;
+
   double min_period_seconds_;
   double max_period_seconds_;
+  SinusoidAccuracy accuracy_;
   std::vector<ExactPhase> phases_;
 };
 
 // Time2Vec, prepared once per request.
+//
+// SinusoidAccuracy::kFloat64 evaluates the exact τ = elapsed_ns / U,
+// U = unit_seconds·1e9, without long double: per term the rate ω_i/U (in
+// turns per ns, ω_i/(2π·U), for i >= 1) and the offset (φ_i/(2π) turns) are
+// formed in binary128 and kept as double-doubles (2^-106 relative); a row
+// multiplies the elapsed nanoseconds (split exactly into two doubles) by the
+// rate with fma's exact products, reduces every partial sum modulo one turn
+// and adds them as 2^-64-turn integers; sin comes from the time sinusoid's
+// quarter-turn split and vector kernel. The phase is then within
+// |ω_i·τ|/2π·2^-104 + 2^-61 turns of exact, and each sin within 1.7e-16 + 2π
+// times that (≤ 2e-16 while |ω_i·τ| < 2^40 turns, e.g. ω = 2π rad/s over 300
+// years). The linear
+// term ω_0·τ + φ_0 is within 1 ulp plus 2^-100 of the larger of |ω_0·τ| and
+// |φ_0|.
 class Time2Vec final {
  public:
   // REQUIRES: ValidateTime2VecBlock(block, ...).ok().
-  explicit Time2Vec(const Time2VecBlock& block);
+  explicit Time2Vec(const Time2VecBlock& block,
+                    SinusoidAccuracy accuracy = SinusoidAccuracy::kFloat32);
 
   int64_t width() const { return static_cast<int64_t>(omega_.size()); }
 
@@ -183,10 +235,20 @@ class Time2Vec final {
   void Encode(__int128 elapsed_ns, double* out) const;
 
  private:
+  void EncodeFloat64(__int128 elapsed_ns, double* out) const;
+
   std::vector<long double> omega_;
   std::vector<long double> phi_long_;
   std::vector<double> phi_;
   long double unit_ns_;
+  SinusoidAccuracy accuracy_;
+  // kFloat64: rate and offset of each term as hi + lo (see above); term 0's
+  // are ω_0/U and φ_0 (not in turns).
+  std::vector<double> rate_hi_;
+  std::vector<double> rate_lo_;
+  std::vector<double> offset_hi_;
+  std::vector<double> offset_lo_;
+  std::vector<uint64_t> offset_turns_;  // Terms >= 1: the offset mod 1 turn.
 };
 
 }  // namespace phasor

@@ -173,7 +173,8 @@ void GapTracker::ObserveRow(const ObservationsView& observations, int64_t row) {
   }
 }
 
-GapsEncoder::GapsEncoder(const GapsBlock& block, int64_t num_channels)
+GapsEncoder::GapsEncoder(const GapsBlock& block, int64_t num_channels,
+                         SinusoidAccuracy accuracy)
     : block_(block),
       num_channels_(num_channels),
       value_width_(GapValueWidth(block)),
@@ -181,7 +182,7 @@ GapsEncoder::GapsEncoder(const GapsBlock& block, int64_t num_channels)
       unit_ns_(block.unit_seconds * 1e9) {
   if (block.transform == GapTransform::kSinusoidal) {
     sinusoid_.emplace(block.sinusoidal_dim, block.sinusoidal_min_period_seconds,
-                      block.sinusoidal_max_period_seconds);
+                      block.sinusoidal_max_period_seconds, accuracy);
   }
 }
 

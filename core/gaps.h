@@ -138,8 +138,11 @@ class GapTracker final {
 // The gaps block, prepared once per request and shared by its series.
 class GapsEncoder final {
  public:
-  // REQUIRES: ValidateGapsBlock(block, ...).ok().
-  GapsEncoder(const GapsBlock& block, int64_t num_channels);
+  // REQUIRES: ValidateGapsBlock(block, ...).ok(). `accuracy` is the
+  // SINUSOIDAL transform's (continuous_time.h); RAW and LOG1P are one
+  // division (and log1p) in double either way.
+  GapsEncoder(const GapsBlock& block, int64_t num_channels,
+              SinusoidAccuracy accuracy = SinusoidAccuracy::kFloat32);
 
   int64_t width() const { return width_; }
 

@@ -55,7 +55,9 @@ absl::Status CheckOneDtype(const ValuesView& values, absl::string_view prefix,
 
 absl::Status CheckContent(const ObservationsView& obs, absl::string_view prefix) {
   const int64_t rows = obs.num_rows();
-  if (obs.content.empty()) {
+  PHASOR_RETURN_IF_ERROR(CheckOneDtype(obs.content_values(), prefix, "content"));
+  const ValuesView content = obs.content_values();
+  if (!obs.has_content()) {
     if (obs.content_dim != 0 && rows > 0) {
       return InvalidField(Field(prefix, "content"),
                           absl::StrCat("content_dim is ", obs.content_dim,
@@ -69,17 +71,17 @@ absl::Status CheckContent(const ObservationsView& obs, absl::string_view prefix)
                                      obs.content_dim));
   }
   // Compared by division: rows · content_dim could overflow.
-  const auto size = static_cast<int64_t>(obs.content.size());
+  const int64_t size = content.size();
   if (rows == 0 || size % rows != 0 || size / rows != obs.content_dim) {
     return InvalidField(
         Field(prefix, "content"),
-        absl::StrCat("has ", obs.content.size(), " values; expected rows ",
+        absl::StrCat("has ", size, " values; expected rows ",
                      rows, " x content_dim ", obs.content_dim));
   }
-  for (size_t i = 0; i < obs.content.size(); ++i) {
-    if (!std::isfinite(obs.content[i])) {
-      return InvalidField(Indexed(prefix, "content", static_cast<int64_t>(i)),
-                          absl::StrCat("not finite (", obs.content[i], ")"));
+  for (int64_t i = 0; i < size; ++i) {
+    if (!std::isfinite(content.at(i))) {
+      return InvalidField(Indexed(prefix, "content", i),
+                          absl::StrCat("not finite (", content.at(i), ")"));
     }
   }
   return absl::OkStatus();
@@ -218,6 +220,10 @@ ObservationsView PanelView::Series(int64_t s) const {
     const ValuesView& v = rows.event_values;
     if (!v.f64.empty()) out.event_values.f64 = v.f64.subspan(begin, n);
     if (!v.f32.empty()) out.event_values.f32 = v.f32.subspan(begin, n);
+  }
+  if (!rows.content_f64.empty()) {
+    out.content_f64 =
+        rows.content_f64.subspan(begin * rows.content_dim, n * rows.content_dim);
   }
   if (!rows.content.empty()) {
     out.content = rows.content.subspan(begin * rows.content_dim, n * rows.content_dim);

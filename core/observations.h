@@ -77,9 +77,15 @@ struct ObservationsView {
   absl::Span<const int32_t> event_channels;  // [N] in [0, C).
   ValuesView event_values;                   // [N], NaN = no value.
 
-  // Optional token embeddings, [rows, content_dim] row-major.
+  // Optional token embeddings, [rows, content_dim] row-major, float32 or
+  // float64: at most one of the two spans is non-empty.
   absl::Span<const float> content;
+  absl::Span<const double> content_f64;
   int64_t content_dim = 0;
+
+  bool has_content() const { return !content.empty() || !content_f64.empty(); }
+  // Both content spans as one ValuesView.
+  ValuesView content_values() const { return ValuesView{content_f64, content}; }
 
   int64_t num_rows() const {
     return layout == ObservationLayout::kWide

@@ -771,8 +771,8 @@ absl::Status ValidateRopeSpec(const RopeSpec& spec, int64_t head_dim,
       sum += size;
     }
     // HF splits cos/sin into chunks of mrope_section·2, which must cover the
-    // head exactly.
-    if (sum != rotary_dim / 2) {
+    // head exactly; the interleaved assignment reads the sizes as bounds only.
+    if (!spec.mrope_interleaved && sum != rotary_dim / 2) {
       return InvalidField(field, absl::StrCat("sizes must sum to rotary_dim/2 = ",
                                               rotary_dim / 2, ", got ", sum));
     }

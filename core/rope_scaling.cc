@@ -563,6 +563,9 @@ absl::string_view RopeScalingName(const RopeScaling& scaling) {
           [](const YarnRopeScaling&) { return absl::string_view("yarn"); },
           [](const LongRopeScaling&) { return absl::string_view("longrope"); },
           [](const Llama3RopeScaling&) { return absl::string_view("llama3"); },
+          [](const ProportionalRopeScaling&) {
+            return absl::string_view("proportional");
+          },
       },
       scaling);
 }
@@ -602,6 +605,19 @@ absl::Status ValidateRopeScaling(const RopeScaling& scaling, double base,
           },
           [&](const Llama3RopeScaling& llama3) {
             return ValidateLlama3(llama3, prefix);
+          },
+          [&](const ProportionalRopeScaling& proportional) {
+            PHASOR_RETURN_IF_ERROR(ValidateFactor(proportional.factor,
+                                                  absl::StrCat(prefix, ".factor")));
+            // HF does not check it; above 1 its inv_freq would be longer
+            // than the head.
+            if (!(proportional.partial_rotary_factor >= 0.0 &&
+                  proportional.partial_rotary_factor <= 1.0)) {
+              return InvalidField(absl::StrCat(prefix, ".partial_rotary_factor"),
+                                  absl::StrCat("must be in [0, 1], got ",
+                                               Fmt(proportional.partial_rotary_factor)));
+            }
+            return absl::OkStatus();
           },
       },
       scaling);
@@ -650,6 +666,22 @@ RopeFrequencies ScaledRopeFrequencies(const RopeScaling& scaling, double base,
           },
           [&](const Llama3RopeScaling& llama3) {
             return Llama3Frequencies(llama3, base, rotary_dim);
+          },
+          [&](const ProportionalRopeScaling& proportional) {
+            // HF: rope_angles = int(partial_rotary_factor * head_dim // 2);
+            // the rotated pairs' θ, then zeros, all divided by factor.
+            const int64_t half = rotary_dim / 2;
+            const auto rotated = static_cast<int64_t>(std::floor(
+                proportional.partial_rotary_factor * static_cast<double>(rotary_dim) / 2));
+            RopeFrequencies result{
+                DividedInverseFrequencies(
+                    base, rotary_dim,
+                    std::vector<double>(static_cast<size_t>(half), proportional.factor)),
+                1.0};
+            for (int64_t i = std::min(rotated, half); i < half; ++i) {
+              result.inv_freq[i] = 0.0;
+            }
+            return result;
           },
       },
       scaling);

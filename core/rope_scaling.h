@@ -149,14 +149,26 @@ struct Llama3RopeScaling {
   std::optional<int64_t> max_position_embeddings;
 };
 
+// Proportional RoPE (HF "proportional", Gemma 4's global-attention layers):
+// the first k = floor(partial_rotary_factor·rd/2) pairs turn at
+// θ_i = base^(−2i/rd)/factor, the remaining rd/2 − k pairs have θ_i = 0
+// (cos 1, sin 0: they pass through). Unlike a partial rotary_dim, the
+// exponent's denominator is the whole rotary width and the HALF pairs
+// (i, i + rd/2) span it, so rd is the head dimension.
+struct ProportionalRopeScaling {
+  double factor = 1.0;                 // > 0; HF's default 1.
+  double partial_rotary_factor = 1.0;  // In [0, 1]; HF's default 1.
+};
+
 using RopeScaling =
     std::variant<NoRopeScaling, LinearRopeScaling, NtkRopeScaling,
                  DynamicNtkRopeScaling, YarnRopeScaling, LongRopeScaling,
-                 Llama3RopeScaling>;
+                 Llama3RopeScaling, ProportionalRopeScaling>;
 
-// HF's rope_type spelling: "default", "linear", "ntk", "dynamic", "yarn",
-// "longrope", "llama3". Also the field name under `<prefix>.scaling.` in
-// error paths.
+// The scaling's name: HF's rope_type spelling ("default", "linear",
+// "dynamic", "yarn", "longrope", "llama3", "proportional"), and "ntk",
+// Phasor's static NTK (not an HF type). Also the field name under
+// `<prefix>.scaling.` in error paths.
 absl::string_view RopeScalingName(const RopeScaling& scaling);
 
 // What every RoPE kernel consumes.

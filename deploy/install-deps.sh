@@ -6,7 +6,10 @@
 #   bash deploy/install-deps.sh          build and run (the Docker builder)
 #   bash deploy/install-deps.sh --test   also clang-14 and libFuzzer, for the
 #                                        sanitizer and fuzz tree of .ci/run,
-#                                        and python3-torch for the Python tests
+#                                        python3-torch for the Python tests,
+#                                        Node.js/npm, Go and Java for the
+#                                        client/node, client/go and Java
+#                                        example tests
 set -euo pipefail
 
 packages=(
@@ -42,9 +45,34 @@ case "${1:-}" in
     # Docker engine or a registry (deploy/container/build-image.sh).
     packages+=(debootstrap buildah)
     # buf, from npm (tests/api/package.json, pinned by its lock file), for
-    # the API checks: npm ci --prefix tests/api. Debian's npm brings node;
-    # a machine with another Node.js (NodeSource's bundles npm) keeps it.
-    if ! command -v npm >/dev/null; then packages+=(npm); fi
+    # the API checks: npm ci --prefix tests/api (nodejs and npm: below).
+    # client/node (npm ci from its lock file) and client/go, built offline
+    # in GOPATH mode from Debian's Go library sources (/usr/share/gocode).
+    # golang-google-grpc-dev accepts golang/protobuf 1.3 or 1.5; the stubs
+    # protoc-gen-go 1.28 writes need 1.5 (with 1.3 grpc's codec dereferences
+    # nil on any oneof), so it is named here.
+    packages+=(nodejs golang-go golang-google-grpc-dev golang-google-protobuf-dev
+               golang-github-golang-protobuf-1-5-dev golang-google-genproto-dev
+               protoc-gen-go protoc-gen-go-grpc)
+    # The Java example (tests/e2e/java): Debian's grpc-java 1.41 with its
+    # netty transport and the jars it loads, protoc's Java plugin, a JDK.
+    packages+=(default-jdk-headless libgrpc-java libprotobuf-java
+               protobuf-compiler-grpc-java-plugin libnetty-java
+               libperfmark-java libgoogle-gson-java libguava-java
+               libopencensus-java libjsr305-java liberror-prone-java
+               libgeronimo-annotation-1.3-spec-java)
+    # Debian's npm, unless an npm is already there: NodeSource's nodejs
+    # package bundles one and conflicts with Debian's.
+    if ! command -v npm >/dev/null 2>&1; then
+      packages+=(npm)
+    fi
+    # --- Operations tests: promtool and prometheus (Debian's prometheus
+    # package ships both) check deploy/prometheus and the dashboard and run a
+    # real Prometheus against a test server; git gives the binaries' version
+    # its revision; Node.js and npm validate deploy/k8s against the
+    # Kubernetes JSON schemas (npm ci of tests/e2e/k8s_schema's lock file).
+    # (nodejs and npm: above.)
+    packages+=(prometheus git)
     ;;
   *) echo "usage: $0 [--test]" >&2; exit 2 ;;
 esac

@@ -3,13 +3,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/binary_info.h"
 
 ABSL_FLAG(std::string, grpc_address, "0.0.0.0:50051",
           "host:port the gRPC server listens on.");
@@ -46,37 +49,73 @@ ABSL_FLAG(double, max_connection_age_grace_seconds, 0.0,
           "them).");
 ABSL_FLAG(bool, enable_echo, false,
           "Serve the Echo RPC, a transport baseline for benchmarks.");
+ABSL_FLAG(std::string, log_format, "text",
+          "Format of every log line on stderr: text (logfmt key=value) or json "
+          "(one JSON object per line).");
+ABSL_FLAG(bool, access_log, false,
+          "Log every call (method, code, peer, duration), not only failed "
+          "ones; no rate limit applies.");
+ABSL_FLAG(int, failed_call_log_burst, 20,
+          "Failed calls logged in a row before --failed_call_logs_per_second "
+          "applies.");
+ABSL_FLAG(double, failed_call_logs_per_second, 1.0,
+          "Failed-call log lines per second after the burst; the next line "
+          "logged counts the ones dropped. 0 = do not log failed calls.");
 
 namespace phasor::server {
 namespace {
 
-constexpr const char* kFlagNames[] = {
-    "grpc_address",  "metrics_address", "max_message_bytes",
-    "max_elements_per_request", "threads", "profiles",
-    "tls_cert",      "tls_key",         "tls_client_ca",
-    "auth_token_file", "shutdown_grace_seconds", "max_connection_age_seconds",
-    "max_connection_age_grace_seconds", "enable_echo",
-};
+// Every flag this file defines, and only those, has an environment twin.
+const std::vector<FlagGroup>& FlagGroups() {
+  static const auto* groups =
+      new std::vector<FlagGroup>{{"flags", {"server/flags.cc"}}};
+  return *groups;
+}
+
+bool IsServerFlag(const absl::CommandLineFlag& flag) {
+  return absl::EndsWith(flag.Filename(), "server/flags.cc");
+}
+
+std::string EnvTwinOf(absl::string_view name) {
+  return absl::StrCat("PHASOR_", absl::AsciiStrToUpper(name));
+}
+
+constexpr const char* kUsage =
+    "phasor-server: positional and temporal encodings over gRPC.\n\n"
+    "usage: phasor-server [--flag=value ...]\n\n"
+    "Every flag can also be set in the environment as PHASOR_<FLAG NAME IN\n"
+    "CAPITALS>; the command line wins over the environment, which wins over\n"
+    "the default. --version prints the version.";
 
 }  // namespace
 
 void ParseFlagsAndEnvironment(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "phasor-server: positional and temporal encodings over gRPC.\n"
-      "Every flag can also be set with PHASOR_<FLAG_NAME> in the environment.");
-  for (const char* name : kFlagNames) {
-    const std::string variable = absl::StrCat("PHASOR_", absl::AsciiStrToUpper(name));
+  absl::SetProgramUsageMessage(kUsage);
+  ConfigureAbslUsage("phasor-server", FlagGroups());
+  if (WantsHelp(argc, argv)) {
+    std::printf("%s\n\n%s\n%s", VersionLine("phasor-server").c_str(), kUsage,
+                FlagsHelp(FlagGroups(), EnvTwinOf).c_str());
+    std::exit(0);
+  }
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (!IsServerFlag(*flag)) continue;
+    const std::string variable = EnvTwinOf(name);
     const char* value = std::getenv(variable.c_str());
     if (value == nullptr) continue;
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     std::string error;
-    if (flag == nullptr || !flag->ParseFrom(value, &error)) {
+    if (!flag->ParseFrom(value, &error)) {
       std::fprintf(stderr, "phasor-server: %s=%s: %s\n", variable.c_str(), value,
                    error.c_str());
       std::exit(2);
     }
   }
   absl::ParseCommandLine(argc, argv);
+  LogFormat format;
+  if (!ParseLogFormat(absl::GetFlag(FLAGS_log_format), &format)) {
+    std::fprintf(stderr, "phasor-server: --log_format: must be text or json, got \"%s\"\n",
+                 absl::GetFlag(FLAGS_log_format).c_str());
+    std::exit(2);
+  }
 }
 
 ServerOptions ServerOptionsFromFlags() {
@@ -96,6 +135,11 @@ ServerOptions ServerOptionsFromFlags() {
   options.max_connection_age_grace =
       absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_grace_seconds));
   options.enable_echo = absl::GetFlag(FLAGS_enable_echo);
+  // Checked by ParseFlagsAndEnvironment.
+  ParseLogFormat(absl::GetFlag(FLAGS_log_format), &options.log_format);
+  options.access_log = absl::GetFlag(FLAGS_access_log);
+  options.failed_call_log_burst = absl::GetFlag(FLAGS_failed_call_log_burst);
+  options.failed_call_logs_per_second = absl::GetFlag(FLAGS_failed_call_logs_per_second);
   return options;
 }
 

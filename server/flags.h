@@ -1,18 +1,9 @@
-// phasor-server's command-line flags. Each flag has an environment twin,
-// PHASOR_<FLAG NAME IN CAPITALS> (e.g. PHASOR_GRPC_ADDRESS); the command line
-// wins over the environment, which wins over the default.
-//
-//   --grpc_address             PHASOR_GRPC_ADDRESS             0.0.0.0:50051
-//   --metrics_address          PHASOR_METRICS_ADDRESS          0.0.0.0:9464 ("" = off)
-//   --max_message_bytes        PHASOR_MAX_MESSAGE_BYTES        4194304
-//   --max_elements_per_request PHASOR_MAX_ELEMENTS_PER_REQUEST 16777216
-//   --threads                  PHASOR_THREADS                  0 (= all cores)
-//   --profiles                 PHASOR_PROFILES                 ""
-//   --tls_cert / --tls_key     PHASOR_TLS_CERT / PHASOR_TLS_KEY
-//   --tls_client_ca            PHASOR_TLS_CLIENT_CA            (mTLS when set)
-//   --auth_token_file          PHASOR_AUTH_TOKEN_FILE
-//   --shutdown_grace_seconds   PHASOR_SHUTDOWN_GRACE_SECONDS   10
-//   --enable_echo              PHASOR_ENABLE_ECHO              false
+// phasor-server's command-line flags (server/flags.cc; `phasor-server
+// --help` lists them with their defaults). Every flag defined in flags.cc has
+// an environment twin, PHASOR_<FLAG NAME IN CAPITALS> (e.g.
+// PHASOR_GRPC_ADDRESS, PHASOR_LOG_FORMAT); the command line wins over the
+// environment, which wins over the default. --version prints the version
+// line of server/binary_info.h.
 //
 // Only the phasor-server binary links this file; the library takes
 // ServerOptions and has no flags of its own.
@@ -23,8 +14,9 @@
 
 namespace phasor::server {
 
-// Applies PHASOR_* environment variables to the flags, then parses argv.
-// Exits with a message, as absl::ParseCommandLine does, on a bad value.
+// Answers --help and --version (and exits 0), applies PHASOR_* environment
+// variables to the flags, then parses argv. Exits 2 with a message, as
+// absl::ParseCommandLine does, on a bad value.
 void ParseFlagsAndEnvironment(int argc, char** argv);
 
 ServerOptions ServerOptionsFromFlags();

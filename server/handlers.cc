@@ -99,12 +99,19 @@ int64_t SpecSeqLen(const v1::RopeSpec& wire) {
 // The sequence length Describe chooses a RoPE spec's frequencies for, as
 // ApplyRope would: spec.rope.seq_len when the spec pins it (ApplyRope then
 // ignores the positions), else the request's seq_len (standing in for
-// 1 + the largest position), else max_position_embeddings (the model's own
-// context: dynamic NTK is unscaled there since L = L0), else 1.
+// 1 + the largest position), else the frequencies HF builds at model
+// initialisation (seq_len None): for longrope the short factors, i.e. a
+// length of original_max_position_embeddings when given (Phi-3: 4096 of
+// 131072), otherwise max_position_embeddings (the model's own context:
+// dynamic NTK is unscaled there since L = L0), else 1.
 // REQUIRES: request_seq_len >= 0.
 int64_t DescribeSeqLen(const v1::RopeSpec& wire, int64_t request_seq_len) {
   if (wire.seq_len() > 0) return wire.seq_len();
   if (request_seq_len > 0) return request_seq_len;
+  if (wire.scaling().has_longrope() &&
+      wire.scaling().longrope().original_max_position_embeddings() > 0) {
+    return wire.scaling().longrope().original_max_position_embeddings();
+  }
   return std::max<int64_t>(wire.max_position_embeddings(), 1);
 }
 

@@ -3,7 +3,6 @@
 #include <grpc/support/log.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <string>
 
 #include "google/protobuf/stubs/logging.h"
@@ -34,16 +33,23 @@ namespace {
 // Set once by InstallLibraryLogLimits and never freed: the log callbacks may
 // run on any thread until the process exits.
 LogRateLimiter* g_limiter = nullptr;
+LogFormat g_format = LogFormat::kText;
 
 void WriteLine(bool always, const char* library, char severity, const char* file,
                int line, const char* message) {
   int64_t suppressed = 0;
   if (!g_limiter->Allow(absl::Now(), &suppressed) && !always) return;
-  if (suppressed > 0) {
-    std::fprintf(stderr, "phasor-server: %lld library log lines suppressed\n",
-                 static_cast<long long>(suppressed));
-  }
-  std::fprintf(stderr, "%s %c %s:%d] %s\n", library, severity, file, line, message);
+  const LogLevel level = severity == 'I' || severity == 'D' ? LogLevel::kInfo
+                         : severity == 'W'                  ? LogLevel::kWarning
+                                                            : LogLevel::kError;
+  LogRecord record(level, "library");
+  record.Add("library", library)
+      .Add("severity", std::string(1, severity))
+      .Add("file", file == nullptr ? "" : file)
+      .Add("line", line)
+      .Add("message", CutForLog(message == nullptr ? "" : message, kMaxLibraryMessageBytes))
+      .Add("suppressed", suppressed);
+  WriteLog(g_format, record);
 }
 
 void GrpcLog(gpr_log_func_args* args) {
@@ -65,8 +71,9 @@ void ProtobufLog(google::protobuf::LogLevel level, const char* file, int line,
 
 }  // namespace
 
-void InstallLibraryLogLimits(int burst, absl::Duration interval) {
+void InstallLibraryLogLimits(LogFormat format, int burst, absl::Duration interval) {
   if (g_limiter != nullptr) return;
+  g_format = format;
   g_limiter = new LogRateLimiter(burst, interval);
   gpr_set_log_function(GrpcLog);
   google::protobuf::SetLogHandler(ProtobufLog);

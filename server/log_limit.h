@@ -6,8 +6,10 @@
 // disk or the log pipeline at will. InstallLibraryLogLimits() routes both
 // through one token bucket: bursts of up to `burst` lines pass, then one line
 // per `interval`; lines dropped in between are counted, and the next line
-// that passes is preceded by "N library log lines suppressed". FATAL lines
-// always pass (the process ends after them).
+// that passes carries their count in its "suppressed" field. FATAL lines
+// always pass (the process ends after them). Lines are "library" records of
+// server/logging.h, in the server's --log_format, their message cut to
+// kMaxLibraryMessageBytes.
 //
 // Thread-safety: Install once, before serving (protobuf's SetLogHandler is
 // not thread-safe); the sinks themselves are safe from any thread.
@@ -19,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/logging.h"
 
 namespace phasor::server {
 
@@ -42,9 +45,13 @@ class LogRateLimiter final {
   int64_t suppressed_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// Routes gRPC's and protobuf's log lines to stderr through one
-// LogRateLimiter(burst, interval). Defaults: 20 lines, then one per second.
-void InstallLibraryLogLimits(int burst = 20, absl::Duration interval = absl::Seconds(1));
+inline constexpr size_t kMaxLibraryMessageBytes = 1024;
+
+// Routes gRPC's and protobuf's log lines to stderr, as `format` records,
+// through one LogRateLimiter(burst, interval). Defaults: 20 lines, then one
+// per second.
+void InstallLibraryLogLimits(LogFormat format, int burst = 20,
+                             absl::Duration interval = absl::Seconds(1));
 
 }  // namespace phasor::server
 

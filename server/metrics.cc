@@ -16,10 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
 #include "phasor/v1/encoder.pb.h"
+#include "server/binary_info.h"
 
-#ifndef PHASOR_VERSION
-#define PHASOR_VERSION "unknown"
-#endif
 
 namespace phasor::server {
 namespace {
@@ -178,7 +176,9 @@ ServerMetrics::ServerMetrics()
       .Name("phasor_build_info")
       .Help("Build information; the value is always 1.")
       .Register(*registry_)
-      .Add({{"version", PHASOR_VERSION}, {"grpc_version", grpc::Version()}})
+      .Add({{"version", std::string(ProjectVersion())},
+            {"revision", GitRevision().empty() ? "unknown" : std::string(GitRevision())},
+            {"grpc_version", grpc::Version()}})
       .Set(1);
 
   // The Encoder's methods come from its descriptor, so the table cannot drift
@@ -271,6 +271,7 @@ absl::Status ServerMetrics::Expose(const std::string& address) {
         absl::StrCat("metrics_address: cannot listen on ", address, ": ", e.what()));
   }
   exposer_->RegisterCollectable(registry_);
+  exposer_->RegisterCollectable(process_);
   const std::vector<int> ports = exposer_->GetListeningPorts();
   port_ = ports.empty() ? 0 : ports.front();
   return absl::OkStatus();

@@ -15,7 +15,10 @@
 //                                           responses sent (OK calls; each
 //                                           stream message)
 //   phasor_in_flight_requests               calls started and not finished
-//   phasor_build_info{version,grpc_version} 1
+//   phasor_build_info{version,revision,grpc_version} 1
+// Process metrics (server/process_metrics.h): process_cpu_seconds_total,
+// process_resident_memory_bytes, process_virtual_memory_bytes,
+// process_open_fds, process_max_fds, process_start_time_seconds.
 // Label values are bounded: methods come from a fixed table (anything else is
 // "unknown"), codes from the 17 gRPC codes, kinds from an enum.
 //
@@ -43,6 +46,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/process_metrics.h"
 
 namespace phasor::server {
 
@@ -103,6 +107,7 @@ class ServerMetrics final {
                  absl::string_view type);
 
   std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<ProcessCollector> process_ = std::make_shared<ProcessCollector>();
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_ = 0;
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "server/logging.h"
 
 namespace phasor::server {
 
@@ -54,6 +55,15 @@ struct ServerOptions {
   absl::Duration max_connection_age_grace = absl::ZeroDuration();
   // Serve the Echo RPC (a transport baseline for benchmarks).
   bool enable_echo = false;
+
+  // Logging (server/logging.h, server/call_log.h): the format of every line
+  // phasor-server writes, whether every call is logged (the access log) or
+  // only failed ones, and the rate limit on failed-call lines.
+  LogFormat log_format = LogFormat::kText;
+  bool access_log = false;
+  int failed_call_log_burst = 20;
+  // <= 0: failed calls are not logged (the access log still logs them).
+  double failed_call_logs_per_second = 1.0;
 };
 
 }  // namespace phasor::server

@@ -9,6 +9,8 @@
 #include <signal.h>
 #include <string.h>
 
+#include <thread>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,7 +23,9 @@
 #include "core/file.h"
 #include "core/status_macros.h"
 #include "server/handlers.h"
+#include "server/binary_info.h"
 #include "server/log_limit.h"
+#include "server/logging.h"
 
 namespace phasor::server {
 namespace {
@@ -151,8 +155,6 @@ absl::StatusOr<std::unique_ptr<PhasorServer>> PhasorServer::Start(
   server->service_ = std::make_unique<EncoderService>(
       options, server->profiles_.get(), server->metrics_.get(), *std::move(token));
 
-  // Both are process-wide registrations that every later server picks up;
-  // gRPC documents them as not thread-safe, hence the once.
   // A process-wide registration that every later server picks up; gRPC
   // documents it as not thread-safe, hence the once.
   static std::once_flag global_setup;
@@ -184,9 +186,16 @@ absl::StatusOr<std::unique_ptr<PhasorServer>> PhasorServer::Start(
                                  ClampedMilliseconds(options.max_connection_age_grace));
     }
   }
+  CallLogOptions call_log;
+  call_log.format = options.log_format;
+  call_log.access_log = options.access_log;
+  call_log.failed_call_burst = options.failed_call_log_burst;
+  call_log.failed_calls_per_second = options.failed_call_logs_per_second;
+  server->call_log_ = std::make_unique<CallLog>(call_log);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;
   interceptors.push_back(server->metrics_->NewInterceptorFactory());
+  interceptors.push_back(server->call_log_->NewInterceptorFactory());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
 
   server->server_ = builder.BuildAndStart();
@@ -219,6 +228,43 @@ void PhasorServer::Wait() {
   if (server_ != nullptr) server_->Wait();
 }
 
+LogRecord ConfigurationRecord(const ServerOptions& options, const PhasorServer& server) {
+  const bool tls = !options.tls_cert_path.empty();
+  const char* tls_mode = !tls ? "off" : options.tls_client_ca_path.empty() ? "tls" : "mtls";
+  std::vector<std::string> profile_names;
+  for (const v1::Profile* profile : server.profiles().profiles()) {
+    profile_names.push_back(profile->name());
+  }
+  LogRecord record(LogLevel::kInfo, "config");
+  record.Add("version", ProjectVersion())
+      .Add("revision", GitRevision().empty() ? absl::string_view("unknown") : GitRevision())
+      .Add("build_type", BuildType())
+      .Add("grpc_address", options.grpc_address)
+      .Add("grpc_port", server.grpc_port())
+      .Add("metrics_address", options.metrics_address)
+      .Add("metrics_port", server.metrics_port())
+      .Add("max_message_bytes", options.max_message_bytes)
+      .Add("max_elements_per_request", options.max_elements_per_request)
+      .Add("threads", options.threads)
+      .Add("hardware_threads", static_cast<int>(std::thread::hardware_concurrency()))
+      .Add("tls", tls_mode)
+      .Add("tls_cert", options.tls_cert_path)
+      .Add("tls_client_ca", options.tls_client_ca_path)
+      .Add("auth_token_required", !options.auth_token_path.empty())
+      .Add("profiles_file", options.profiles_path)
+      .Add("profiles", profile_names)
+      .Add("shutdown_grace_seconds", absl::ToDoubleSeconds(options.shutdown_grace))
+      .Add("max_connection_age_seconds", absl::ToDoubleSeconds(options.max_connection_age))
+      .Add("max_connection_age_grace_seconds",
+           absl::ToDoubleSeconds(options.max_connection_age_grace))
+      .Add("enable_echo", options.enable_echo)
+      .Add("log_format", LogFormatName(options.log_format))
+      .Add("access_log", options.access_log)
+      .Add("failed_call_log_burst", options.failed_call_log_burst)
+      .Add("failed_call_logs_per_second", options.failed_call_logs_per_second);
+  return record;
+}
+
 int RunServer(const ServerOptions& options) {
   // Blocked before any thread exists, so every thread inherits the mask and
   // only the sigwait below ever sees the signals.
@@ -228,26 +274,28 @@ int RunServer(const ServerOptions& options) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   // Clients must not control log volume (see server/log_limit.h).
-  InstallLibraryLogLimits();
+  InstallLibraryLogLimits(options.log_format);
 
+  // Lifecycle records are written whatever GRPC_VERBOSITY says: gRPC's own
+  // logger hides INFO by default, and these lines matter.
   absl::StatusOr<std::unique_ptr<PhasorServer>> server = PhasorServer::Start(options);
-  // Lifecycle lines go straight to stderr: gRPC's own logger hides INFO
-  // unless GRPC_VERBOSITY asks for it, and these three lines matter.
   if (!server.ok()) {
-    std::fprintf(stderr, "phasor-server: %s\n", server.status().ToString().c_str());
+    WriteLog(options.log_format, LogRecord(LogLevel::kError, "start_failed")
+                                     .Add("error", server.status().ToString()));
     return 1;
   }
-  std::fprintf(stderr, "phasor-server: gRPC on %s (port %d), metrics on %s\n",
-          options.grpc_address.c_str(), (*server)->grpc_port(),
-          options.metrics_address.empty() ? "(disabled)"
-                                          : options.metrics_address.c_str());
+  WriteLog(options.log_format, ConfigurationRecord(options, **server));
+  WriteLog(options.log_format, LogRecord(LogLevel::kInfo, "serving")
+                                   .Add("grpc_port", (*server)->grpc_port())
+                                   .Add("metrics_port", (*server)->metrics_port()));
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  std::fprintf(stderr, "phasor-server: %s: NOT_SERVING, draining for up to %s\n",
-          strsignal(signal_number),
-          absl::FormatDuration(options.shutdown_grace).c_str());
+  WriteLog(options.log_format,
+           LogRecord(LogLevel::kInfo, "draining")
+               .Add("signal", strsignal(signal_number))
+               .Add("grace_seconds", absl::ToDoubleSeconds(options.shutdown_grace)));
   (*server)->Shutdown(options.shutdown_grace);
-  std::fprintf(stderr, "phasor-server: stopped\n");
+  WriteLog(options.log_format, LogRecord(LogLevel::kInfo, "stopped"));
   return 0;
 }
 

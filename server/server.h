@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/call_log.h"
 #include "server/encoder_service.h"
 #include "server/health_service.h"
 #include "server/metrics.h"
@@ -53,6 +54,7 @@ class PhasorServer final {
   int grpc_port() const { return grpc_port_; }
   // 0 when metrics are disabled.
   int metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
+  const ProfileRegistry& profiles() const { return *profiles_; }
 
   // Marks health NOT_SERVING, stops accepting calls, waits up to `grace` for
   // the calls in flight, cancels what remains, and returns once the server
@@ -65,6 +67,7 @@ class PhasorServer final {
   PhasorServer() = default;
 
   std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<CallLog> call_log_;
   std::unique_ptr<ProfileRegistry> profiles_;
   std::unique_ptr<EncoderService> service_;
   std::unique_ptr<HealthService> health_;
@@ -73,8 +76,13 @@ class PhasorServer final {
   std::once_flag shutdown_once_;
 };
 
-// phasor-server's life: start, serve until SIGTERM or SIGINT, then
-// Shutdown(options.shutdown_grace). Returns the process exit code: 0 after a
+// The "config" log record: the effective configuration of a started server
+// (bound ports, limits, TLS mode, whether a token is required, the profiles
+// loaded). File paths are logged, never their contents.
+LogRecord ConfigurationRecord(const ServerOptions& options, const PhasorServer& server);
+
+// phasor-server's life: start, log the configuration, serve until SIGTERM or
+// SIGINT, then Shutdown(options.shutdown_grace). Returns the process exit code: 0 after a
 // clean shutdown, 1 when the server could not start. The signals are taken
 // with sigwait on this thread (blocked in every other thread), so no work
 // happens inside a signal handler.

@@ -87,6 +87,15 @@ absl::StatusOr<RopeScaling> ScalingFromProto(const v1::RopeScaling& scaling,
       out.max_position_embeddings = max_positions;
       return out;
     }
+    case v1::RopeScaling::kProportional: {
+      const v1::RopeScaling::Proportional& in = scaling.proportional();
+      ProportionalRopeScaling out;
+      if (in.has_factor()) out.factor = in.factor();
+      if (in.has_partial_rotary_factor()) {
+        out.partial_rotary_factor = in.partial_rotary_factor();
+      }
+      return out;
+    }
     case v1::RopeScaling::KIND_NOT_SET:
       break;
   }

@@ -24,10 +24,11 @@ constexpr DType kTimeTypes[] = {DType::kInt64, DType::kFloat64};
 constexpr DType kValueTypes[] = {DType::kFloat32, DType::kFloat64};
 constexpr DType kMaskTypes[] = {DType::kBool, DType::kUInt8};
 constexpr DType kContentTypes[] = {DType::kFloat32, DType::kFloat16,
-                                   DType::kBFloat16};
+                                   DType::kBFloat16, DType::kFloat64};
 constexpr DType kChannelTypes[] = {DType::kInt32};
+// FLOAT64 is computed on core's float64 path (compose.h), not widened.
 constexpr DType kFeatureTypes[] = {DType::kFloat32, DType::kFloat16,
-                                   DType::kBFloat16};
+                                   DType::kBFloat16, DType::kFloat64};
 
 // A channel's record in the response's SeriesState once it has been
 // observed: 2 bytes of framing, last_seen_ns (tag + varint, up to 11) and
@@ -35,6 +36,20 @@ constexpr DType kFeatureTypes[] = {DType::kFloat32, DType::kFloat16,
 constexpr int64_t kStateBytesPerChannel = 22;
 // A series' own fields in a response: framing and its two timestamps.
 constexpr int64_t kStateBytesPerSeries = 26;
+
+// Runs the encoder `kernel(absl::Span<T>)` for `dtype`: float64 straight into
+// the response bytes (core computes it on its float64 path); everything else
+// through WriteFloatOutput's float32 path.
+template <typename Kernel>
+absl::Status WriteFeatures(const HandlerContext& context,
+                           absl::Span<const int64_t> shape, DType dtype,
+                           v1::Tensor* out, Kernel&& kernel) {
+  if (dtype == DType::kFloat64) {
+    AllocateTensor(shape, dtype, out);
+    return kernel(DoubleData(out));
+  }
+  return WriteFloatOutput(context, shape, dtype, out, kernel);
+}
 
 // Everything an ObservationsView points into.
 struct DecodedObservations {
@@ -46,6 +61,7 @@ struct DecodedObservations {
   TypedInput<float> values_f32;
   TypedInput<int32_t> channels;
   FloatInput content;
+  TypedInput<double> content_f64;
 };
 
 // A [N] time tensor as int64 ns, in `storage` when converted from seconds.
@@ -230,8 +246,14 @@ absl::Status DecodeObservations(const v1::Observations& in,
                           absl::StrCat("must be [rows, d] with rows = ", rows,
                                        ", got ", ShapeString(content.shape)));
     }
-    out->content = FloatInput(content);
-    view.content = out->content.span();
+    // Float64 embeddings stay float64 (content · scale in double).
+    if (content.dtype == DType::kFloat64) {
+      out->content_f64 = TypedInput<double>(content);
+      view.content_f64 = out->content_f64.span();
+    } else {
+      out->content = FloatInput(content);
+      view.content = out->content.span();
+    }
     view.content_dim = content.shape[1];
   }
   return absl::OkStatus();
@@ -578,7 +600,7 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
   PHASOR_ASSIGN_OR_RETURN(
       FeatureLayout layout,
       TemporalFeatureLayout(*spec, view.num_channels,
-                            view.content.empty() ? 0 : view.content_dim));
+                            view.has_content() ? view.content_dim : 0));
   PHASOR_RETURN_IF_ERROR(CheckWidth(layout.width, "spec.temporal", context.limits));
   const int64_t shape[] = {rows, layout.width};
   // The states, the offsets and the channel names (repeated in every
@@ -598,9 +620,9 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
   PHASOR_RETURN_IF_ERROR(context.check_alive());
 
   std::vector<SeriesState> states_out(static_cast<size_t>(num_series));
-  const absl::Status encoded = WriteFloatOutput(
+  const absl::Status encoded = WriteFeatures(
       context, shape, output_dtype, response->mutable_features(),
-      [&](absl::Span<float> out) {
+      [&](auto out) {
         return EncodeValidatedPanel(*spec, layout, panel_view, panel.zones,
                                     panel.state_ptrs, context.execution, out,
                                     absl::MakeSpan(states_out));

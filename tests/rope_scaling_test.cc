@@ -191,6 +191,13 @@ RopeSpec SpecFor(const ExpectedCase& c) {
       llama3.original_max_position_embeddings = *v;
     }
     spec.scaling = llama3;
+  } else if (c.type == "proportional") {
+    ProportionalRopeScaling proportional;
+    if (auto v = OptionalDouble(c, "factor")) proportional.factor = *v;
+    if (auto v = OptionalDouble(c, "partial_rotary_factor")) {
+      proportional.partial_rotary_factor = *v;
+    }
+    spec.scaling = proportional;
   } else {
     ADD_FAILURE() << "unknown scaling type " << c.type;
   }
@@ -207,7 +214,8 @@ TEST(RopeExpectedFile, CoversEveryScalingType) {
     EXPECT_FALSE(c.trig.empty()) << c.name;
   }
   EXPECT_EQ(types, (std::set<std::string>{"default", "linear", "ntk", "dynamic",
-                                           "yarn", "longrope", "llama3"}));
+                                           "yarn", "longrope", "llama3",
+                                           "proportional"}));
 }
 
 class RopeScalingExpected : public ::testing::TestWithParam<ExpectedCase> {};
@@ -1100,6 +1108,47 @@ TEST(RopeFrequencyRounding, EveryThetaIsTheNearestDoubleOfItsFormula) {
   }
   std::printf("RoPE θ correctly rounded: %lld frequencies in 12 configurations\n",
               static_cast<long long>(checked));
+}
+
+}  // namespace
+}  // namespace phasor
+
+namespace phasor {
+namespace {
+
+TEST(ProportionalRope, ZeroAnglesPassThroughAndBadFieldsAreNamed) {
+  RopeSpec spec;
+  spec.rotary_dim = 16;
+  spec.scaling = ProportionalRopeScaling{.factor = 2.0, .partial_rotary_factor = 0.5};
+  const absl::StatusOr<RopeFrequencies> f = ComputeRopeFrequencies(spec, 16, 1);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_EQ(f->inv_freq.size(), 8u);
+  // floor(0.5·16/2) = 4 rotated pairs, base^(−2i/16)/2; the rest 0.
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(f->inv_freq[i], std::pow(10000.0, -i / 8.0) / 2, 1e-16);
+  for (int i = 4; i < 8; ++i) EXPECT_EQ(f->inv_freq[i], 0.0);
+  // θ = 0: the pair's channels come back unchanged at any position.
+  std::vector<float> q(16), out(16);
+  for (int i = 0; i < 16; ++i) q[i] = 0.25f * static_cast<float>(i + 1);
+  RopeOperand op;
+  op.dtype = DType::kFloat32;
+  op.num_tokens = 1;
+  op.num_heads = 1;
+  op.head_dim = 16;
+  op.in = absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(q.data()), 64);
+  op.out = absl::Span<uint8_t>(reinterpret_cast<uint8_t*>(out.data()), 64);
+  const std::vector<int64_t> p = {123456789};
+  ApplyRope(spec, *f, Positions::Integers(p), ExecutionOptions(), op, nullptr);
+  for (int i : {4, 5, 6, 7, 12, 13, 14, 15}) EXPECT_EQ(out[i], q[i]) << i;
+  EXPECT_NE(out[0], q[0]);
+
+  spec.scaling = ProportionalRopeScaling{.factor = 1.0, .partial_rotary_factor = 1.5};
+  EXPECT_THAT(ValidateRopeSpec(spec, 16),
+              IsFieldError(absl::StatusCode::kInvalidArgument,
+                           "spec.rope.scaling.proportional.partial_rotary_factor"));
+  spec.scaling = ProportionalRopeScaling{.factor = 0.0, .partial_rotary_factor = 1.0};
+  EXPECT_THAT(ValidateRopeSpec(spec, 16),
+              IsFieldError(absl::StatusCode::kInvalidArgument,
+                           "spec.rope.scaling.proportional.factor"));
 }
 
 }  // namespace

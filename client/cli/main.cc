@@ -19,6 +19,7 @@
 #include "client/cli/commands.h"
 #include "client/cli/common.h"
 #include "client/encoder_client.h"
+#include "server/binary_info.h"
 
 namespace phasor::cli {
 namespace {
@@ -70,8 +71,23 @@ std::string Usage() {
       "  phasor-client describe --dim 64\n"
       "  phasor-client health --service phasor.v1.Encoder\n"
       "\nConnection: --target, --deadline_ms, --max_message_bytes, --tls_ca, "
-      "--tls_cert, --tls_key, --token_file. All flags: --helpfull.");
+      "--tls_cert, --tls_key, --token_file. All flags: --help. Version: "
+      "--version.");
   return usage;
+}
+
+// --help lists these files' flags; each command reads the command flags it
+// needs (their help says which).
+const std::vector<FlagGroup>& FlagGroups() {
+  static const auto* groups = new std::vector<FlagGroup>{
+      {"connection and output flags", {"client/cli/common.cc"}},
+      {"command flags", {"client/cli/commands.cc"}}};
+  return *groups;
+}
+
+// The one flag with an environment twin (see ApplyEnvironment).
+std::string EnvTwinOf(absl::string_view name) {
+  return name == "max_message_bytes" ? "PHASOR_MAX_MESSAGE_BYTES" : "";
 }
 
 // PHASOR_MAX_MESSAGE_BYTES, the variable that sets phasor-server's limit,
@@ -92,6 +108,12 @@ bool ApplyEnvironment() {
 
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(Usage());
+  ConfigureAbslUsage("phasor-client", FlagGroups());
+  if (WantsHelp(argc, argv)) {
+    std::cout << VersionLine("phasor-client") << "\n\n"
+              << Usage() << "\n" << FlagsHelp(FlagGroups(), EnvTwinOf);
+    return 0;
+  }
   if (!ApplyEnvironment()) return 2;
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() != 2) {

@@ -32,6 +32,9 @@ Where each formula comes from (re-derived here, not copied):
     wavelength 2*pi/theta above original/low_freq_factor -> theta/factor, below
     original/high_freq_factor -> theta, in between a linear blend with
     smooth = (original/wavelength - low) / (high - low).
+  * proportional: HF `_compute_proportional_rope_parameters` (Gemma 4):
+    k = int(partial_rotary_factor * head_dim // 2) pairs at
+    base^(-2i/head_dim), the remaining head_dim/2 - k pairs 0, all / factor.
 HF computes in float32; this script uses float64 so the C++ test (also double)
 can compare to ~1e-12.
 """
@@ -139,6 +142,14 @@ def llama3(cfg, seq_len):
     return out, 1.0
 
 
+def proportional(cfg, seq_len):
+    rd = cfg["rd"]
+    rotated = int(cfg.get("partial_rotary_factor", 1.0) * rd // 2)
+    out = plain_inv_freq(cfg["base"], rd)
+    out[rotated:] = 0.0
+    return out / cfg.get("factor", 1.0), 1.0
+
+
 def plain(cfg, seq_len):
     return plain_inv_freq(cfg["base"], cfg["rd"]), 1.0
 
@@ -151,6 +162,7 @@ COMPUTE = {
     "yarn": yarn,
     "longrope": longrope,
     "llama3": llama3,
+    "proportional": proportional,
 }
 
 # Fields written on the `scaling` line (everything except rd/base/seq_len/type).
@@ -158,6 +170,7 @@ SCALING_KEYS = [
     "factor", "max_position_embeddings", "original_max_position_embeddings",
     "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor",
     "truncate", "low_freq_factor", "high_freq_factor", "short_factor", "long_factor",
+    "partial_rotary_factor",
 ]
 
 SHORT8 = [1.0, 1.02, 1.05, 1.1, 1.3, 1.7, 2.4, 3.1]
@@ -224,6 +237,11 @@ CASES = [
     ("llama3_custom_bands", dict(type="llama3", rd=128, base=10000.0, factor=4.0,
                                  low_freq_factor=2.0, high_freq_factor=8.0,
                                  original_max_position_embeddings=2048), 16),
+    # Gemma 4's global layers: head_dim 512, a quarter of the pairs rotate.
+    ("proportional_gemma4", dict(type="proportional", rd=512, base=1000000.0,
+                                 partial_rotary_factor=0.25), 16),
+    ("proportional_f8_odd", dict(type="proportional", rd=128, base=10000.0,
+                                 factor=8.0, partial_rotary_factor=0.3), 16),
 ]
 
 TRIG_POSITIONS = [0, 1, 7, 1000, 123457, 2**24 + 1]

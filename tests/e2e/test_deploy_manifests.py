@@ -76,7 +76,7 @@ class KubernetesManifestTest(unittest.TestCase):
         self.assertEqual(
             set(self.by_kind),
             {"Deployment", "Service", "HorizontalPodAutoscaler",
-             "PodDisruptionBudget", "ServiceMonitor"})
+             "PodDisruptionBudget", "ServiceMonitor", "NetworkPolicy"})
         for kind, documents in self.by_kind.items():
             for document in documents:
                 self.assertIn("apiVersion", document, kind)
@@ -167,19 +167,30 @@ class KubernetesManifestTest(unittest.TestCase):
 
 
 class PrometheusConfigTest(unittest.TestCase):
+    """Both Prometheus configs scrape /metrics under the job the rules
+    select; promtool and a live Prometheus check them further
+    (test_prometheus_grafana.py)."""
 
-    def test_scrapes_metrics_port(self):
-        with open(os.path.join(SOURCE_DIR, "deploy", "prometheus",
-                               "prometheus.yml")) as f:
+    def load(self, name):
+        with open(os.path.join(SOURCE_DIR, "deploy", "prometheus", name)) as f:
             config = yaml.safe_load(f)
-        jobs = {job["job_name"]: job for job in config["scrape_configs"]}
-        static = [target for job in jobs.values()
-                  for group in job.get("static_configs", [])
+        return {job["job_name"]: job for job in config["scrape_configs"]}, config
+
+    def test_local_config_scrapes_this_machine(self):
+        jobs, config = self.load("prometheus.yml")
+        self.assertEqual(set(jobs), {"phasor"})
+        static = [target for group in jobs["phasor"]["static_configs"]
                   for target in group["targets"]]
-        self.assertIn("127.0.0.1:9464", static)
-        discovered = [job for job in jobs.values()
-                      if "kubernetes_sd_configs" in job]
-        self.assertTrue(discovered)
+        self.assertEqual(static, ["127.0.0.1:9464"])
+        # Debian 12's Prometheus has no Kubernetes discovery.
+        self.assertNotIn("kubernetes_sd_configs", jobs["phasor"])
+        self.assertEqual(config["rule_files"], ["rules.yml"])
+
+    def test_kubernetes_config_discovers_pods(self):
+        jobs, config = self.load("prometheus-kubernetes.yml")
+        self.assertEqual(set(jobs), {"phasor"})
+        self.assertIn("kubernetes_sd_configs", jobs["phasor"])
+        self.assertEqual(config["rule_files"], ["rules.yml"])
         for job in jobs.values():
             self.assertEqual(job.get("metrics_path", "/metrics"), "/metrics")
 
@@ -233,7 +244,10 @@ class DockerfileTest(unittest.TestCase):
         # Dependencies of libgrpc++1.51 and libprometheus-cpp-pull1.0.
         pulled_in = {"libgrpc29", "libssl3", "libre2-9", "libc-ares2", "libcivetweb1"}
         installed = set(" ".join(self.instructions("RUN")).split())
-        packages = set()
+        # Each library under the names dpkg may know it by: as ldd printed
+        # it, resolved, or (merged /usr) without the /usr prefix. One dpkg -S
+        # for all of them: each call reads dpkg's whole database.
+        candidates = {}
         for binary in binaries:
             output = subprocess.run(["ldd", binary], capture_output=True, text=True,
                                     check=True, timeout=60).stdout
@@ -241,18 +255,23 @@ class DockerfileTest(unittest.TestCase):
                 parts = line.split("=>")
                 if len(parts) != 2 or not parts[1].split():
                     continue
-                # dpkg knows a file under one of its names: as ldd printed
-                # it, resolved, or (merged /usr) without the /usr prefix.
                 path = parts[1].split()[0]
                 real = os.path.realpath(path)
-                owner = ""
-                for candidate in (path, real, re.sub(r"^/usr/lib/", "/lib/", real)):
-                    owner = subprocess.run(["dpkg", "-S", candidate], capture_output=True,
-                                           text=True, timeout=60).stdout
-                    if owner:
-                        break
-                self.assertTrue(owner, f"no package owns {path}")
-                packages.add(owner.split(":")[0])
+                candidates[path] = [path, real, re.sub(r"^/usr/lib/", "/lib/", real)]
+        names = sorted({name for names in candidates.values() for name in names})
+        # dpkg -S exits 1 when some name has no owner; the others still print.
+        listing = subprocess.run(["dpkg", "-S", *names], capture_output=True,
+                                 text=True, timeout=120).stdout
+        owners = {}
+        for line in listing.splitlines():
+            package, _, owned = line.partition(": ")
+            for path in owned.split(", "):
+                owners[path.strip()] = package.split(":")[0]
+        packages = set()
+        for path, names_of_path in candidates.items():
+            owner = next((owners[n] for n in names_of_path if n in owners), "")
+            self.assertTrue(owner, f"no package owns {path}")
+            packages.add(owner)
         self.assertIn("libhwy1", packages)  # The check sees real libraries.
         missing = packages - installed - in_base_image - pulled_in
         self.assertFalse(missing, f"the runtime stage does not install {sorted(missing)}")

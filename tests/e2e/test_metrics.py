@@ -1,6 +1,12 @@
 """/metrics of a real phasor-server after a known number of calls: the
-go-grpc-prometheus RPC metrics and the domain metrics, counted exactly."""
+go-grpc-prometheus RPC metrics and the domain metrics, counted exactly; the
+standard process metrics with plausible values; and the whole exposition
+passes `promtool check metrics`."""
 
+import os
+import resource
+import shutil
+import subprocess
 import time
 import unittest
 import urllib.request
@@ -15,6 +21,7 @@ ENCODER = "phasor.v1.Encoder"
 class MetricsTest(unittest.TestCase):
 
     def setUp(self):
+        self.spawned_at = time.time()
         self.server = harness.Server().start()
         self.addCleanup(self.server.__exit__, None, None, None)
 
@@ -104,6 +111,73 @@ class MetricsTest(unittest.TestCase):
         self.assertIn("# TYPE grpc_server_handled_total counter", text)
         self.assertIn("# TYPE grpc_server_handling_seconds histogram", text)
         self.assertIn("# TYPE phasor_encoded_values_total counter", text)
+
+    def test_process_metrics(self):
+        text = self.server.metrics()
+        # Types as the Prometheus client libraries declare them.
+        self.assertIn("# TYPE process_cpu_seconds_total counter", text)
+        for name in ("process_resident_memory_bytes",
+                     "process_virtual_memory_bytes", "process_open_fds",
+                     "process_max_fds", "process_start_time_seconds"):
+            self.assertIn(f"# TYPE {name} gauge", text)
+        samples = harness.parse_metrics(text)
+
+        def value(name):
+            found = harness.metric_value(samples, name)
+            self.assertIsNotNone(found, name)
+            return found
+
+        pid = self.server.process.pid
+        # Resident memory: what the kernel says of the same process now
+        # (statm field 2, pages), within a factor of 2 either way.
+        rss = value("process_resident_memory_bytes")
+        with open(f"/proc/{pid}/statm") as f:
+            kernel_rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        self.assertGreater(rss, 1 << 20)
+        self.assertLess(abs(rss - kernel_rss), max(rss, kernel_rss) / 2)
+        self.assertGreaterEqual(value("process_virtual_memory_bytes"), rss)
+        # Started between this test's spawn and now (clock-tick
+        # resolution: allow a second either side).
+        start = value("process_start_time_seconds")
+        self.assertGreaterEqual(start, self.spawned_at - 1)
+        self.assertLessEqual(start, time.time() + 1)
+        # Descriptors: the kernel's count, within the few a scrape opens
+        # and closes; the limit is the one the server inherited from us.
+        open_fds = value("process_open_fds")
+        kernel_fds = len(os.listdir(f"/proc/{pid}/fd"))
+        self.assertGreaterEqual(open_fds, 3)
+        self.assertLess(abs(open_fds - kernel_fds), 8)
+        self.assertLessEqual(open_fds, value("process_max_fds"))
+        self.assertEqual(value("process_max_fds"),
+                         resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        # CPU: grows with work.
+        before = value("process_cpu_seconds_total")
+        self.assertGreaterEqual(before, 0)
+        with self.server.client(deadline_seconds=30) as client:
+            deadline = time.monotonic() + 20
+            after = before
+            while after <= before and time.monotonic() < deadline:
+                client.encode_positions(count=20000, dim=256)
+                after = value_of(self.server, "process_cpu_seconds_total")
+        self.assertGreater(after, before)
+
+    def test_promtool_check_metrics(self):
+        # The exposition passes Prometheus' own linter (promtool, Debian's
+        # prometheus package; deploy/install-deps.sh --test installs it).
+        promtool = shutil.which("promtool")
+        self.assertIsNotNone(promtool, "promtool not installed: run "
+                             "deploy/install-deps.sh --test")
+        with self.server.client(deadline_seconds=10) as client:
+            client.encode_positions(count=4, dim=8)
+        result = subprocess.run([promtool, "check", "metrics"],
+                                input=self.server.metrics(),
+                                capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertEqual(result.stdout.strip(), "", result.stdout)
+
+
+def value_of(server, name):
+    return harness.metric_value(harness.parse_metrics(server.metrics()), name)
 
 
 if __name__ == "__main__":

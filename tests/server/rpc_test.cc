@@ -496,10 +496,11 @@ TEST_F(DescribeSeqLenTest, LongRopeChoosesShortOrLongFactorsBySeqLen) {
   EXPECT_EQ(Frequencies(long_context), TablesInvFreq(rope, /*largest=*/4096));
   EXPECT_NEAR(long_context.frequencies(1), std::pow(10000.0, -0.25) / 3.0, 1e-15);
 
-  // Default: max_position_embeddings 8192 > 4096, so the long factors.
+  // Default: what HF builds at initialisation (seq_len None), the short
+  // factors, reported as original_max_position_embeddings.
   const v1::DescribeResponse by_default = Describe(rope, /*seq_len=*/0);
-  EXPECT_EQ(by_default.seq_len(), 8192);
-  EXPECT_EQ(Frequencies(by_default), Frequencies(long_context));
+  EXPECT_EQ(by_default.seq_len(), 4096);
+  EXPECT_EQ(Frequencies(by_default), Frequencies(short_context));
 
   // A spec that pins seq_len wins, as it does in ApplyRope and RopeTables
   // (whatever the positions), and the response says so.

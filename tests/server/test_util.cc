@@ -278,7 +278,7 @@ Child Spawn(const std::vector<std::string>& args, const std::vector<std::string>
 }
 
 std::string ReadUntil(Child& child, const std::string& needle, std::string* all) {
-  char line[1024];
+  char line[4096];
   while (std::fgets(line, sizeof(line), child.stderr_stream) != nullptr) {
     all->append(line);
     if (std::strstr(line, needle.c_str()) != nullptr) return line;
@@ -287,8 +287,11 @@ std::string ReadUntil(Child& child, const std::string& needle, std::string* all)
 }
 
 int ReadPort(Child& child, std::string* all) {
-  const std::string line = ReadUntil(child, "(port ", all);
-  return line.empty() ? 0 : std::atoi(line.c_str() + line.find("(port ") + 6);
+  // The "serving" record (text log format, server/logging.h):
+  //   time=... level=info event=serving grpc_port=41234 metrics_port=0
+  const std::string line = ReadUntil(child, " event=serving ", all);
+  const size_t at = line.find(" grpc_port=");
+  return at == std::string::npos ? 0 : std::atoi(line.c_str() + at + 11);
 }
 
 int WaitExit(Child& child) {

@@ -103,8 +103,8 @@ Child Spawn(const std::vector<std::string>& args, const std::vector<std::string>
 // Reads stderr lines into `all` until one contains `needle` (returned) or
 // EOF ("").
 std::string ReadUntil(Child& child, const std::string& needle, std::string* all);
-// The gRPC port from the startup line ("... (port N) ..."); 0 if the server
-// never printed it.
+// The gRPC port from the "serving" log record ("... event=serving
+// grpc_port=N ..."); 0 if the server never wrote it.
 int ReadPort(Child& child, std::string* all);
 // Waits for the process; its exit code, or -1 if a signal ended it.
 int WaitExit(Child& child);

@@ -1,14 +1,15 @@
 """apply_rope's operands: the caller's shapes, layouts and array types on one
 side, ApplyRope's [T, H, D] tokens on the other.
 
-The server rotates tokens, [T, H, D] with one position each. A batch
-[B, H, T, D] (HF transformers' layout) or [B, T, H, D] (vLLM, flash-attn)
-goes as its B·T tokens in row-major (b, t) order, positions flattened the
-same way, so each batch row keeps its own positions (HF's position_ids
-[B, T]). The reply is reshaped and transposed back as a view. A batch
-larger than one message is cut along those tokens (tokens_per_call), each
-piece a gather of whole or partial batch rows, and the replies are copied
-into one array; seq_len must then be pinned (default_seq_len).
+A batch that fits one message travels as the caller laid it out: the
+server takes [T, H, D], [B, T, H, D] and [B, H, T, D] (HF transformers'
+layout; [H, T, D] goes as B = 1) with positions [T] or [B, T] (HF's
+position_ids), so nothing is transposed on either side (whole_tensor,
+whole_positions, result(as_sent=True)). A batch larger than one message is
+cut along its B·T tokens in row-major (b, t) order (tokens_per_call), each
+piece a gather of whole or partial batch rows sent as [tokens, H, D], and
+the replies are copied into one array; seq_len must then be pinned
+(default_seq_len).
 
 Copies, per tensor and direction (the wire needs contiguous little-endian
 bytes; protobuf and gRPC add their own copies beyond our reach):
@@ -233,6 +234,34 @@ def tensor(item: Operand, wire: int, begin: int = 0,
                      dtype=wire, data=data)
 
 
+# ApplyRopeRequest.TensorLayout of each caller layout sent whole.
+_SERVER_LAYOUT = {"thd": "TOKENS_HEADS_DIM", "bthd": "BATCH_SEQ_HEADS_DIM",
+                  "bhtd": "BATCH_HEADS_SEQ_DIM", "htd": "BATCH_HEADS_SEQ_DIM"}
+
+
+def server_layout(item: Operand) -> int:
+    """The ApplyRopeRequest.tensor_layout that reads `item` as it is."""
+    return pb.ApplyRopeRequest.TensorLayout.Value(_SERVER_LAYOUT[item.layout])
+
+
+def whole_tensor(item: Operand, wire: int) -> Any:
+    """The phasor.v1.Tensor of the caller's array in its own layout
+    ([H, T, D] as [1, H, T, D]): one gather of its bytes, no transpose."""
+    array = item.array[None] if item.layout == "htd" else item.array
+    return pb.Tensor(shape=list(array.shape), dtype=wire,
+                     data=_wire_bytes(array, item.source, wire))
+
+
+def whole_positions(query: Operand, flat: Optional[np.ndarray]) -> Any:
+    """phasor.v1.Positions for the whole batch: a range (B = 1, default),
+    [T] without a batch axis, else [B, T]."""
+    message = positions_message(flat, 0, query.batch * query.tokens)
+    if flat is not None and "b" in query.layout:
+        del message.values.shape[:]
+        message.values.shape.extend([query.batch, query.tokens])
+    return message
+
+
 def reply_array(reply: Any) -> np.ndarray:
     """A reply tensor's values, flat, in its wire dtype (no copy)."""
     return np.frombuffer(reply.data, dtype=_WIRE_NUMPY[reply.dtype])
@@ -244,15 +273,21 @@ def empty_tokens(item: Operand, wire: int) -> np.ndarray:
                     dtype=_WIRE_NUMPY[wire])
 
 
-def result(item: Operand, flat: np.ndarray, wire: int) -> Any:
+def result(item: Operand, flat: np.ndarray, wire: int,
+           as_sent: bool = False) -> Any:
     """The rotated tensor in the caller's type, shape and layout, from its
-    tokens in (b, t, h, d) order, flat, in `wire` (a view where it can)."""
-    canonical = [axis for axis in "bthd" if axis in item.layout]
-    sizes = {"b": item.batch, "t": item.tokens, "h": item.heads,
-             "d": item.head_dim}
-    # Back from (b, t, h, d) order to the caller's axes, as a view.
-    view = flat.reshape([sizes[axis] for axis in canonical]).transpose(
-        [canonical.index(axis) for axis in item.layout])
+    values flat in `wire`: in the caller's own layout when `as_sent`
+    (whole_tensor), else its tokens in (b, t, h, d) order (a view where it
+    can)."""
+    if as_sent:
+        view = flat.reshape(item.array.shape)
+    else:
+        canonical = [axis for axis in "bthd" if axis in item.layout]
+        sizes = {"b": item.batch, "t": item.tokens, "h": item.heads,
+                 "d": item.head_dim}
+        # Back from (b, t, h, d) order to the caller's axes, as a view.
+        view = flat.reshape([sizes[axis] for axis in canonical]).transpose(
+            [canonical.index(axis) for axis in item.layout])
     caller_bits = item.source in ("bfloat16", "uint16")
     if wire == pb.BFLOAT16 and not caller_bits:
         # bf16 -> float32 is exact: the bits are float32's upper half.

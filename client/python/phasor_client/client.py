@@ -78,7 +78,18 @@ Panel = collections.namedtuple(
 
 # Bytes per output element for EncodeObservationsRequest.output_dtype.
 _OUTPUT_ITEMSIZE = {pb.DTYPE_UNSPECIFIED: 4, pb.FLOAT32: 4, pb.FLOAT16: 2,
-                    pb.BFLOAT16: 2}
+                    pb.BFLOAT16: 2, pb.FLOAT64: 8}
+
+
+def _content_dtype(content, output_dtype):
+    """The wire dtype of observation content embeddings: float16 as sent,
+    float64 as sent when the output is float64 too (the server then scales
+    it in double), otherwise float32."""
+    if content.dtype == np.float16:
+        return np.float16
+    if content.dtype == np.float64 and dtype_enum(output_dtype) == pb.FLOAT64:
+        return np.float64
+    return np.float32
 
 # phasor-server's default limit; PHASOR_MAX_MESSAGE_BYTES (which sets the
 # server's) sets this default too.
@@ -435,18 +446,21 @@ class EncoderClient:
             int(self.max_message_bytes * _panel.PIECE_FRACTION),
             _panel.PIECE_ELEMENTS)
         if total <= per_call:
+            # One call, in the caller's own layout: nothing is transposed.
             request = pb.ApplyRopeRequest(
-                query=_rope.tensor(query_operand, wire),
-                positions=_rope.positions_message(flat_positions, 0, total))
+                query=_rope.whole_tensor(query_operand, wire),
+                positions=_rope.whole_positions(query_operand, flat_positions),
+                tensor_layout=_rope.server_layout(query_operand))
             if key_operand is not None:
-                request.key.CopyFrom(_rope.tensor(key_operand, wire))
+                request.key.CopyFrom(_rope.whole_tensor(key_operand, wire))
             request.MergeFrom(config)
             response = self._call(self._stub.ApplyRope, request)
             return RopeResult(
                 _rope.result(query_operand, _rope.reply_array(response.query),
-                             wire),
+                             wire, as_sent=True),
                 _rope.result(key_operand, _rope.reply_array(response.key),
-                             wire) if key_operand is not None else None,
+                             wire, as_sent=True)
+                if key_operand is not None else None,
                 response.attention_factor)
         return self._apply_rope_split(config, query_operand, key_operand,
                                       wire, flat_positions, per_call)
@@ -564,7 +578,7 @@ class EncoderClient:
 
     @staticmethod
     def _observations(timestamps, values, mask, content, channel_names,
-                      time_unit=None):
+                      time_unit=None, output_dtype="float32"):
         """(Observations, tz-aware input's zone or None) of one wide
         series; values may be None (timestamps only)."""
         times = read_times(timestamps, "timestamps", time_unit)
@@ -581,7 +595,9 @@ class EncoderClient:
         if mask is not None:
             observations.mask.CopyFrom(to_tensor(mask, "uint8"))
         if content is not None:
-            observations.content.CopyFrom(to_tensor(content, "float32"))
+            content = np.asarray(content)
+            observations.content.CopyFrom(to_tensor(
+                content, _content_dtype(content, output_dtype)))
         return observations, times.time_zone
 
     def encode_observations(self, timestamps: ArrayLike,
@@ -614,13 +630,17 @@ class EncoderClient:
         dict), profile=, or the blocks as keywords (content_block, time,
         time2vec, gaps, calendar, combine, d_model; dicts with
         case-insensitive enum names), which also override spec's blocks.
-        content: token embeddings [T, d]. Returns Features(features,
+        content: token embeddings [T, d]. output_dtype: "float32"
+        (default), "float16", "bfloat16" or "float64" (np.float64 too;
+        computed in float64 by the server, not widened; float64 content is
+        then sent as float64). Returns Features(features,
         schema, state); pass state back to continue the series later, and
         feature_names(schema, channel_names) names the columns. Server
         errors raise PhasorError.
         """
         observations, zone = self._observations(
-            timestamps, values, mask, content, channel_names, time_unit)
+            timestamps, values, mask, content, channel_names, time_unit,
+            output_dtype)
         return self._encode_one_series(
             observations, zone, spec, profile, state, output_dtype,
             dict(content=content_block, time=time, time2vec=time2vec,
@@ -684,7 +704,9 @@ class EncoderClient:
         if num_channels:
             observations.num_channels = num_channels
         if content is not None:
-            observations.content.CopyFrom(to_tensor(content, "float32"))
+            content = np.asarray(content)
+            observations.content.CopyFrom(to_tensor(
+                content, _content_dtype(content, output_dtype)))
         return self._encode_one_series(
             observations, parsed.time_zone, spec, profile, state, output_dtype,
             dict(content=content_block, time=time, time2vec=time2vec,
@@ -864,8 +886,7 @@ class EncoderClient:
         if content is not None:
             content = np.asarray(content)
             row_tensors.append(_panel.RowTensor(
-                "content", content,
-                np.float16 if content.dtype == np.float16 else np.float32))
+                "content", content, _content_dtype(content, output_dtype)))
         rows = len(times)
         for row_tensor in row_tensors:
             if row_tensor.array.shape[:1] != (rows,):

@@ -62,7 +62,8 @@ CONVENTIONS = (("unique_id", "ds", "y"),          # Nixtla
 class FrameResult:
     """What encode_frame returns.
 
-    frame: DataFrame [rows, F] of float32 (the output dtype; bf16 widened),
+    frame: DataFrame [rows, F] of the output dtype (float32 by default,
+      float64 when asked; float16 as is, bf16 widened to float32),
       one named column per feature (schema.feature_names), indexed like
       the input, in the input's row order.
     states: {series id: SeriesState} after this frame, for states= of the

@@ -1,0 +1,312 @@
+'use strict';
+// EncoderClient: phasor.v1.Encoder over @grpc/grpc-js, one method per RPC,
+// each returning a Promise of the response message.
+//
+// Messages are plain objects with the .proto's own field names (snake_case,
+// proto-loader's keepCase), so a field path in a server error
+// ("spec.positional.sinusoidal.dim") reads like the object you built.
+// Decoded int64 fields are decimal strings (exact; a Number would round
+// nanosecond timestamps above 2^53), enums are their names, and bytes are
+// Buffers; tensors.js turns Tensor messages into typed arrays.
+//
+// Thread-safety: Node is single-threaded; one client (one channel) may carry
+// any number of concurrent calls. close() ends it.
+
+const fs = require('fs');
+const path = require('path');
+const grpc = require('@grpc/grpc-js');
+const protoLoader = require('@grpc/proto-loader');
+const protobuf = require('protobufjs');
+
+// phasor-server's default message limit; PHASOR_MAX_MESSAGE_BYTES (which
+// sets the server's) sets this default too.
+const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+const DEFAULT_DEADLINE_MS = 30000;
+
+// This package inside the Phasor repository: client/node/lib -> proto/.
+const DEFAULT_PROTO_DIR = path.resolve(__dirname, '..', '..', '..', 'proto');
+
+const LOADER_OPTIONS = Object.freeze({
+  keepCase: true, // field names as in encoder.proto and in error paths
+  longs: String, // exact int64 (ns timestamps exceed 2^53)
+  enums: String,
+  defaults: true,
+  oneofs: true, // decoded messages name their oneof member: positions.kind === 'range'
+});
+
+// grpc.health.v1 and grpc.reflection.v1alpha, only the fields used here
+// (unknown fields are skipped when decoding). Field numbers as in gRPC's
+// health.proto and reflection/v1alpha/reflection.proto.
+const STANDARD_TYPES = protobuf.Root.fromJSON({
+  nested: {
+    health: {
+      nested: {
+        HealthCheckRequest: { fields: { service: { type: 'string', id: 1 } } },
+        HealthCheckResponse: {
+          fields: { status: { type: 'ServingStatus', id: 1 } },
+          nested: {
+            ServingStatus: {
+              values: { UNKNOWN: 0, SERVING: 1, NOT_SERVING: 2, SERVICE_UNKNOWN: 3 },
+            },
+          },
+        },
+      },
+    },
+    reflection: {
+      nested: {
+        ServerReflectionRequest: {
+          fields: { host: { type: 'string', id: 1 }, list_services: { type: 'string', id: 7 } },
+        },
+        ServerReflectionResponse: {
+          fields: {
+            list_services_response: { type: 'ListServiceResponse', id: 6 },
+            error_response: { type: 'ErrorResponse', id: 7 },
+          },
+        },
+        ListServiceResponse: { fields: { service: { rule: 'repeated', type: 'ServiceResponse', id: 1 } } },
+        ServiceResponse: { fields: { name: { type: 'string', id: 1 } } },
+        ErrorResponse: {
+          fields: { error_code: { type: 'int32', id: 1 }, error_message: { type: 'string', id: 2 } },
+        },
+      },
+    },
+  },
+});
+
+const HEALTH_CHECK = '/grpc.health.v1.Health/Check';
+const REFLECTION_INFO = '/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo';
+const BAD_REQUEST_URL = 'type.googleapis.com/google.rpc.BadRequest';
+
+function codec(type) {
+  return {
+    serialize: (object) => Buffer.from(type.encode(type.fromObject(object)).finish()),
+    deserialize: (bytes) => type.toObject(type.decode(bytes), { enums: String, defaults: true }),
+  };
+}
+
+const loaded = new Map(); // protoDir -> {Encoder, Status, BadRequest}
+
+function loadProtos(protoDir) {
+  if (!loaded.has(protoDir)) {
+    const definition = protoLoader.loadSync('phasor/v1/encoder.proto',
+      { ...LOADER_OPTIONS, includeDirs: [protoDir] });
+    const { Encoder } = grpc.loadPackageDefinition(definition).phasor.v1;
+    // google.rpc.Status and BadRequest, for the error details trailer.
+    const root = new protobuf.Root();
+    root.resolvePath = (origin, target) => (
+      target.startsWith('google/protobuf/') ? target : path.join(protoDir, target));
+    root.loadSync(['google/rpc/status.proto', 'google/rpc/error_details.proto'], { keepCase: true });
+    loaded.set(protoDir, {
+      Encoder,
+      Status: root.lookupType('google.rpc.Status'),
+      BadRequest: root.lookupType('google.rpc.BadRequest'),
+    });
+  }
+  return loaded.get(protoDir);
+}
+
+/**
+ * The google.rpc.BadRequest field violations of a failed call, as
+ * [{field, description}] (empty when the error carries none).
+ */
+function fieldViolations(error, protoDir = DEFAULT_PROTO_DIR) {
+  const metadata = error && error.metadata;
+  if (!metadata || typeof metadata.get !== 'function') return [];
+  const { Status, BadRequest } = loadProtos(protoDir);
+  const violations = [];
+  for (const bytes of metadata.get('grpc-status-details-bin')) {
+    const status = Status.decode(bytes);
+    for (const detail of status.details) {
+      if (detail.type_url !== BAD_REQUEST_URL) continue;
+      for (const v of BadRequest.decode(detail.value).field_violations) {
+        violations.push({ field: v.field, description: v.description });
+      }
+    }
+  }
+  return violations;
+}
+
+function readFile(file) {
+  return file === undefined || file === null ? null : fs.readFileSync(file);
+}
+
+class EncoderClient {
+  /**
+   * @param {string} target host:port, or dns:///name:port (with
+   *   loadBalancingPolicy 'round_robin' for a Kubernetes headless Service).
+   * @param {object} [options] see index.d.ts (EncoderClientOptions).
+   */
+  constructor(target = 'localhost:50051', options = {}) {
+    const {
+      deadlineMs = DEFAULT_DEADLINE_MS,
+      maxMessageBytes = Number(process.env.PHASOR_MAX_MESSAGE_BYTES) || DEFAULT_MAX_MESSAGE_BYTES,
+      tls = false, tlsCa, tlsCert, tlsKey, tlsServerName,
+      token, tokenFile,
+      loadBalancingPolicy,
+      channelOptions = {},
+      protoDir = process.env.PHASOR_PROTO_DIR || DEFAULT_PROTO_DIR,
+    } = options;
+    if (!(deadlineMs > 0)) throw new RangeError('deadlineMs must be positive');
+    this.deadlineMs = deadlineMs;
+    this.protoDir = protoDir;
+    const { Encoder } = loadProtos(protoDir);
+
+    const channel = {
+      'grpc.max_send_message_length': maxMessageBytes,
+      'grpc.max_receive_message_length': maxMessageBytes,
+    };
+    if (loadBalancingPolicy) {
+      channel['grpc.service_config'] = JSON.stringify(
+        { loadBalancingConfig: [{ [loadBalancingPolicy]: {} }] });
+    }
+    if (tlsServerName) {
+      channel['grpc.ssl_target_name_override'] = tlsServerName;
+      channel['grpc.default_authority'] = tlsServerName;
+    }
+    Object.assign(channel, channelOptions);
+
+    let credentials;
+    if (tls || tlsCa || tlsCert || tlsKey) {
+      if (Boolean(tlsCert) !== Boolean(tlsKey)) {
+        throw new TypeError('give tlsCert and tlsKey together');
+      }
+      credentials = grpc.credentials.createSsl(readFile(tlsCa), readFile(tlsKey), readFile(tlsCert));
+    } else {
+      credentials = grpc.credentials.createInsecure();
+    }
+    let bearer = token;
+    if (tokenFile) {
+      bearer = fs.readFileSync(tokenFile, 'utf8').split('\n')[0].trim();
+      if (!bearer) throw new Error(`${tokenFile} holds no token`);
+    }
+    // Plain metadata rather than call credentials: grpc-js sends call
+    // credentials only over TLS, and loopback servers run plaintext.
+    this._metadata = new grpc.Metadata();
+    if (bearer) this._metadata.set('authorization', `Bearer ${bearer}`);
+
+    this._stub = new Encoder(target, credentials, channel);
+    // Health and reflection share the stub's channel.
+    this._generic = new grpc.Client(target, credentials, { channelOverride: this._stub.getChannel() });
+  }
+
+  _options(callOptions = {}) {
+    return { deadline: Date.now() + (callOptions.deadlineMs || this.deadlineMs) };
+  }
+
+  _unary(method, request, callOptions) {
+    return new Promise((resolve, reject) => {
+      this._stub[method](request, this._metadata.clone(), this._options(callOptions),
+        (error, response) => {
+          if (error) {
+            error.fieldViolations = fieldViolations(error, this.protoDir);
+            reject(error);
+          } else {
+            resolve(response);
+          }
+        });
+    });
+  }
+
+  /** EncodePositions: encodings [N, dim] = content·content_scale + PE. */
+  encodePositions(request, callOptions) {
+    return this._unary('EncodePositions', request, callOptions);
+  }
+
+  /**
+   * ApplyRope. Without `positions` the tokens sit at 0 .. T−1 (T =
+   * query.shape[0]), as in the C++ and Python clients.
+   */
+  applyRope(request, callOptions) {
+    let effective = request;
+    if (!request.positions && request.query && request.query.shape && request.query.shape.length) {
+      effective = { ...request, positions: { range: { start: 0, count: Number(request.query.shape[0]) } } };
+    }
+    return this._unary('ApplyRope', effective, callOptions);
+  }
+
+  /** RopeTables: cos, sin [N, rotary_dim/2], attention_factor, inv_freq. */
+  ropeTables(request, callOptions) {
+    return this._unary('RopeTables', request, callOptions);
+  }
+
+  /** AlibiBias: slopes [H] and, with q_len and k_len, bias [H, q, k]. */
+  alibiBias(request, callOptions) {
+    return this._unary('AlibiBias', request, callOptions);
+  }
+
+  /** EncodeObservations: features [rows, F], schema, state. */
+  encodeObservations(request, callOptions) {
+    return this._unary('EncodeObservations', request, callOptions);
+  }
+
+  /**
+   * EncodeObservationsStream: a grpc-js duplex stream over the chunks of one
+   * series (write requests, read responses, end() when done). The deadline
+   * covers the whole stream.
+   */
+  encodeObservationsStream(callOptions) {
+    return this._stub.EncodeObservationsStream(this._metadata.clone(), this._options(callOptions));
+  }
+
+  /** Describe: frequencies, wavelengths, unambiguous range, similarity. */
+  describe(request, callOptions) {
+    return this._unary('Describe', request, callOptions);
+  }
+
+  /** ListProfiles: the server's named encoder configurations. */
+  listProfiles(request = {}, callOptions) {
+    return this._unary('ListProfiles', request, callOptions);
+  }
+
+  /** Echo (servers started with --enable_echo). */
+  echo(request, callOptions) {
+    return this._unary('Echo', request, callOptions);
+  }
+
+  /**
+   * grpc.health.v1 Check: 'SERVING', 'NOT_SERVING', ... for `service` ('' =
+   * the server as a whole, 'phasor.v1.Encoder' = the encoder).
+   */
+  health(service = '', callOptions) {
+    const request = codec(STANDARD_TYPES.lookupType('health.HealthCheckRequest'));
+    const response = codec(STANDARD_TYPES.lookupType('health.HealthCheckResponse'));
+    return new Promise((resolve, reject) => {
+      this._generic.makeUnaryRequest(HEALTH_CHECK, request.serialize, response.deserialize,
+        { service }, new grpc.Metadata(), this._options(callOptions),
+        (error, reply) => (error ? reject(error) : resolve(reply.status)));
+    });
+  }
+
+  /**
+   * The services the server offers, from its reflection service: v1alpha,
+   * the only version gRPC 1.51 (Debian 12's) serves.
+   */
+  listServices(callOptions) {
+    const request = codec(STANDARD_TYPES.lookupType('reflection.ServerReflectionRequest'));
+    const response = codec(STANDARD_TYPES.lookupType('reflection.ServerReflectionResponse'));
+    return new Promise((resolve, reject) => {
+      const call = this._generic.makeBidiStreamRequest(REFLECTION_INFO, request.serialize,
+        response.deserialize, new grpc.Metadata(), this._options(callOptions));
+      let names = null;
+      call.on('data', (reply) => {
+        if (reply.error_response) {
+          reject(new Error(`reflection: ${reply.error_response.error_message}`));
+        } else if (reply.list_services_response) {
+          names = reply.list_services_response.service.map((s) => s.name).sort();
+        }
+        call.end();
+      });
+      call.on('error', reject);
+      call.on('end', () => (names ? resolve(names) : reject(new Error('reflection: no answer'))));
+      call.write({ list_services: '' });
+    });
+  }
+
+  /** Closes the channel; calls in flight are cancelled. */
+  close() {
+    this._generic.close();
+    this._stub.close();
+  }
+}
+
+module.exports = { EncoderClient, fieldViolations, DEFAULT_PROTO_DIR, LOADER_OPTIONS };

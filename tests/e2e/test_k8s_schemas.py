@@ -1,0 +1,163 @@
+"""deploy/k8s/*.yaml validated against the Kubernetes API's JSON schemas
+(the kubernetes-models npm package, generated from the Kubernetes OpenAPI
+spec; @kubernetes-models/prometheus-operator for the ServiceMonitor), with
+fields the schemas do not define reported too, and the operational rules
+they follow: the HPA alone owns the replica count, no
+service-account token is mounted, ephemeral storage is requested and
+limited, and a NetworkPolicy opens only the gRPC and metrics ports.
+
+The validator (tests/e2e/k8s_schema/validate.mjs) runs under Node.js with
+the packages pinned by the committed package-lock.json, installed by
+`npm ci` into E2E_K8S_SCHEMA_DIR (the build tree) on every run; node and
+npm come from deploy/install-deps.sh --test. Without them the test fails."""
+
+import copy
+import glob
+import json
+import os
+import shutil
+import subprocess
+import unittest
+
+import yaml
+
+SOURCE_DIR = os.environ.get(
+    "E2E_SOURCE_DIR",
+    os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..")))
+K8S_DIR = os.path.join(SOURCE_DIR, "deploy", "k8s")
+SCHEMA_SOURCE = os.path.join(SOURCE_DIR, "tests", "e2e", "k8s_schema")
+WORK_DIR = os.environ.get("E2E_K8S_SCHEMA_DIR",
+                          os.path.join(SOURCE_DIR, "build", "k8s_schema"))
+
+
+def tool(name):
+    path = shutil.which(name)
+    if path is None:
+        raise AssertionError(f"{name} not installed: run deploy/install-deps.sh --test")
+    return path
+
+
+def load_objects():
+    objects = []
+    for path in sorted(glob.glob(os.path.join(K8S_DIR, "*.yaml"))):
+        with open(path) as f:
+            for document in yaml.safe_load_all(f):
+                if document:
+                    objects.append({"source": os.path.relpath(path, SOURCE_DIR),
+                                    "object": document})
+    return objects
+
+
+def validate(objects):
+    """Runs validate.mjs; returns (exit code, per-object results)."""
+    result = subprocess.run(
+        [tool("node"), os.path.join(WORK_DIR, "validate.mjs")],
+        input=json.dumps(objects), capture_output=True, text=True,
+        timeout=120, cwd=WORK_DIR, check=False)
+    if result.returncode not in (0, 1):
+        raise AssertionError(f"validate.mjs failed ({result.returncode}):\n"
+                             f"{result.stdout}\n{result.stderr}")
+    return result.returncode, json.loads(result.stdout)
+
+
+class SchemaTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        # npm ci from the committed lock file, in the build tree (the source
+        # tree gets no node_modules).
+        os.makedirs(WORK_DIR, exist_ok=True)
+        for name in ("package.json", "package-lock.json", "validate.mjs"):
+            shutil.copy(os.path.join(SCHEMA_SOURCE, name), WORK_DIR)
+        result = subprocess.run(
+            [tool("npm"), "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            capture_output=True, text=True, timeout=600, cwd=WORK_DIR,
+            stdin=subprocess.DEVNULL, check=False)
+        if result.returncode != 0:
+            raise AssertionError(f"npm ci failed:\n{result.stdout}\n{result.stderr}")
+        cls.objects = load_objects()
+
+    def test_every_manifest_matches_its_schema(self):
+        kinds = {o["object"]["kind"] for o in self.objects}
+        self.assertEqual(kinds, {"Deployment", "Service", "HorizontalPodAutoscaler",
+                                 "PodDisruptionBudget", "ServiceMonitor",
+                                 "NetworkPolicy"})
+        code, results = validate(self.objects)
+        self.assertEqual(len(results), len(self.objects))
+        for result in results:
+            with self.subTest(source=result["source"], kind=result["kind"]):
+                self.assertEqual(result["errors"], [])
+                self.assertEqual(result["unknown"], [])
+        self.assertEqual(code, 0)
+
+    def test_the_validator_catches_broken_objects(self):
+        deployment = next(o for o in self.objects
+                          if o["object"]["kind"] == "Deployment")
+        broken = []
+        wrong_type = copy.deepcopy(deployment)
+        container = wrong_type["object"]["spec"]["template"]["spec"]["containers"][0]
+        container["ports"][0]["containerPort"] = "fifty"
+        broken.append(wrong_type)
+        missing = copy.deepcopy(deployment)
+        del missing["object"]["spec"]["selector"]
+        broken.append(missing)
+        typo = copy.deepcopy(deployment)
+        typo["object"]["spec"]["template"]["spec"]["automountServiceAcountToken"] = False
+        broken.append(typo)
+        policy = copy.deepcopy(next(o for o in self.objects
+                                    if o["object"]["kind"] == "NetworkPolicy"))
+        policy["object"]["spec"]["policyTypes"] = "Ingress"  # Not a list.
+        broken.append(policy)
+        code, results = validate(broken)
+        self.assertEqual(code, 1)
+        self.assertIn("containerPort must be integer", " ".join(results[0]["errors"]))
+        self.assertIn("selector", " ".join(results[1]["errors"]))
+        self.assertEqual(results[2]["unknown"],
+                         ["/spec/template/spec/automountServiceAcountToken"])
+        self.assertTrue(results[3]["errors"])
+
+
+class OperationsRulesTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.by_kind = {}
+        for item in load_objects():
+            cls.by_kind.setdefault(item["object"]["kind"], []).append(item["object"])
+        cls.deployment = cls.by_kind["Deployment"][0]
+        cls.pod = cls.deployment["spec"]["template"]
+        cls.container = cls.pod["spec"]["containers"][0]
+
+    def test_replicas_left_to_the_hpa(self):
+        self.assertNotIn("replicas", self.deployment["spec"])
+        hpa = self.by_kind["HorizontalPodAutoscaler"][0]
+        self.assertEqual(hpa["spec"]["scaleTargetRef"]["name"],
+                         self.deployment["metadata"]["name"])
+        self.assertGreaterEqual(hpa["spec"]["minReplicas"], 2)
+
+    def test_no_service_account_token(self):
+        self.assertIs(self.pod["spec"]["automountServiceAccountToken"], False)
+
+    def test_ephemeral_storage_requested_and_limited(self):
+        resources = self.container["resources"]
+        self.assertIn("ephemeral-storage", resources["requests"])
+        self.assertIn("ephemeral-storage", resources["limits"])
+
+    def test_network_policy_opens_only_grpc_and_metrics(self):
+        [policy] = self.by_kind["NetworkPolicy"]
+        labels = self.pod["metadata"]["labels"]
+        selector = policy["spec"]["podSelector"]["matchLabels"]
+        self.assertTrue(all(labels.get(k) == v for k, v in selector.items()))
+        self.assertEqual(policy["spec"]["policyTypes"], ["Ingress"])
+        named = {p["name"]: p["containerPort"] for p in self.container["ports"]}
+        opened = set()
+        for rule in policy["spec"]["ingress"]:
+            self.assertTrue(rule.get("ports"), "a rule without ports opens all")
+            for port in rule["ports"]:
+                self.assertEqual(port.get("protocol", "TCP"), "TCP")
+                opened.add(named.get(port["port"], port["port"]))
+        self.assertEqual(opened, {50051, 9464})
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
