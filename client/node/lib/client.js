@@ -177,10 +177,27 @@ class EncoderClient {
       'grpc.max_send_message_length': maxMessageBytes,
       'grpc.max_receive_message_length': maxMessageBytes,
     };
+    // The same retry policy as the C++ and Python clients (docs/DEPLOY.md):
+    // a replica that drains answers UNAVAILABLE or CANCELLED, and every
+    // Encoder call is a pure function, so another replica may serve it.
+    // (grpc-js has no client-side health checking: no healthCheckConfig.)
+    const serviceConfig = {
+      methodConfig: [{
+        name: [{ service: 'phasor.v1.Encoder' }],
+        retryPolicy: {
+          maxAttempts: 5,
+          initialBackoff: '0.1s',
+          maxBackoff: '1s',
+          backoffMultiplier: 2,
+          retryableStatusCodes: ['UNAVAILABLE', 'CANCELLED'],
+        },
+      }],
+      retryThrottling: { maxTokens: 100, tokenRatio: 0.1 },
+    };
     if (loadBalancingPolicy) {
-      channel['grpc.service_config'] = JSON.stringify(
-        { loadBalancingConfig: [{ [loadBalancingPolicy]: {} }] });
+      serviceConfig.loadBalancingConfig = [{ [loadBalancingPolicy]: {} }];
     }
+    channel['grpc.service_config'] = JSON.stringify(serviceConfig);
     if (tlsServerName) {
       channel['grpc.ssl_target_name_override'] = tlsServerName;
       channel['grpc.default_authority'] = tlsServerName;
