@@ -1,6 +1,7 @@
 # phasor-server container: a multi-stage build on Debian 12 (bookworm).
 #
 #   docker build -t phasor:0.1.0 .
+#   (without Docker or a registry: deploy/container/build-image.sh)
 #   docker run --rm -p 50051:50051 -p 9464:9464 phasor:0.1.0
 #   docker run --rm -e PHASOR_MAX_MESSAGE_BYTES=16777216 ... phasor:0.1.0
 #
@@ -50,6 +51,9 @@ EXPOSE 50051 9464
 STOPSIGNAL SIGTERM
 # For plain `docker run`; Kubernetes uses its native gRPC probes instead.
 # (With TLS or a non-default port, override it with --health-cmd.)
+# HEALTHCHECK exists only in the Docker image format: `docker build` keeps
+# it; buildah and podman keep it with --format docker (OCI images have no
+# such field), as deploy/container/build-image.sh builds.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
     CMD ["/usr/local/bin/phasor-client", "--target=127.0.0.1:50051", \
          "--deadline_ms=3000", "health"]

@@ -217,6 +217,9 @@ absl::StatusOr<std::unique_ptr<EncoderClient>> EncoderClient::Create(
   if (!options.load_balancing_policy.empty()) {
     arguments.SetLoadBalancingPolicyName(options.load_balancing_policy);
   }
+  if (!options.service_config_json.empty()) {
+    arguments.SetServiceConfigJSON(options.service_config_json);
+  }
   auto channel = grpc::CreateCustomChannel(options.target, *credentials,
                                            arguments);
   return std::make_unique<EncoderClient>(std::move(channel), options);

@@ -22,6 +22,14 @@
 // load_balancing_policy = "round_robin": the channel then spreads calls over
 // every pod address instead of pinning one connection.
 //
+// Losing a replica loses no call: the channel's default service config
+// (kDefaultServiceConfig) retries a phasor.v1.Encoder call that fails with
+// UNAVAILABLE or CANCELLED — a replica draining or gone — up to 5 attempts with
+// exponential backoff, and round_robin sends the retry to another replica.
+// Every Encoder RPC is a pure function of its request, so a retry is safe.
+// On top of that gRPC's transparent retries (on by default since gRPC 1.40;
+// Debian 12 ships 1.51) resend calls that never reached a server's handler.
+//
 // Thread-safety: an EncoderClient is safe to use from many threads at once;
 // calls share one channel (HTTP/2 multiplexes them).
 #ifndef PHASOR_CLIENT_ENCODER_CLIENT_H_
@@ -45,6 +53,41 @@
 #include "phasor/v1/encoder.pb.h"
 
 namespace phasor {
+
+// The default service config of Phasor's clients (the Python client ships
+// the same JSON, client/python/phasor_client/client.py):
+//  - retryPolicy on every phasor.v1.Encoder method: up to 5 attempts,
+//    backoff 0.1 s doubling to at most 1 s (±jitter, gRPC's A6), on
+//    UNAVAILABLE — a replica that is shutting down, gone, or unreachable —
+//    and CANCELLED: a server that is shutting down cancels the calls its
+//    transport had received but no handler had started (docs/DEPLOY.md,
+//    Shutdown). A call this client cancels is never retried, so CANCELLED
+//    from the server means exactly that. Other codes are answers and are
+//    not retried. Health calls are not retried: they report on the replica
+//    they reach.
+//  - retryThrottling: retries stop while more than half of a 100-token
+//    budget is spent on failures (each failure costs 1, each success gives
+//    0.1 back), so a fleet-wide outage does not multiply the load by 5.
+//  - healthCheckConfig: with round_robin, each connection watches
+//    grpc.health.v1 for "phasor.v1.Encoder", so a draining replica (which
+//    turns NOT_SERVING at SIGTERM) stops receiving calls at once. A server
+//    without the health service is treated as healthy.
+// gRPC's service config format: github.com/grpc/grpc/blob/master/doc/service_config.md;
+// retries: gRFC A6 (client-side retries).
+inline constexpr absl::string_view kDefaultServiceConfig = R"json({
+  "methodConfig": [{
+    "name": [{"service": "phasor.v1.Encoder"}],
+    "retryPolicy": {
+      "maxAttempts": 5,
+      "initialBackoff": "0.1s",
+      "maxBackoff": "1s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED"]
+    }
+  }],
+  "retryThrottling": {"maxTokens": 100, "tokenRatio": 0.1},
+  "healthCheckConfig": {"serviceName": "phasor.v1.Encoder"}
+})json";
 
 struct ClientOptions {
   // gRPC target: "host:port", "dns:///name:port", "unix:/path".
@@ -70,6 +113,11 @@ struct ClientOptions {
   std::string bearer_token;
   // gRPC load-balancing policy, e.g. "round_robin"; empty = pick_first.
   std::string load_balancing_policy;
+  // The channel's default service config (JSON, gRPC's service config
+  // format), used unless the name resolver supplies one. The default
+  // retries UNAVAILABLE; empty = none (no retry policy, no client-side
+  // health checking).
+  std::string service_config_json = std::string(kDefaultServiceConfig);
 };
 
 // How EncoderClient::EncodeObservationsPanel splits a panel.

@@ -15,6 +15,10 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config ca-certificates
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
+  # googleapis' google/rpc/{status,error_details}.proto, complete and under
+  # their standard names, read from this jar (proto/CMakeLists.txt); no Java
+  # runtime is needed or installed.
+  libgoogle-common-protos-java
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libhwy-dev
   tzdata openssl libssl-dev curl
@@ -36,6 +40,12 @@ case "${1:-}" in
     packages+=(clang-14 libclang-rt-14-dev libomp-14-dev libfuzzer-14-dev)
     # The Python client's torch tensors (apply_rope's bf16 tests and docs).
     packages+=(python3-torch)
+    # The container test (tests/e2e/test_container.py): debootstrap makes
+    # the debian:bookworm base, buildah builds the Dockerfile without a
+    # Docker engine or a registry (deploy/container/build-image.sh).
+    packages+=(debootstrap buildah)
+    # buf, from npm (tests/api/package.json, pinned by its lock file), for
+    # the API checks: npm ci --prefix tests/api (nodejs and npm: below).
     # client/node (npm ci from its lock file) and client/go, built offline
     # in GOPATH mode from Debian's Go library sources (/usr/share/gocode).
     # golang-google-grpc-dev accepts golang/protobuf 1.3 or 1.5; the stubs

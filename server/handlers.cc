@@ -397,6 +397,16 @@ absl::Status HandleApplyRope(const HandlerContext& context,
                           CheckRopePositionsShape(request.positions(), q, axes, batched));
   assert(num_positions == axes * (shared ? q.seq : q.batch * q.seq));
   (void)num_positions;
+  // Repeating shared rows materialises axes·B·T positions: bounded like any
+  // tensor, even when a query without heads or channels holds no elements.
+  int64_t repeated = 0;
+  if (shared && (!CheckedMultiply(axes * q.seq, q.batch, &repeated) ||
+                 repeated > context.limits.max_elements)) {
+    return FieldError(absl::StatusCode::kResourceExhausted, "query.shape",
+                      absl::StrCat("B·T = ", q.batch, "·", q.seq,
+                                   " positions is over the server's limit of ",
+                                   context.limits.max_elements, " per request"));
+  }
   PHASOR_ASSIGN_OR_RETURN(
       const PositionsInput positions_input,
       DecodePositions(request.positions(), "positions", context.limits, /*max_rank=*/3));

@@ -7,14 +7,18 @@ importable copy of the package in the build tree for the tests:
 
     /usr/bin/python3 client/python/build_stubs.py --out build/python \\
         [--with-sources] [--proto-dir proto] [--grpc-proto-dir DIR]
+        [--common-protos-jar JAR]
 
 Compiler: protoc with grpc_python_plugin (Debian's protobuf-compiler and
 protobuf-compiler-grpc), the same protoc that builds the C++ stubs, so the
 generated code matches Debian's python3-protobuf runtime (3.21). Inputs:
 
   proto/phasor/v1/encoder.proto        the API (package phasor.v1)
-  proto/google/rpc/{status,error_details}.proto
-                                        google.rpc error details
+  <jar>:google/rpc/{status,error_details}.proto
+                                        google.rpc.Status and its details,
+                                        googleapis' complete files from
+                                        Debian's libgoogle-common-protos-java
+                                        (read from the jar, not copied)
   <grpc-proto>/grpc/health/v1/health.proto
   <grpc-proto>/grpc/reflection/v1alpha/reflection.proto
                                         the STANDARD files from Debian's
@@ -36,7 +40,8 @@ googleapis-common-protos' google.rpc) is decided in phasor_client/_stubs.py.
 
 Environment overrides: PHASOR_PROTOC, PHASOR_GRPC_PYTHON_PLUGIN (compilers),
 PHASOR_PROTO_DIR (directory holding phasor/v1/encoder.proto),
-PHASOR_GRPC_PROTO_DIR (directory holding grpc/health/v1/health.proto).
+PHASOR_GRPC_PROTO_DIR (directory holding grpc/health/v1/health.proto),
+PHASOR_COMMON_PROTOS_JAR (the googleapis common protos jar).
 """
 
 import argparse
@@ -46,6 +51,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from typing import List, Optional, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -54,8 +60,9 @@ PACKAGE = "phasor_client"
 STUB_PACKAGE = "_proto"
 
 # (include root key, proto path, has a service).
-_API_PROTOS = ("phasor/v1/encoder.proto", "google/rpc/status.proto",
-               "google/rpc/error_details.proto")
+_API_PROTOS = ("phasor/v1/encoder.proto",)
+_GOOGLEAPIS_PROTOS = ("google/rpc/status.proto",
+                      "google/rpc/error_details.proto")
 _STANDARD_PROTOS = ("grpc/health/v1/health.proto",
                     "grpc/reflection/v1alpha/reflection.proto")
 _WITH_SERVICES = ("phasor/v1/encoder.proto", "grpc/health/v1/health.proto",
@@ -64,6 +71,7 @@ _WITH_SERVICES = ("phasor/v1/encoder.proto", "grpc/health/v1/health.proto",
 # Debian's libprotobuf-dev; its module is protobuf's own google.protobuf.
 _WELL_KNOWN_INCLUDE = "/usr/include"
 _DEFAULT_GRPC_PROTO_DIR = "/usr/share/grpc-proto"
+_DEFAULT_COMMON_PROTOS_JAR = "/usr/share/java/proto-google-common-protos.jar"
 
 
 class StubBuildError(RuntimeError):
@@ -84,6 +92,29 @@ def default_proto_dir() -> str:
 def default_grpc_proto_dir() -> str:
     """The directory holding grpc/health/v1/health.proto (Debian grpc-proto)."""
     return os.environ.get("PHASOR_GRPC_PROTO_DIR", _DEFAULT_GRPC_PROTO_DIR)
+
+
+def default_common_protos_jar() -> str:
+    """The googleapis common protos jar (Debian:
+    libgoogle-common-protos-java), which holds google/rpc/*.proto."""
+    return os.environ.get("PHASOR_COMMON_PROTOS_JAR",
+                          _DEFAULT_COMMON_PROTOS_JAR)
+
+
+def _extract_googleapis(jar: str, include: str) -> None:
+    """Writes google/rpc/{status,error_details}.proto from `jar` under
+    `include`."""
+    try:
+        with zipfile.ZipFile(jar) as archive:
+            for name in _GOOGLEAPIS_PROTOS:
+                path = os.path.join(include, name)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "wb") as f:
+                    f.write(archive.read(name))
+    except (OSError, KeyError, zipfile.BadZipFile) as error:
+        raise StubBuildError(
+            f"{jar}: {error} (install Debian's libgoogle-common-protos-java "
+            f"or set PHASOR_COMMON_PROTOS_JAR)") from error
 
 
 def project_version(source_root: Optional[str] = None) -> str:
@@ -149,7 +180,8 @@ def _rewrite_imports(text: str, generated: Sequence[str]) -> str:
 
 def generate(out_root: str, proto_dir: Optional[str] = None,
              grpc_proto_dir: Optional[str] = None,
-             version: Optional[str] = None) -> List[str]:
+             version: Optional[str] = None,
+             common_protos_jar: Optional[str] = None) -> List[str]:
     """Writes <out_root>/phasor_client/_proto/... and returns the files.
 
     out_root is a directory on the import path of the built package (a
@@ -159,6 +191,7 @@ def generate(out_root: str, proto_dir: Optional[str] = None,
     """
     proto_dir = proto_dir or default_proto_dir()
     grpc_proto_dir = grpc_proto_dir or default_grpc_proto_dir()
+    common_protos_jar = common_protos_jar or default_common_protos_jar()
     for name in _API_PROTOS:
         _require(proto_dir, name, "set PHASOR_PROTO_DIR to the directory "
                  "holding phasor/v1/; the package builds from the source tree")
@@ -171,15 +204,20 @@ def generate(out_root: str, proto_dir: Optional[str] = None,
     plugin = _tool("PHASOR_GRPC_PYTHON_PLUGIN", "grpc_python_plugin")
     version = version or project_version()
 
-    protos = list(_API_PROTOS) + list(_STANDARD_PROTOS)
+    protos = list(_API_PROTOS) + list(_GOOGLEAPIS_PROTOS) + \
+        list(_STANDARD_PROTOS)
     generated = [_module_name(p) for p in protos]
     generated += [_module_name(p) + "_grpc" for p in _WITH_SERVICES]
     stub_root = os.path.join(out_root, PACKAGE, STUB_PACKAGE)
     written = []
     with tempfile.TemporaryDirectory(prefix="phasor-stubs-") as scratch:
+        googleapis = os.path.join(scratch, "googleapis")
+        _extract_googleapis(common_protos_jar, googleapis)
+        out = os.path.join(scratch, "out")
+        os.makedirs(out)
         command = [protoc, f"--plugin=protoc-gen-grpc_python={plugin}",
-                   f"--python_out={scratch}", f"--grpc_python_out={scratch}",
-                   f"-I{proto_dir}", f"-I{grpc_proto_dir}",
+                   f"--python_out={out}", f"--grpc_python_out={out}",
+                   f"-I{proto_dir}", f"-I{googleapis}", f"-I{grpc_proto_dir}",
                    f"-I{_WELL_KNOWN_INCLUDE}", *protos]
         result = subprocess.run(command, capture_output=True, text=True,
                                 timeout=300, check=False)
@@ -189,7 +227,7 @@ def generate(out_root: str, proto_dir: Optional[str] = None,
         files = {}
         for module in generated:
             relative = module.replace(".", "/") + ".py"
-            with open(os.path.join(scratch, relative), encoding="utf-8") as f:
+            with open(os.path.join(out, relative), encoding="utf-8") as f:
                 files[relative] = _rewrite_imports(f.read(), generated)
     # Package markers for every directory on the way down.
     directories = {""}
@@ -246,13 +284,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="also copy the package's own .py files")
     parser.add_argument("--proto-dir", default=None)
     parser.add_argument("--grpc-proto-dir", default=None)
+    parser.add_argument("--common-protos-jar", default=None)
     parser.add_argument("--stamp", default=None,
                         help="file to touch when done (for build systems)")
     args = parser.parse_args(argv)
     try:
         if args.with_sources:
             copy_sources(args.out)
-        generate(args.out, args.proto_dir, args.grpc_proto_dir)
+        generate(args.out, args.proto_dir, args.grpc_proto_dir,
+                 common_protos_jar=args.common_protos_jar)
     except StubBuildError as error:
         print(f"build_stubs.py: {error}", file=sys.stderr)
         return 1

@@ -201,7 +201,17 @@ TEST_F(Float64RpcTest, BatchedShapeErrorsNameTheField) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), ::testing::StartsWith("key.shape: must match query's B, T and D"));
 
+  // No heads: no elements, but B·T shared positions would still be
+  // materialised, so B·T is bounded too.
   request.clear_key();
+  // [B, H, T, D] = [2^22, 0, 8, 8] holds no element; its 2^25 shared
+  // positions are over the 2^24 limit.
+  *request.mutable_query() = FloatTensor({}, {int64_t{1} << 22, 0, 8, 8});
+  request.mutable_positions()->mutable_range()->set_count(8);
+  status = server_.stub->ApplyRope(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(), ::testing::StartsWith("query.shape: B·T ="));
+
   *request.mutable_query() = FloatTensor(std::vector<float>(3 * 4 * 8), {3, 4, 8});
   status = server_.stub->ApplyRope(Context().get(), request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);

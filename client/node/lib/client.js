@@ -84,6 +84,33 @@ function codec(type) {
   };
 }
 
+// google.rpc.Status and google.rpc.BadRequest, for the error details
+// trailer: the fields this client reads, by the numbers of googleapis'
+// google/rpc/status.proto and error_details.proto. proto/ ships no copy of
+// those files (they come from each language's googleapis package, see
+// docs/API.md); Node programs that want the complete messages load them
+// from the google-proto-files package.
+const RPC_ROOT = protobuf.Root.fromJSON({ nested: { google: { nested: {
+  protobuf: { nested: { Any: { fields: {
+    type_url: { type: 'string', id: 1 },
+    value: { type: 'bytes', id: 2 },
+  } } } },
+  rpc: { nested: {
+    Status: { fields: {
+      code: { type: 'int32', id: 1 },
+      message: { type: 'string', id: 2 },
+      details: { rule: 'repeated', type: 'google.protobuf.Any', id: 3 },
+    } },
+    BadRequest: {
+      fields: { field_violations: { rule: 'repeated', type: 'FieldViolation', id: 1 } },
+      nested: { FieldViolation: { fields: {
+        field: { type: 'string', id: 1 },
+        description: { type: 'string', id: 2 },
+      } } },
+    },
+  } },
+} } } });
+
 const loaded = new Map(); // protoDir -> {Encoder, Status, BadRequest}
 
 function loadProtos(protoDir) {
@@ -91,15 +118,10 @@ function loadProtos(protoDir) {
     const definition = protoLoader.loadSync('phasor/v1/encoder.proto',
       { ...LOADER_OPTIONS, includeDirs: [protoDir] });
     const { Encoder } = grpc.loadPackageDefinition(definition).phasor.v1;
-    // google.rpc.Status and BadRequest, for the error details trailer.
-    const root = new protobuf.Root();
-    root.resolvePath = (origin, target) => (
-      target.startsWith('google/protobuf/') ? target : path.join(protoDir, target));
-    root.loadSync(['google/rpc/status.proto', 'google/rpc/error_details.proto'], { keepCase: true });
     loaded.set(protoDir, {
       Encoder,
-      Status: root.lookupType('google.rpc.Status'),
-      BadRequest: root.lookupType('google.rpc.BadRequest'),
+      Status: RPC_ROOT.lookupType('google.rpc.Status'),
+      BadRequest: RPC_ROOT.lookupType('google.rpc.BadRequest'),
     });
   }
   return loaded.get(protoDir);
@@ -155,10 +177,27 @@ class EncoderClient {
       'grpc.max_send_message_length': maxMessageBytes,
       'grpc.max_receive_message_length': maxMessageBytes,
     };
+    // The same retry policy as the C++ and Python clients (docs/DEPLOY.md):
+    // a replica that drains answers UNAVAILABLE or CANCELLED, and every
+    // Encoder call is a pure function, so another replica may serve it.
+    // (grpc-js has no client-side health checking: no healthCheckConfig.)
+    const serviceConfig = {
+      methodConfig: [{
+        name: [{ service: 'phasor.v1.Encoder' }],
+        retryPolicy: {
+          maxAttempts: 5,
+          initialBackoff: '0.1s',
+          maxBackoff: '1s',
+          backoffMultiplier: 2,
+          retryableStatusCodes: ['UNAVAILABLE', 'CANCELLED'],
+        },
+      }],
+      retryThrottling: { maxTokens: 100, tokenRatio: 0.1 },
+    };
     if (loadBalancingPolicy) {
-      channel['grpc.service_config'] = JSON.stringify(
-        { loadBalancingConfig: [{ [loadBalancingPolicy]: {} }] });
+      serviceConfig.loadBalancingConfig = [{ [loadBalancingPolicy]: {} }];
     }
+    channel['grpc.service_config'] = JSON.stringify(serviceConfig);
     if (tlsServerName) {
       channel['grpc.ssl_target_name_override'] = tlsServerName;
       channel['grpc.default_authority'] = tlsServerName;

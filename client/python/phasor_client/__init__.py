@@ -14,9 +14,9 @@ protobuf/gRPC stubs are generated when the package is built, never at import
 line with the C++ phasor-client's common calls.
 """
 
-from .client import (AlibiResult, EncoderClient, Features, Panel,
-                     RelativeBiasResult, RopeResult, RopeTables,
-                     field_violations, pb, serving_status_name)
+from .client import (DEFAULT_SERVICE_CONFIG, AlibiResult, EncoderClient,
+                     Features, Panel, RelativeBiasResult, RopeResult,
+                     RopeTables, field_violations, pb, serving_status_name)
 from .tensors import dtype_enum, from_tensor, to_tensor
 from .errors import InvalidInputError, PhasorError
 from .frame import FrameResult
@@ -29,5 +29,6 @@ __all__ = [
     "dtype_enum", "field_violations", "from_tensor", "pb",
     "serving_status_name", "to_tensor",
 ]
+__all__ += ["DEFAULT_SERVICE_CONFIG"]
 __all__ += ["FrameResult", "InvalidInputError", "PhasorError",
             "encoder_spec", "feature_names", "temporal_spec"]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import json
 import os
 import threading
 from typing import (TYPE_CHECKING, Any, Hashable, Iterable, Iterator, List,
@@ -95,6 +96,31 @@ def _content_dtype(content, output_dtype):
 # phasor-server's default limit; PHASOR_MAX_MESSAGE_BYTES (which sets the
 # server's) sets this default too.
 _DEFAULT_MESSAGE_BYTES = 64 << 20
+
+
+# The channel's default service config, the same JSON as the C++ client's
+# kDefaultServiceConfig (client/encoder_client.h, where each setting is
+# explained): Encoder calls that fail with UNAVAILABLE or CANCELLED (a
+# replica draining or gone) are retried up to 5 attempts with backoff, round_robin sending
+# the retry to another replica; retries are throttled during an outage; with
+# round_robin, each connection watches grpc.health.v1 for phasor.v1.Encoder
+# so a draining replica stops receiving calls. gRPC uses it unless the name
+# resolver supplies a service config. Format: gRPC's doc/service_config.md;
+# retries: gRFC A6.
+DEFAULT_SERVICE_CONFIG = json.dumps({
+    "methodConfig": [{
+        "name": [{"service": "phasor.v1.Encoder"}],
+        "retryPolicy": {
+            "maxAttempts": 5,
+            "initialBackoff": "0.1s",
+            "maxBackoff": "1s",
+            "backoffMultiplier": 2,
+            "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED"],
+        },
+    }],
+    "retryThrottling": {"maxTokens": 100, "tokenRatio": 0.1},
+    "healthCheckConfig": {"serviceName": "phasor.v1.Encoder"},
+})
 
 
 def _default_message_bytes():
@@ -214,7 +240,9 @@ class EncoderClient:
                  token: Optional[str] = None,
                  token_file: Optional[PathLike] = None,
                  load_balancing_policy: Optional[str] = None,
-                 channel_options: Sequence[Tuple[str, Any]] = ()) -> None:
+                 channel_options: Sequence[Tuple[str, Any]] = (),
+                 service_config: Optional[str] = DEFAULT_SERVICE_CONFIG
+                 ) -> None:
         """Opens a channel to `target` (connects lazily).
 
         TLS is on when `tls` or any tls_* path is given: tls_ca verifies the
@@ -226,6 +254,11 @@ class EncoderClient:
         For a Kubernetes headless Service use target "dns:///name:50051" with
         load_balancing_policy="round_robin". channel_options: further gRPC
         channel arguments as (name, value) pairs.
+        service_config: the channel's default service config (JSON); the
+        default, DEFAULT_SERVICE_CONFIG, retries calls that fail with
+        UNAVAILABLE or CANCELLED (a replica shutting down) on another replica, so losing a replica loses no call.
+        None = no service config (no retry policy; gRPC's transparent
+        retries of calls that never reached a server remain).
         """
         if deadline_seconds <= 0:
             raise ValueError("deadline_seconds must be positive")
@@ -241,6 +274,8 @@ class EncoderClient:
                    ("grpc.max_receive_message_length", max_message_bytes)]
         if load_balancing_policy:
             options.append(("grpc.lb_policy_name", load_balancing_policy))
+        if service_config:
+            options.append(("grpc.service_config", service_config))
         if tls_server_name:
             options.append(("grpc.ssl_target_name_override", tls_server_name))
         options += list(channel_options)
