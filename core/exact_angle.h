@@ -133,15 +133,6 @@ inline void CosSinRow(const ExactAngle* __restrict angles, int64_t n,
                       double* __restrict sin_row) {
   for (int64_t k = 0; k < n; ++k) angles[k].CosSinReal(position, &cos_row[k], &sin_row[k]);
 }
-// The double product p·θ_k, off by up to |p|·θ_k·2^-53 radians.
-inline void CosSinRow(const double* __restrict theta, int64_t n, double position,
-                      double* __restrict cos_row, double* __restrict sin_row) {
-  for (int64_t k = 0; k < n; ++k) {
-    const double angle = position * theta[k];
-    cos_row[k] = std::cos(angle);
-    sin_row[k] = std::sin(angle);
-  }
-}
 
 }  // namespace phasor
 

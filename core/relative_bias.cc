@@ -132,19 +132,25 @@ uint64_t AbsoluteDifference(int64_t query, int64_t key) {
   return key >= query ? k - q : q - k;
 }
 
+// The two halves of T5's bucketing: bidirectional keys after the query take
+// the upper half (HF: relative_buckets += (relative_position > 0) ·
+// num_buckets) and use |key − query|; causal bucketing uses
+// max(query − key, 0) (HF: relative_position = −min(relative_position, 0)).
+struct Directed {
+  int64_t offset;
+  uint64_t magnitude;
+};
+Directed Direct(bool bidirectional, int64_t half, int64_t query, int64_t key) {
+  if (bidirectional) {
+    return {key > query ? half : 0, AbsoluteDifference(query, key)};
+  }
+  return {0, query > key ? AbsoluteDifference(query, key) : 0};
+}
+
 int32_t T5Bucket(const T5BucketSpec& spec, int64_t query, int64_t key) {
   const int64_t half = HalfBuckets(spec.num_buckets, spec.bidirectional);
   const int64_t max_exact = half / 2;
-  int64_t offset = 0;
-  uint64_t n = 0;
-  if (spec.bidirectional) {
-    // HF: relative_buckets += (relative_position > 0) * num_buckets.
-    if (key > query) offset = half;
-    n = AbsoluteDifference(query, key);
-  } else {
-    // HF: relative_position = -min(relative_position, 0).
-    n = query > key ? AbsoluteDifference(query, key) : 0;
-  }
+  const auto [offset, n] = Direct(spec.bidirectional, half, query, key);
   if (n < static_cast<uint64_t>(max_exact)) return static_cast<int32_t>(offset + n);
   // The references' float32 steps: log(float(n) / max_exact), divided by
   // float32(math.log(max_distance / max_exact)), times (N' − max_exact).
@@ -167,14 +173,7 @@ int32_t ShawIndex(int64_t max_relative_position, int64_t query, int64_t key) {
 int32_t TimeBucket(const TimeBucketSpec& spec, int64_t query_ns, int64_t key_ns) {
   const int64_t half = HalfBuckets(spec.num_buckets, spec.bidirectional);
   const int64_t max_exact = half / 2;
-  int64_t offset = 0;
-  uint64_t gap_ns = 0;
-  if (spec.bidirectional) {
-    if (key_ns > query_ns) offset = half;
-    gap_ns = AbsoluteDifference(query_ns, key_ns);
-  } else {
-    gap_ns = query_ns > key_ns ? AbsoluteDifference(query_ns, key_ns) : 0;
-  }
+  const auto [offset, gap_ns] = Direct(spec.bidirectional, half, query_ns, key_ns);
   const double gap_seconds = static_cast<double>(gap_ns) * 1e-9;
   if (gap_seconds < spec.exact_seconds) {
     // floor(max_exact·g/E) < max_exact in real numbers; the min guards the

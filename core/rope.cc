@@ -98,7 +98,8 @@ struct AxisRun {
   int64_t axis;
 };
 
-// The runs of equal axis over the rd/2 pairs (RopeSpec.mrope_section).
+// The runs of equal axis over the rd/2 pairs (RopeSpec.mrope_section); one
+// run of axis 0 without M-RoPE.
 // Consecutive sections (Qwen2-VL; HF's apply_multimodal_rotary_pos_emb
 // splits cos/sin by mrope_section·2, chunk k from axis k % 3), or
 // interleaved (Qwen3-VL; HF's apply_interleaved_mrope: pair i from axis 1
@@ -106,7 +107,7 @@ struct AxisRun {
 // else axis 0).
 std::vector<AxisRun> MropeRuns(const RopeSpec& spec, int64_t half) {
   std::vector<AxisRun> runs;
-  if (spec.mrope_section.empty()) return runs;
+  if (spec.mrope_section.empty()) return {{0, half, 0}};
   auto append = [&](int64_t pair, int64_t axis) {
     if (!runs.empty() && runs.back().axis == axis &&
         runs.back().begin + runs.back().count == pair) {
@@ -135,13 +136,12 @@ std::vector<AxisRun> MropeRuns(const RopeSpec& spec, int64_t half) {
 
 // Built once per call.
 struct TrigPlan {
-  const double* inv_freq = nullptr;
   std::vector<ExactAngle> angles;  // Per θ_i.
   int64_t half = 0;
   double scale = 1.0;  // Attention factor when folded, else 1.
   Positions positions = Positions::Integers({});
   int64_t num_tokens = 0;  // Rows; positions hold one row per axis.
-  std::vector<AxisRun> runs;  // M-RoPE; empty: one axis.
+  std::vector<AxisRun> runs;  // Pairs by position axis (MropeRuns).
   int64_t step = 0;    // δ, or 0: every row exact (real or irregular positions).
   std::vector<double> step_cos;  // cos(δ·θ_i), sin(δ·θ_i).
   std::vector<double> step_sin;
@@ -153,15 +153,15 @@ TrigPlan MakeTrigPlan(const RopeFrequencies& frequencies, double scale,
                       const Positions& positions, std::vector<AxisRun> runs,
                       bool exact_rows) {
   TrigPlan plan;
-  plan.inv_freq = frequencies.inv_freq.data();
   plan.half = static_cast<int64_t>(frequencies.inv_freq.size());
   plan.scale = scale;
   plan.positions = positions;
   plan.runs = std::move(runs);
-  plan.num_tokens = plan.runs.empty() ? positions.size() : positions.size() / 3;
+  const bool mrope = plan.runs.size() != 1 || plan.runs[0].axis != 0;
+  plan.num_tokens = mrope ? positions.size() / 3 : positions.size();
   plan.angles.reserve(frequencies.inv_freq.size());
   for (double theta : frequencies.inv_freq) plan.angles.emplace_back(theta);
-  if (!exact_rows && plan.runs.empty() && !positions.is_real() &&
+  if (!exact_rows && !mrope && !positions.is_real() &&
       positions.size() >= 2) {
     const absl::Span<const int64_t> p = positions.integers();
     int64_t step = 0;
@@ -180,26 +180,17 @@ TrigPlan MakeTrigPlan(const RopeFrequencies& frequencies, double scale,
 // Row t's cos and sin in double, from its position alone.
 void PositionTrig(const TrigPlan& plan, int64_t t, double* cos_row,
                   double* sin_row) {
-  if (!plan.runs.empty()) {
-    for (const AxisRun& run : plan.runs) {
-      const int64_t index = run.axis * plan.num_tokens + t;
-      if (plan.positions.is_real()) {
-        CosSinRow(plan.angles.data() + run.begin, run.count, plan.positions.reals()[index],
-                  cos_row + run.begin, sin_row + run.begin);
-      } else {
-        CosSinRow(plan.angles.data() + run.begin, run.count,
-                  plan.positions.integers()[index], cos_row + run.begin,
-                  sin_row + run.begin);
-      }
+  for (const AxisRun& run : plan.runs) {
+    const int64_t index = run.axis * plan.num_tokens + t;
+    if (plan.positions.is_real()) {
+      CosSinRow(plan.angles.data() + run.begin, run.count,
+                plan.positions.reals()[index], cos_row + run.begin,
+                sin_row + run.begin);
+    } else {
+      CosSinRow(plan.angles.data() + run.begin, run.count,
+                plan.positions.integers()[index], cos_row + run.begin,
+                sin_row + run.begin);
     }
-    return;
-  }
-  if (plan.positions.is_real()) {
-    CosSinRow(plan.angles.data(), plan.half, plan.positions.reals()[t], cos_row,
-              sin_row);
-  } else {
-    CosSinRow(plan.angles.data(), plan.half, plan.positions.integers()[t],
-                cos_row, sin_row);
   }
 }
 

@@ -222,7 +222,6 @@ inline bool StepsFromPrevious(absl::Span<const int64_t> p, int64_t step, int64_t
 // What one chunk of rows needs; built once per call.
 template <typename T>
 struct TableJob {
-  const double* omega;
   const ExactAngle* angles;  // Per ω_k.
   const double* step_sin;  // sin(δ·ω_k); unused when step == 0.
   const double* step_cos;
@@ -297,7 +296,7 @@ void EncodeRows(const SinusoidalSpec& spec, const std::vector<double>& omega,
   if (step != 0) {
     CosSinRow(angles.data(), half, step, step_cos.data(), step_sin.data());
   }
-  const TableJob<T> job{omega.data(), angles.data(), step_sin.data(),
+  const TableJob<T> job{angles.data(), step_sin.data(),
                      step_cos.data(), half,       step,
                      positions,       content,    content_scale,
                      out};

@@ -224,31 +224,24 @@ absl::Status HandleEncodePositions(const HandlerContext& context,
       request.positions(), "positions"));
   PHASOR_RETURN_IF_ERROR(context.check_alive());
 
-  if (in_double) {
-    AllocateTensor(output_shape, DType::kFloat64, response->mutable_encodings());
-    const absl::Span<double> out = DoubleData(response->mutable_encodings());
+  // The content and scale in the output's arithmetic: double for FLOAT64.
+  auto encode = [&](auto out, auto content_values, auto scale) {
     if (table != nullptr) {
-      table->Encode(positions, content64.span(), scale64, context.execution, out);
+      table->Encode(positions, content_values, scale, context.execution, out);
     } else {
-      EncodeSinusoidal(sinusoidal, positions, content64.span(), scale64,
+      EncodeSinusoidal(sinusoidal, positions, content_values, scale,
                        context.execution, out);
     }
-    Count(context, table != nullptr ? EncodedKind::kLearned : EncodedKind::kSinusoidal,
-          rows * dim);
     return absl::OkStatus();
-  }
-
+  };
   PHASOR_RETURN_IF_ERROR(WriteFloatOutput(
       context, output_shape, output_dtype, response->mutable_encodings(),
-      [&](absl::Span<float> out) {
-        if (table != nullptr) {
-          table->Encode(positions, content.span(), content_scale,
-                        context.execution, out);
+      [&](auto out) {
+        if constexpr (std::is_same_v<decltype(out), absl::Span<double>>) {
+          return encode(out, content64.span(), scale64);
         } else {
-          EncodeSinusoidal(sinusoidal, positions, content.span(), content_scale,
-                           context.execution, out);
+          return encode(out, content.span(), content_scale);
         }
-        return absl::OkStatus();
       }));
   Count(context, table != nullptr ? EncodedKind::kLearned : EncodedKind::kSinusoidal,
         rows * dim);

@@ -10,7 +10,9 @@
 #ifndef PHASOR_SERVER_HANDLERS_H_
 #define PHASOR_SERVER_HANDLERS_H_
 
+#include <cassert>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -41,14 +43,23 @@ struct HandlerContext {
   absl::FunctionRef<absl::Status()> check_alive;
 };
 
-// Runs `kernel` (absl::Status(absl::Span<float>)) to produce a float32 result
-// of `shape` and stores it in `out` as `dtype`: straight into the response
-// bytes for FLOAT32; otherwise into one scratch buffer that is converted
-// only if the call is still wanted.
+// Runs `kernel` (absl::Status(absl::Span<float>), or a generic one that also
+// takes absl::Span<double>) to produce the result of `shape` and stores it in
+// `out` as `dtype`: straight into the response bytes for FLOAT32, and for
+// FLOAT64 when the kernel computes in double; otherwise a float32 result
+// in one scratch buffer, converted only if the call is still wanted.
+// REQUIRES: dtype is FLOAT64 only for a kernel that takes doubles.
 template <typename Kernel>
 absl::Status WriteFloatOutput(const HandlerContext& context,
                               absl::Span<const int64_t> shape, DType dtype,
                               v1::Tensor* out, Kernel&& kernel) {
+  if constexpr (std::is_invocable_v<Kernel&, absl::Span<double>>) {
+    if (dtype == DType::kFloat64) {
+      AllocateTensor(shape, dtype, out);
+      return kernel(DoubleData(out));
+    }
+  }
+  assert(dtype != DType::kFloat64 || !"a float32 kernel cannot fill FLOAT64");
   if (dtype == DType::kFloat32) {
     AllocateTensor(shape, dtype, out);
     return kernel(FloatData(out));

@@ -37,20 +37,6 @@ constexpr int64_t kStateBytesPerChannel = 22;
 // A series' own fields in a response: framing and its two timestamps.
 constexpr int64_t kStateBytesPerSeries = 26;
 
-// Runs the encoder `kernel(absl::Span<T>)` for `dtype`: float64 straight into
-// the response bytes (core computes it on its float64 path); everything else
-// through WriteFloatOutput's float32 path.
-template <typename Kernel>
-absl::Status WriteFeatures(const HandlerContext& context,
-                           absl::Span<const int64_t> shape, DType dtype,
-                           v1::Tensor* out, Kernel&& kernel) {
-  if (dtype == DType::kFloat64) {
-    AllocateTensor(shape, dtype, out);
-    return kernel(DoubleData(out));
-  }
-  return WriteFloatOutput(context, shape, dtype, out, kernel);
-}
-
 // Everything an ObservationsView points into.
 struct DecodedObservations {
   ObservationsView view;
@@ -620,7 +606,7 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
   PHASOR_RETURN_IF_ERROR(context.check_alive());
 
   std::vector<SeriesState> states_out(static_cast<size_t>(num_series));
-  const absl::Status encoded = WriteFeatures(
+  const absl::Status encoded = WriteFloatOutput(
       context, shape, output_dtype, response->mutable_features(),
       [&](auto out) {
         return EncodeValidatedPanel(*spec, layout, panel_view, panel.zones,
