@@ -10,6 +10,7 @@ import numpy as np
 from google.protobuf import text_format
 
 import harness
+import phasor_client
 from phasor_client import _panel, field_violations, pb
 
 SPEC = """temporal {
@@ -259,6 +260,103 @@ class PanelTest(unittest.TestCase):
                 event_values=event_values, series_offsets=offsets, spec=spec)
         self.assertEqual(cut.features.tobytes(), whole.features.tobytes())
         assert_same_states(self, cut.states, whole.states)
+
+    def test_stream_of_panel_chunks_equals_one_call(self):
+        """encode_panel_stream: every series cut in three stretches, sent as
+        three panel messages of one stream, gives the whole panel's features
+        and final states."""
+        rng = np.random.default_rng(17)
+        lengths = rng.integers(0, 50, size=40)
+        lengths[[2, 9]] = 0
+        timestamps, values, offsets = random_panel(rng, lengths)
+        zone_index = rng.integers(0, len(ZONES), size=len(lengths))
+        options = dict(time_zones=ZONES, time_zone_index=zone_index,
+                       spec=spec_in("UTC"))
+        whole = self.client.encode_panel(timestamps, values,
+                                         series_offsets=offsets, **options)
+        cuts = np.sort(offsets[:-1, None] + (rng.random((len(lengths), 2)) *
+                       (lengths[:, None] + 1)).astype(np.int64), axis=1)
+        bounds = np.column_stack((offsets[:-1], cuts, offsets[1:]))
+        chunks, chunk_rows = [], []
+        for k in range(3):
+            rows = np.concatenate([np.arange(b[k], b[k + 1]) for b in bounds]
+                                  ).astype(int)
+            chunk_rows.append(rows)
+            chunks.append(dict(
+                timestamps=timestamps[rows], values=values[rows],
+                series_offsets=np.concatenate(
+                    ([0], np.cumsum(bounds[:, k + 1] - bounds[:, k])))))
+        got = list(self.client.encode_panel_stream(iter(chunks), **options))
+        self.assertEqual(len(got), 3)
+        joined = np.empty_like(whole.features)
+        for chunk, rows, panel in zip(chunks, chunk_rows, got):
+            self.assertEqual(len(panel.states), len(lengths))
+            np.testing.assert_array_equal(panel.series_offsets,
+                                          chunk["series_offsets"])
+            joined[rows] = panel.features
+        self.assertEqual(joined.tobytes(), whole.features.tobytes())
+        assert_same_states(self, got[-1].states, whole.states)
+        # States of an earlier call start the stream, as in encode_panel.
+        first = self.client.encode_panel(
+            chunks[0]["timestamps"], chunks[0]["values"],
+            series_offsets=chunks[0]["series_offsets"], **options)
+        rest = list(self.client.encode_panel_stream(
+            chunks[1:], states=first.states, **options))
+        self.assertEqual(rest[-1].features.tobytes(), got[-1].features.tobytes())
+        assert_same_states(self, rest[-1].states, whole.states)
+
+    def test_stream_of_long_panel_chunks(self):
+        rng = np.random.default_rng(19)
+        lengths = rng.integers(0, 30, size=12)
+        times, _, offsets = random_panel(rng, lengths)
+        channels = rng.integers(0, NUM_CHANNELS, size=len(times))
+        event_values = rng.standard_normal(len(times))
+        spec = ("temporal { time { dim: 4 } gaps { include_mask: true "
+                "include_last_value: true } }")
+        whole = self.client.encode_panel(
+            event_times=times, event_channels=channels,
+            event_values=event_values, series_offsets=offsets, spec=spec,
+            num_channels=NUM_CHANNELS)
+        half = offsets[:-1] + lengths // 2
+        first = np.concatenate([np.arange(offsets[s], half[s])
+                                for s in range(len(lengths))]).astype(int)
+        second = np.concatenate([np.arange(half[s], offsets[s + 1])
+                                 for s in range(len(lengths))]).astype(int)
+
+        def chunk(rows, counts):
+            return dict(event_times=times[rows], event_channels=channels[rows],
+                        event_values=event_values[rows],
+                        series_offsets=np.concatenate(([0], np.cumsum(counts))))
+
+        got = list(self.client.encode_panel_stream(
+            [chunk(first, half - offsets[:-1]),
+             chunk(second, offsets[1:] - half)],
+            spec=spec, num_channels=NUM_CHANNELS))
+        joined = np.empty_like(whole.features)
+        joined[first] = got[0].features
+        joined[second] = got[1].features
+        self.assertEqual(joined.tobytes(), whole.features.tobytes())
+        assert_same_states(self, got[1].states, whole.states)
+
+    def test_stream_errors(self):
+        rng = np.random.default_rng(23)
+        timestamps, values, offsets = random_panel(rng, [3, 4])
+        good = dict(timestamps=timestamps, values=values,
+                    series_offsets=offsets)
+        # A later chunk with another number of series: the server names it.
+        other = dict(timestamps=timestamps, values=values,
+                     series_offsets=np.array([0, 7]))
+        with self.assertRaises(phasor_client.PhasorError) as raised:
+            list(self.client.encode_panel_stream([good, other], spec=SPEC))
+        self.assertEqual(raised.exception.code(),
+                         grpc.StatusCode.INVALID_ARGUMENT)
+        fields = [field for field, _ in raised.exception.field_violations()]
+        self.assertEqual(fields, ["observations.series_offsets"])
+        # The client's own checks name the chunk.
+        with self.assertRaises(ValueError) as raised:
+            list(self.client.encode_panel_stream(
+                [good, dict(good, timestamp=timestamps)], spec=SPEC))
+        self.assertIn("chunks[1]", str(raised.exception))
 
     def test_errors_name_the_callers_series_and_row(self):
         """A cut panel's error reads as the uncut call's: series, row (and

@@ -921,55 +921,9 @@ class EncoderClient:
         series and rows as numbered in this call.
         """
         wide = timestamps is not None
-        if wide == (event_times is not None):
-            raise ValueError("give timestamps= (wide) or event_times= (long)")
-        if not wide and event_channels is None:
-            raise ValueError("event_times= needs event_channels=")
-        parsed = read_times(timestamps if wide else event_times,
-                            "timestamps" if wide else "event_times",
-                            time_unit)
-        times, times_dtype = parsed.array, parsed.wire_dtype
-        if wide:
-            row_tensors = [_panel.RowTensor("timestamps", times, times_dtype)]
-            if values is not None:
-                values = np.asarray(values)
-                if values.ndim == 1:
-                    values = values[:, None]
-                row_tensors.append(_panel.RowTensor(
-                    "values", values,
-                    np.float32 if values.dtype == np.float32 else np.float64))
-            if mask is not None:
-                mask = np.asarray(mask)
-                if mask.ndim == 1:
-                    mask = mask[:, None]
-                row_tensors.append(_panel.RowTensor("mask", mask, np.uint8))
-        else:
-            row_tensors = [
-                _panel.RowTensor("event_times", times, times_dtype),
-                _panel.RowTensor("event_channels",
-                                 np.asarray(event_channels), np.int32)]
-            if event_values is not None:
-                event_values = np.asarray(event_values)
-                row_tensors.append(_panel.RowTensor(
-                    "event_values", event_values,
-                    np.float32 if event_values.dtype == np.float32
-                    else np.float64))
-        if content is not None:
-            content = np.asarray(content)
-            row_tensors.append(_panel.RowTensor(
-                "content", content, _content_dtype(content, output_dtype)))
-        rows = len(times)
-        for row_tensor in row_tensors:
-            if row_tensor.array.shape[:1] != (rows,):
-                raise ValueError(f"{row_tensor.field}: expected {rows} rows, "
-                                 f"got shape {row_tensor.array.shape}")
-
-        if (series_offsets is None) == (series_ids is None):
-            raise ValueError("give series_offsets= or series_ids=")
-        if series_ids is not None:
-            offsets = _panel.offsets_from_ids(series_ids, rows)
-        else:
-            offsets = np.asarray(series_offsets, dtype=np.int64).reshape(-1)
+        parsed, row_tensors, rows, offsets, values = self._panel_rows(
+            timestamps, values, mask, content, event_times, event_channels,
+            event_values, series_offsets, series_ids, time_unit, output_dtype)
         if states is not None:
             states = [state if state is not None else pb.SeriesState()
                       for state in states]
@@ -1034,6 +988,190 @@ class EncoderClient:
                              if response.HasField("series_offsets")
                              else offsets)
         return self._panel_split(layout, jobs, max_in_flight)
+
+    _PANEL_ROW_KEYS = frozenset((
+        "timestamps", "values", "mask", "content", "event_times",
+        "event_channels", "event_values", "series_offsets", "series_ids"))
+
+    def encode_panel_stream(
+            self, chunks: Iterable[Mapping[str, Any]], *,
+            time_zones: Optional[Sequence[str]] = None,
+            time_zone_index: Optional[ArrayLike] = None,
+            states: Optional[Sequence[Optional[pb.SeriesState]]] = None,
+            spec: SpecLike = None, profile: Optional[str] = None,
+            output_dtype: DTypeLike = "float32",
+            channel_names: Optional[Sequence[str]] = None,
+            num_channels: int = 0, time_unit: Optional[str] = None,
+            content_block: BlockLike = None, time: BlockLike = None,
+            time2vec: BlockLike = None, gaps: BlockLike = None,
+            calendar: BlockLike = None, combine: EnumLike = None,
+            d_model: Optional[int] = None) -> Iterator[Panel]:
+        """Yields a Panel per chunk of the same S series, sent over one
+        EncodeObservationsStream: the panel form of
+        encode_observations_stream.
+
+        chunks: an iterable, in time order, of mappings holding
+        encode_panel's row arguments for the next stretch of every series:
+        timestamps, values, mask, content (wide) or event_times,
+        event_channels, event_values (long), with series_offsets [S+1] or
+        series_ids. Every chunk has the same S (a series with nothing new
+        has an empty range). The server carries each series' state from
+        chunk to chunk, so the features of chunk k equal those of encode_panel
+        called with the states chunk k−1 returned; `states` continues the
+        series of an earlier call. time_zones/time_zone_index, spec and
+        output dtype as encode_panel and fixed for the stream; the first
+        chunk's tz-aware zone becomes the calendar zone when neither the spec
+        nor time_zones names one; a long layout's channel count comes from
+        channel_names, num_channels, states or the first chunk. Each chunk
+        travels as one message: a chunk over max_message_bytes is refused
+        (RESOURCE_EXHAUSTED), not cut — send smaller chunks, or encode_panel,
+        which cuts. The deadline covers the whole stream; errors raise
+        PhasorError (InvalidInputError naming chunks[k] for the client's own
+        checks).
+        """
+        blocks = dict(content=content_block, time=time, time2vec=time2vec,
+                      gaps=gaps, calendar=calendar, combine=combine,
+                      d_model=d_model)
+        config = _specs.temporal_config(spec, profile, blocks)
+        if states is not None:
+            states = [state if state is not None else pb.SeriesState()
+                      for state in states]
+        failure = []
+        call = {}
+
+        def requests():
+            base = None
+            try:
+                for index, chunk in enumerate(chunks):
+                    unknown = set(chunk) - self._PANEL_ROW_KEYS
+                    if unknown:
+                        raise ValueError(
+                            f"chunks[{index}]: unknown keys {sorted(unknown)};"
+                            f" expected {sorted(self._PANEL_ROW_KEYS)}")
+                    try:
+                        parsed, row_tensors, rows, offsets, _ = (
+                            self._panel_rows(
+                                chunk.get("timestamps"), chunk.get("values"),
+                                chunk.get("mask"), chunk.get("content"),
+                                chunk.get("event_times"),
+                                chunk.get("event_channels"),
+                                chunk.get("event_values"),
+                                chunk.get("series_offsets"),
+                                chunk.get("series_ids"), time_unit,
+                                output_dtype))
+                    except InvalidInputError as error:
+                        field, description = error.field_violations()[0]
+                        raise InvalidInputError(f"chunks[{index}].{field}",
+                                                description) from None
+                    if base is None:
+                        base = pb.EncodeObservationsRequest(
+                            output_dtype=dtype_enum(output_dtype))
+                        first_config = (config if time_zones else
+                                        _frame.apply_data_zone(
+                                            config, parsed.time_zone))
+                        _set_config(base, profile, first_config,
+                                    _no_shortcut)
+                        base.observations.channel_names.extend(
+                            channel_names or [])
+                        long_layout = "event_times" in chunk
+                        if num_channels:
+                            base.observations.num_channels = num_channels
+                        elif long_layout and not channel_names:
+                            # Later chunks may not show every channel.
+                            base.observations.num_channels = (
+                                len(states[0].channels)
+                                if states and states[0].channels else
+                                int(np.max(row_tensors[1].array)) + 1
+                                if rows else 0)
+                        request_base = base
+                    else:
+                        request_base = pb.EncodeObservationsRequest(
+                            output_dtype=base.output_dtype,
+                            observations=base.observations)
+                    layout = _panel.Layout(
+                        pb, rows, offsets, row_tensors, request_base,
+                        time_zones, time_zone_index,
+                        states if index == 0 else None)
+                    whole = _panel.Piece(0, len(offsets) - 1, 0, rows)
+                    yield layout.request(whole, whole=True)
+            except Exception as error:  # noqa: BLE001 - re-raised below
+                failure.append(error)
+                if "responses" in call:
+                    call["responses"].cancel()
+
+        responses = self._stub.EncodeObservationsStream(
+            requests(), timeout=self.deadline_seconds, metadata=self._metadata)
+        call["responses"] = responses
+        try:
+            for response in responses:
+                yield Panel(from_tensor(response.features),
+                            list(response.schema), list(response.states),
+                            from_tensor(response.series_offsets))
+        except grpc.RpcError as error:
+            if failure:
+                raise failure[0] from None
+            raise PhasorError.from_rpc_error(error) from None
+        if failure:
+            raise failure[0]
+
+    @staticmethod
+    def _panel_rows(timestamps, values, mask, content, event_times,
+                    event_channels, event_values, series_offsets, series_ids,
+                    time_unit, output_dtype):
+        """encode_panel's row arguments read into wire tensors:
+        (parsed times, row tensors, rows, offsets [S+1], values [T, C] or
+        None)."""
+        wide = timestamps is not None
+        if wide == (event_times is not None):
+            raise ValueError("give timestamps= (wide) or event_times= (long)")
+        if not wide and event_channels is None:
+            raise ValueError("event_times= needs event_channels=")
+        parsed = read_times(timestamps if wide else event_times,
+                            "timestamps" if wide else "event_times",
+                            time_unit)
+        times, times_dtype = parsed.array, parsed.wire_dtype
+        if wide:
+            row_tensors = [_panel.RowTensor("timestamps", times, times_dtype)]
+            if values is not None:
+                values = np.asarray(values)
+                if values.ndim == 1:
+                    values = values[:, None]
+                row_tensors.append(_panel.RowTensor(
+                    "values", values,
+                    np.float32 if values.dtype == np.float32 else np.float64))
+            if mask is not None:
+                mask = np.asarray(mask)
+                if mask.ndim == 1:
+                    mask = mask[:, None]
+                row_tensors.append(_panel.RowTensor("mask", mask, np.uint8))
+        else:
+            row_tensors = [
+                _panel.RowTensor("event_times", times, times_dtype),
+                _panel.RowTensor("event_channels",
+                                 np.asarray(event_channels), np.int32)]
+            if event_values is not None:
+                event_values = np.asarray(event_values)
+                row_tensors.append(_panel.RowTensor(
+                    "event_values", event_values,
+                    np.float32 if event_values.dtype == np.float32
+                    else np.float64))
+        if content is not None:
+            content = np.asarray(content)
+            row_tensors.append(_panel.RowTensor(
+                "content", content, _content_dtype(content, output_dtype)))
+        rows = len(times)
+        for row_tensor in row_tensors:
+            if row_tensor.array.shape[:1] != (rows,):
+                raise ValueError(f"{row_tensor.field}: expected {rows} rows, "
+                                 f"got shape {row_tensor.array.shape}")
+
+        if (series_offsets is None) == (series_ids is None):
+            raise ValueError("give series_offsets= or series_ids=")
+        if series_ids is not None:
+            offsets = _panel.offsets_from_ids(series_ids, rows)
+        else:
+            offsets = np.asarray(series_offsets, dtype=np.int64).reshape(-1)
+        return parsed, row_tensors, rows, offsets, values
 
     def _panel_probe(self, layout):
         """(F, reply bytes besides the rows) for the layout's
