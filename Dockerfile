@@ -30,7 +30,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         libgrpc++1.51 libprotobuf32 libabsl20220623 \
         libprometheus-cpp-pull1.0 libprometheus-cpp-core1.0 libgomp1 libhwy1 \
-        libquadmath0 \
+        libquadmath0 libtcmalloc-minimal4 \
         tzdata ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 phasor \

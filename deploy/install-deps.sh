@@ -21,6 +21,11 @@ packages=(
   libgoogle-common-protos-java
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libhwy-dev
+  # tcmalloc (gperftools' minimal build), the malloc phasor-server and the
+  # C++ client programs link: large messages reuse freed memory instead of
+  # a fresh mmap and its page faults per call (CMakeLists.txt,
+  # PHASOR_ALLOCATOR; docs/BENCHMARKS.md).
+  libgoogle-perftools-dev
   tzdata openssl libssl-dev curl
   python3 python3-numpy python3-grpcio python3-protobuf python3-yaml
   # The Python package: built offline by Debian's pip/setuptools/wheel

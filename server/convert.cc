@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "core/errors.h"
 #include "core/status_macros.h"
+#include "server/uninitialized_string.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "Tensor bytes are little-endian; a big-endian host would need "
@@ -436,7 +437,9 @@ absl::Span<char> AllocateTensor(absl::Span<const int64_t> shape, DType dtype,
   }
   out->set_dtype(DTypeToProto(dtype));
   std::string* data = out->mutable_data();
-  data->resize(elements * DTypeSize(dtype));
+  // The callers' kernels write every byte: no zero-fill first.
+  data->clear();
+  ResizeUninitialized(data, static_cast<size_t>(elements) * DTypeSize(dtype));
   return absl::MakeSpan(data->data(), data->size());
 }
 

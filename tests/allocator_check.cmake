@@ -1,0 +1,47 @@
+# Fails unless both programs (SERVER, CLIENT) link the malloc the build chose
+# (ALLOCATOR: tcmalloc, jemalloc or glibc; CMakeLists.txt PHASOR_ALLOCATOR):
+# the allocator's library among the program's NEEDED entries ahead of
+# libc.so.6, so the dynamic linker binds malloc and operator new to it, and
+# no other replacement malloc. A sanitizer build (glibc) must link none.
+set(tcmalloc_soname "libtcmalloc_minimal.so")
+set(jemalloc_soname "libjemalloc.so")
+foreach(binary IN ITEMS "${SERVER}" "${CLIENT}")
+  execute_process(COMMAND readelf --dynamic --wide "${binary}"
+                  OUTPUT_VARIABLE dynamic RESULT_VARIABLE result)
+  if(NOT result EQUAL 0)
+    message(FATAL_ERROR "readelf failed on ${binary}")
+  endif()
+  string(REGEX MATCHALL "Shared library: \\[[^]]+\\]" needed "${dynamic}")
+  string(REPLACE "Shared library: [" "" needed "${needed}")
+  string(REPLACE "]" "" needed "${needed}")
+  set(libc_index -1)
+  set(found "")
+  set(index 0)
+  foreach(library IN LISTS needed)
+    if(library MATCHES "^libc\\.so")
+      set(libc_index ${index})
+    endif()
+    foreach(name tcmalloc jemalloc)
+      if(library MATCHES "^lib${name}")
+        list(APPEND found ${name})
+        set(${name}_index ${index})
+      endif()
+    endforeach()
+    math(EXPR index "${index} + 1")
+  endforeach()
+  if(ALLOCATOR STREQUAL "glibc")
+    if(found)
+      message(FATAL_ERROR "${binary} links ${found}; this build uses glibc's malloc")
+    endif()
+  else()
+    if(NOT found STREQUAL ALLOCATOR)
+      message(FATAL_ERROR "${binary} should link ${ALLOCATOR} and only it; "
+                          "NEEDED: ${needed}")
+    endif()
+    if(libc_index GREATER_EQUAL 0 AND ${ALLOCATOR}_index GREATER libc_index)
+      message(FATAL_ERROR "${binary}: ${ALLOCATOR} comes after libc in NEEDED "
+                          "(${needed}), so glibc's malloc would win")
+    endif()
+  endif()
+  message(STATUS "${binary}: ${ALLOCATOR}; NEEDED ${needed}")
+endforeach()
