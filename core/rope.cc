@@ -421,6 +421,14 @@ HWY_INLINE void RotateHeadInterleaved(D d, const typename Codec::Elem* x,
   using Elem = typename Codec::Elem;
   const size_t width =
       2 * (kHalf > 0 ? static_cast<size_t>(kHalf) : static_cast<size_t>(half_in));
+#if HWY_TARGET == HWY_SCALAR
+  // One-lane vectors hold no pair: rotate (x[2i], x[2i+1]) as a HALF pair,
+  // with sin from the odd lane (+s_i); the same products and roundings.
+  for (size_t j = 0; j < width; j += 2) {
+    RotatePairsHalf<Codec>(d, x + j, x + j + 1, c2 + j, s2 + j + 1, out + j, out + j + 1);
+  }
+  return;
+#endif
   const size_t lanes = hn::Lanes(d);
   size_t j = 0;
   for (; j + lanes <= width; j += lanes) {
@@ -603,7 +611,7 @@ HWY_INLINE void RotateToken(D d, const RopeOperand& operand, int64_t token,
 // query and key heads. Math is float (float32 and 16-bit storage) or double.
 template <class Codec, typename Math>
 HWY_INLINE void RotateChunk(const ApplyJob& job, int64_t begin, int64_t end) {
-  const hn::ScalableTag<Math> d;
+  const hn::CappedTag<Math, 32 / sizeof(Math)> d;
   const TrigPlan& plan = *job.trig;
   const size_t half = static_cast<size_t>(plan.half);
   absl::InlinedVector<Math, kInlinePairs> cos(half), sin(half);
