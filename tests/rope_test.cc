@@ -638,6 +638,78 @@ TEST_P(RopeHalfPrecision, RandomBitsMatchTheFloat32KernelNarrowedOnEveryTarget) 
 }
 
 // ---------------------------------------------------------------------------
+// RopePlanCache: plans by key, bounded, errors not cached.
+
+TEST(RopePlanCache, BuildsOnceThenServesTheSamePlanAndEvictsTheOldest) {
+  RopePlanCache cache(2);
+  int builds = 0;
+  auto build = [&](double base) {
+    return [&builds, base]() -> absl::StatusOr<RopeFrequencies> {
+      ++builds;
+      RopeSpec spec;
+      spec.base = base;
+      return ComputeRopeFrequencies(spec, 8, 1);
+    };
+  };
+  absl::StatusOr<std::shared_ptr<const RopePlan>> a = cache.GetOrBuild("a", build(100.0));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)->angles.size(), 4u);
+  EXPECT_DOUBLE_EQ((*a)->frequencies.inv_freq[2], 0.1);  // 100^(-4/8)
+  absl::StatusOr<std::shared_ptr<const RopePlan>> again =
+      cache.GetOrBuild("a", build(7.0));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->get(), a->get());
+  EXPECT_EQ(builds, 1);
+  ASSERT_TRUE(cache.GetOrBuild("b", build(200.0)).ok());
+  ASSERT_TRUE(cache.GetOrBuild("a", build(100.0)).ok());  // "a" used last
+  ASSERT_TRUE(cache.GetOrBuild("c", build(300.0)).ok());  // evicts "b"
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(builds, 3);
+  ASSERT_TRUE(cache.GetOrBuild("a", build(100.0)).ok());
+  EXPECT_EQ(builds, 3);
+  ASSERT_TRUE(cache.GetOrBuild("b", build(200.0)).ok());
+  EXPECT_EQ(builds, 4);
+  // The evicted plan a caller still holds stays valid.
+  EXPECT_EQ((*a)->frequencies.inv_freq.size(), 4u);
+}
+
+TEST(RopePlanCache, ErrorsAreReturnedAndNotCached) {
+  RopePlanCache cache(4);
+  RopeSpec bad;
+  bad.base = -1.0;
+  int builds = 0;
+  auto build = [&]() -> absl::StatusOr<RopeFrequencies> {
+    ++builds;
+    return ComputeRopeFrequencies(bad, 8, 1);
+  };
+  EXPECT_THAT(cache.GetOrBuild("bad", build).status(),
+              IsFieldError(absl::StatusCode::kInvalidArgument, "spec.rope.base"));
+  EXPECT_FALSE(cache.GetOrBuild("bad", build).ok());
+  EXPECT_EQ(builds, 2);
+  EXPECT_EQ(cache.size(), 0u);
+}
+
+TEST(RopePlanCache, PlanRotatesAsTheFrequenciesDo) {
+  constexpr int64_t kHeads = 2, kDim = 16;
+  const std::vector<int64_t> positions = {5, 6, 7, 100};
+  const Positions pos = Positions::Integers(positions);
+  RopeSpec spec;
+  spec.layout = RopeLayout::kInterleaved;
+  const RopeFrequencies f = Frequencies(spec, kDim, pos);
+  const RopePlan plan = MakeRopePlan(f);
+  const std::vector<float> x = RandomFloats(positions.size() * kHeads * kDim, 31);
+  std::vector<float> by_frequencies(x.size()), by_plan(x.size());
+  ApplyRope(spec, f, pos, ExecutionOptions(),
+            Operand(DType::kFloat32, 4, kHeads, kDim, BytesOf(x), MutableBytesOf(by_frequencies)),
+            nullptr);
+  ApplyRope(spec, plan, pos, ExecutionOptions(),
+            Operand(DType::kFloat32, 4, kHeads, kDim, BytesOf(x), MutableBytesOf(by_plan)),
+            nullptr);
+  EXPECT_EQ(0, std::memcmp(by_frequencies.data(), by_plan.data(), x.size() * 4));
+  EXPECT_NE(by_plan, x);
+}
+
+// ---------------------------------------------------------------------------
 // In place, out of place and misaligned buffers give identical bytes.
 
 TEST(RopeKernel, InPlaceEqualsOutOfPlaceBytewiseForEveryDtype) {
