@@ -17,18 +17,24 @@
 // rope_tables/dtype=fp64 likewise.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "bench/bench_common.h"
 #include "core/dtype.h"
 #include "core/parallel.h"
 #include "core/positions.h"
 #include "core/rope.h"
 #include "core/rope_scaling.h"
+#include "hwy/targets.h"
 
 namespace phasor::bench {
 namespace {
@@ -58,13 +64,20 @@ std::vector<int64_t> BenchPositions(int64_t tokens, bool scattered) {
 // benchmark (the largest fp32 operand is 512 MiB).
 struct Buffers {
   explicit Buffers(int64_t max_elements)
-      : fp32_in(max_elements), bf16_in(max_elements), out(max_elements * 4) {
+      : fp32_in(max_elements),
+        bf16_in(max_elements),
+        fp16_in(max_elements),
+        out(max_elements * 4) {
     FillInputs(fp32_in.data(), max_elements);
-    for (int64_t i = 0; i < max_elements; ++i) bf16_in[i] = FloatToBFloat16(fp32_in[i]);
+    for (int64_t i = 0; i < max_elements; ++i) {
+      bf16_in[i] = FloatToBFloat16(fp32_in[i]);
+      fp16_in[i] = FloatToHalf(fp32_in[i]);
+    }
     std::memset(out.data(), 0, out.size());
   }
   std::vector<float> fp32_in;
   std::vector<uint16_t> bf16_in;
+  std::vector<uint16_t> fp16_in;
   std::vector<uint8_t> out;
 };
 
@@ -97,6 +110,9 @@ struct RopeCase {
   bool scaled = false;
   bool scattered = false;
   int64_t tokens = 0;
+  // The frequencies from a RopePlanCache (what the server's ApplyRope does
+  // for a spec it has seen), instead of computed per call.
+  bool cached = false;
 };
 
 RopeOperand MakeOperand(const RopeCase& c, Buffers& buffers) {
@@ -113,9 +129,10 @@ RopeOperand MakeOperand(const RopeCase& c, Buffers& buffers) {
     operand.out = absl::MakeSpan(wide.out.data(), bytes);
     return operand;
   }
-  const uint8_t* in = c.dtype == DType::kFloat32
-                          ? reinterpret_cast<const uint8_t*>(buffers.fp32_in.data())
-                          : reinterpret_cast<const uint8_t*>(buffers.bf16_in.data());
+  const uint8_t* in =
+      c.dtype == DType::kFloat32   ? reinterpret_cast<const uint8_t*>(buffers.fp32_in.data())
+      : c.dtype == DType::kFloat16 ? reinterpret_cast<const uint8_t*>(buffers.fp16_in.data())
+                                   : reinterpret_cast<const uint8_t*>(buffers.bf16_in.data());
   operand.in = absl::MakeConstSpan(in, bytes);
   operand.out = absl::MakeSpan(buffers.out.data(), bytes);
   return operand;
@@ -128,24 +145,97 @@ RopeSpec MakeSpec(const RopeCase& c) {
   return spec;
 }
 
-// One request's core work: frequencies for the spec, then the rotation.
-void RunRope(const RopeCase& c, const Positions& positions, int threads,
-             Buffers& buffers) {
-  const RopeSpec spec = MakeSpec(c);
-  const RopeOperand query = MakeOperand(c, buffers);
-  const ExecutionOptions options{.max_threads = threads};
-  const absl::StatusOr<RopeFrequencies> frequencies =
+absl::StatusOr<RopeFrequencies> FrequenciesOrDie(const RopeSpec& spec,
+                                                 const Positions& positions) {
+  absl::StatusOr<RopeFrequencies> frequencies =
       ComputeRopeFrequencies(spec, kHeadDim, DefaultRopeSeqLen(positions));
   if (!frequencies.ok()) {
     std::fprintf(stderr, "%s\n", frequencies.status().ToString().c_str());
     std::exit(1);
   }
-  ApplyRope(spec, *frequencies, positions, options, query, /*key=*/nullptr);
+  return frequencies;
+}
+
+// One request's core work: frequencies for the spec (computed, or looked up
+// by the spec's bytes as the server does), then the rotation.
+void RunRope(const RopeCase& c, const Positions& positions, int threads,
+             Buffers& buffers, const RopeOperand& query) {
+  const RopeSpec spec = MakeSpec(c);
+  const ExecutionOptions options{.max_threads = threads};
+  if (c.cached) {
+    static RopePlanCache* cache = new RopePlanCache(16);
+    // The key a server builds: the spec's bytes (here its scaling and layout).
+    char key[4] = {'r', static_cast<char>(c.scaled), static_cast<char>(c.layout), 0};
+    const absl::StatusOr<std::shared_ptr<const RopePlan>> plan = cache->GetOrBuild(
+        absl::string_view(key, sizeof(key)),
+        [&] { return FrequenciesOrDie(spec, positions); });
+    ApplyRope(spec, **plan, positions, options, query, /*key=*/nullptr);
+    return;
+  }
+  ApplyRope(spec, *FrequenciesOrDie(spec, positions), positions, options, query,
+            /*key=*/nullptr);
+}
+void RunRope(const RopeCase& c, const Positions& positions, int threads,
+             Buffers& buffers) {
+  RunRope(c, positions, threads, buffers, MakeOperand(c, buffers));
+}
+
+double Widen(DType dtype, const uint8_t* data, int64_t i) {
+  switch (dtype) {
+    case DType::kFloat32: {
+      float value;
+      std::memcpy(&value, data + 4 * i, 4);
+      return value;
+    }
+    case DType::kFloat64: {
+      double value;
+      std::memcpy(&value, data + 8 * i, 8);
+      return value;
+    }
+    default: {
+      uint16_t bits;
+      std::memcpy(&bits, data + 2 * i, 2);
+      return dtype == DType::kFloat16 ? HalfToFloat(bits) : BFloat16ToFloat(bits);
+    }
+  }
+}
+
+// Accuracy beside the speed: the largest |out − reference| over the first
+// min(T, 1024) tokens (rows are computed the same whatever T is), where the
+// reference is the float64 path (every row exact, rotated in double) applied
+// to the same inputs widened exactly to double.
+double MaxAbsError(const RopeCase& c, Buffers& buffers) {
+  RopeCase prefix = c;
+  prefix.tokens = std::min<int64_t>(c.tokens, 1024);
+  const std::vector<int64_t> positions_storage = BenchPositions(prefix.tokens, c.scattered);
+  const Positions positions = Positions::Integers(positions_storage);
+  const int64_t elements = prefix.tokens * kHeads * kHeadDim;
+  RopeOperand query = MakeOperand(prefix, buffers);
+  std::vector<uint8_t> out(query.out.size());
+  query.out = absl::MakeSpan(out);
+  RunRope(prefix, positions, /*threads=*/1, buffers, query);
+  std::vector<double> wide_in(elements), wide_out(elements);
+  for (int64_t i = 0; i < elements; ++i) wide_in[i] = Widen(c.dtype, query.in.data(), i);
+  RopeOperand reference = query;
+  reference.dtype = DType::kFloat64;
+  reference.in = absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(wide_in.data()),
+                                     wide_in.size() * 8);
+  reference.out = absl::MakeSpan(reinterpret_cast<uint8_t*>(wide_out.data()),
+                                 wide_out.size() * 8);
+  RopeCase reference_case = prefix;
+  reference_case.cached = false;
+  RunRope(reference_case, positions, /*threads=*/1, buffers, reference);
+  double max_error = 0.0;
+  for (int64_t i = 0; i < elements; ++i) {
+    max_error = std::max(max_error, std::fabs(Widen(c.dtype, out.data(), i) - wide_out[i]));
+  }
+  return max_error;
 }
 
 void BM_Rope(benchmark::State& state, RopeCase c, int threads, int64_t max_tokens) {
   Buffers& buffers = SharedBuffers(max_tokens);
   const std::vector<int64_t> positions = BenchPositions(c.tokens, c.scattered);
+  state.counters["max_abs_err"] = MaxAbsError(c, buffers);
   for (auto _ : state) {
     RunRope(c, Positions::Integers(positions), threads, buffers);
     benchmark::ClobberMemory();
@@ -195,6 +285,7 @@ const char* DTypeTag(DType dtype) {
   switch (dtype) {
     case DType::kFloat32: return "fp32";
     case DType::kFloat64: return "fp64";
+    case DType::kFloat16: return "fp16";
     default: return "bf16";
   }
 }
@@ -206,7 +297,8 @@ std::string RopeName(const RopeCase& c, int threads) {
   return absl::StrCat("rope/dtype=", DTypeTag(c.dtype), "/layout=", LayoutTag(c.layout),
                       "/scaling=", c.scaled ? "yarn" : "none",
                       "/pos=", c.scattered ? "scattered" : "contiguous",
-                      "/T=", c.tokens, "/threads=", threads);
+                      "/T=", c.tokens, c.cached ? "/freq=cached" : "",
+                      "/threads=", threads);
 }
 
 // Check step: Phasor's outputs for the configurations the peer compares.
@@ -236,7 +328,8 @@ void RegisterAll(const BenchFlags& flags) {
   const int64_t max_tokens = sizes.back();
   for (int threads : flags.threads) {
     for (int64_t tokens : sizes) {
-      for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat64}) {
+      for (DType dtype :
+           {DType::kFloat32, DType::kBFloat16, DType::kFloat16, DType::kFloat64}) {
         if (dtype == DType::kFloat64 && tokens > kMaxTokens64) continue;
         benchmark::RegisterBenchmark(
             absl::StrCat("copy/dtype=", DTypeTag(dtype), "/T=", tokens,
@@ -250,6 +343,11 @@ void RegisterAll(const BenchFlags& flags) {
                                          threads, max_tokens)
                 ->UseRealTime();
           }
+          // The server's path: the spec's plan from its cache.
+          const RopeCase cached{dtype, layout, false, false, tokens, /*cached=*/true};
+          benchmark::RegisterBenchmark(RopeName(cached, threads).c_str(), BM_Rope,
+                                       cached, threads, max_tokens)
+              ->UseRealTime();
         }
       }
       // Arbitrary (non-consecutive) positions, fp32 HALF only.
@@ -275,6 +373,27 @@ void RegisterAll(const BenchFlags& flags) {
 }  // namespace phasor::bench
 
 int main(int argc, char** argv) {
+  // --phasor_simd=AVX2 (or AVX3, SSE4, EMU128, ...): run the kernels on that
+  // Highway target instead of the best one the CPU supports, to compare
+  // vector widths in one binary.
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (absl::ConsumePrefix(&arg, "--phasor_simd=")) {
+      int64_t chosen = 0;
+      for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        if (arg == hwy::TargetName(target)) chosen = target;
+      }
+      if (chosen == 0) {
+        std::fprintf(stderr, "--phasor_simd: %s is not a supported target\n", argv[i]);
+        return 2;
+      }
+      hwy::SetSupportedTargetsForTest(chosen);
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
   return phasor::bench::RunBenchmarkMain(argc, argv, phasor::bench::Dump,
                                          phasor::bench::RegisterAll);
 }

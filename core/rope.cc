@@ -7,88 +7,68 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "core/errors.h"
 #include "core/exact_angle.h"
 #include "core/status_macros.h"
 
+// The per-chunk kernels are compiled once per SIMD target Highway finds
+// (hwy/examples/skeleton.cc; core/continuous_time.cc does the same):
+// foreach_target.h re-includes this file with HWY_TARGET set to each, and
+// HWY_DYNAMIC_DISPATCH picks the best one the CPU runs (AVX-512, AVX2 + FMA
+// + F16C, SSE4, ..., a portable baseline). One process always runs one
+// target, so 1 and N threads agree bytewise.
+//
+// Arithmetic is spelled out: this file is compiled with -ffp-contract=off
+// (core/CMakeLists.txt) and every multiply-add is an explicit hn::MulAdd or
+// hn::MulSub, fused on targets with FMA and a multiply then an add on the
+// others. Each rotation and angle-addition step is "first product fused,
+// second rounded", a·b − c·d = fma(a, b, −(c·d)), the contraction g++ chose
+// for the earlier auto-vectorised loops, so outputs keep their bytes.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/rope.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+// Types and scalar helpers shared by every target, defined once.
+#ifndef PHASOR_CORE_ROPE_SHARED_
+#define PHASOR_CORE_ROPE_SHARED_
 namespace phasor {
 namespace {
-
-// On x86-64 the per-chunk kernels below are compiled twice, for x86-64-v3
-// (AVX2 + FMA + F16C) and for the baseline, and an ifunc picks one at load
-// time, so a portable build still runs 8-wide float and 4-wide double
-// arithmetic where the CPU has it. One process always runs one clone, so 1
-// and N threads agree bytewise. Builds that already target AVX2
-// (PHASOR_NATIVE) and other compilers/architectures get one version.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__AVX2__)
-#define PHASOR_TARGET_CLONES \
-  __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define PHASOR_TARGET_CLONES
-#endif
-// Helpers of the cloned kernels must be inlined into them to be compiled for
-// the clone's ISA; an out-of-line call would run the baseline code.
-#if defined(__GNUC__)
-#define PHASOR_KERNEL_INLINE inline __attribute__((always_inline))
-#else
-#define PHASOR_KERNEL_INLINE inline
-#endif
 
 // ---------------------------------------------------------------------------
 // Layer 1: the scalar formula, one position's cos(p·θ_i), sin(p·θ_i) in
 // double: core/exact_angle.h CosSinRow (exact for integer positions).
-
-// Angle addition to the next position of an arithmetic run p + δ:
-//   cos((p+δ)θ) = cos(pθ)·cos(δθ) − sin(pθ)·sin(δθ)
-//   sin((p+δ)θ) = sin(pθ)·cos(δθ) + cos(pθ)·sin(δθ)
-PHASOR_KERNEL_INLINE void StepTrig(const double* __restrict step_cos,
-                                   const double* __restrict step_sin, int64_t half,
-                                   double* __restrict cos_row,
-                                   double* __restrict sin_row) {
-  for (int64_t i = 0; i < half; ++i) {
-    const double c = cos_row[i];
-    const double s = sin_row[i];
-    cos_row[i] = c * step_cos[i] - s * step_sin[i];
-    sin_row[i] = s * step_cos[i] + c * step_sin[i];
-  }
-}
-
-// Times the attention factor (or 1), then rounded once to T (float, or
-// double: the product's one rounding).
-template <typename T>
-PHASOR_KERNEL_INLINE void RoundTrig(const double* __restrict cos_row,
-                                    const double* __restrict sin_row, int64_t half,
-                                    double scale, T* __restrict cos_out,
-                                    T* __restrict sin_out) {
-  for (int64_t i = 0; i < half; ++i) {
-    cos_out[i] = static_cast<T>(cos_row[i] * scale);
-    sin_out[i] = static_cast<T>(sin_row[i] * scale);
-  }
-}
-
-// ---------------------------------------------------------------------------
+//
 // Layer 2: the per-request cos/sin rows. A sin and a cos in double cost about
 // 25 ns each, 64 pairs per token at head_dim 128: more than rotating the
 // token's 32 heads. When integer positions run in arithmetic progression
-// (p_t = p_{t−1} + δ, a prefill or a range), row t follows from row t−1 by the
-// angle-addition step above: four multiplies and two adds per pair, carried
-// in double. Every kAnchorRows-th row, and every row that breaks the run, is
-// re-anchored exactly. Each step adds about three double roundings (2^-53
-// relative) and δ·θ_i carries one rounding of |δ|·θ_i·2^-53, so with
-// |δ| <= 2^20 the drift after 255 steps stays below 2^-30 (1e-9), far inside
-// float32's half ulp and the 2e-6 contract. Anchors sit at fixed token
-// indices, so a row's value does not depend on where a ParallelFor chunk
-// begins (a chunk starting mid-run replays from the anchor): 1 and N threads
-// give identical bytes.
+// (p_t = p_{t−1} + δ, a prefill or a range), row t follows from row t−1 by
+// angle addition:
+//   cos((p+δ)θ) = cos(pθ)·cos(δθ) − sin(pθ)·sin(δθ)
+//   sin((p+δ)θ) = sin(pθ)·cos(δθ) + cos(pθ)·sin(δθ)
+// four multiplies and two adds per pair, carried in double. Every
+// kAnchorRows-th row, and every row that breaks the run, is re-anchored
+// exactly. Each step adds about three double roundings (2^-53 relative) and
+// δ·θ_i carries one rounding of |δ|·θ_i·2^-53, so with |δ| <= 2^20 the drift
+// after 255 steps stays below 2^-30 (1e-9), far inside float32's half ulp and
+// the 2e-6 contract. Anchors sit at fixed token indices, so a row's value does
+// not depend on where a ParallelFor chunk begins (a chunk starting mid-run
+// replays from the anchor): 1 and N threads give identical bytes.
 constexpr int64_t kAnchorRows = 256;
 constexpr int64_t kMaxLadderStep = int64_t{1} << 20;
+
+// Per-token rows up to this many pairs live on the stack (rd <= 512), so a
+// single-token call allocates nothing.
+constexpr size_t kInlinePairs = 256;
 
 // M-RoPE: pairs [begin, begin + count) take their angles from position
 // axis `axis` (0 temporal, 1 height, 2 width).
@@ -97,6 +77,7 @@ struct AxisRun {
   int64_t count;
   int64_t axis;
 };
+using AxisRuns = absl::InlinedVector<AxisRun, 3>;
 
 // The runs of equal axis over the rd/2 pairs (RopeSpec.mrope_section); one
 // run of axis 0 without M-RoPE.
@@ -105,9 +86,12 @@ struct AxisRun {
 // interleaved (Qwen3-VL; HF's apply_interleaved_mrope: pair i from axis 1
 // when i % 3 == 1 and i < 3·s_1, axis 2 when i % 3 == 2 and i < 3·s_2,
 // else axis 0).
-std::vector<AxisRun> MropeRuns(const RopeSpec& spec, int64_t half) {
-  std::vector<AxisRun> runs;
-  if (spec.mrope_section.empty()) return {{0, half, 0}};
+AxisRuns MropeRuns(const RopeSpec& spec, int64_t half) {
+  AxisRuns runs;
+  if (spec.mrope_section.empty()) {
+    runs.push_back({0, half, 0});
+    return runs;
+  }
   auto append = [&](int64_t pair, int64_t axis) {
     if (!runs.empty() && runs.back().axis == axis &&
         runs.back().begin + runs.back().count == pair) {
@@ -136,12 +120,12 @@ std::vector<AxisRun> MropeRuns(const RopeSpec& spec, int64_t half) {
 
 // Built once per call.
 struct TrigPlan {
-  std::vector<ExactAngle> angles;  // Per θ_i.
+  const ExactAngle* angles = nullptr;  // Per θ_i (a RopePlan's).
   int64_t half = 0;
   double scale = 1.0;  // Attention factor when folded, else 1.
   Positions positions = Positions::Integers({});
   int64_t num_tokens = 0;  // Rows; positions hold one row per axis.
-  std::vector<AxisRun> runs;  // Pairs by position axis (MropeRuns).
+  AxisRuns runs;       // Pairs by position axis (MropeRuns).
   int64_t step = 0;    // δ, or 0: every row exact (real or irregular positions).
   std::vector<double> step_cos;  // cos(δ·θ_i), sin(δ·θ_i).
   std::vector<double> step_sin;
@@ -149,20 +133,18 @@ struct TrigPlan {
 
 // `exact_rows` turns the angle-addition ladder off (double outputs: its
 // ~1e-9 drift would be their largest error); M-RoPE rows are always exact.
-TrigPlan MakeTrigPlan(const RopeFrequencies& frequencies, double scale,
-                      const Positions& positions, std::vector<AxisRun> runs,
-                      bool exact_rows) {
+// `axes` is RopePositionAxes(spec): with M-RoPE, positions hold 3 rows even
+// when every pair takes axis 0.
+TrigPlan MakeTrigPlan(const RopePlan& rope, double scale, const Positions& positions,
+                      AxisRuns runs, int64_t axes, bool exact_rows) {
   TrigPlan plan;
-  plan.half = static_cast<int64_t>(frequencies.inv_freq.size());
+  plan.angles = rope.angles.data();
+  plan.half = static_cast<int64_t>(rope.angles.size());
   plan.scale = scale;
   plan.positions = positions;
   plan.runs = std::move(runs);
-  const bool mrope = plan.runs.size() != 1 || plan.runs[0].axis != 0;
-  plan.num_tokens = mrope ? positions.size() / 3 : positions.size();
-  plan.angles.reserve(frequencies.inv_freq.size());
-  for (double theta : frequencies.inv_freq) plan.angles.emplace_back(theta);
-  if (!exact_rows && !mrope && !positions.is_real() &&
-      positions.size() >= 2) {
+  plan.num_tokens = positions.size() / axes;
+  if (!exact_rows && axes == 1 && !positions.is_real() && positions.size() >= 2) {
     const absl::Span<const int64_t> p = positions.integers();
     int64_t step = 0;
     if (!__builtin_sub_overflow(p[1], p[0], &step) && step != 0 &&
@@ -170,8 +152,8 @@ TrigPlan MakeTrigPlan(const RopeFrequencies& frequencies, double scale,
       plan.step = step;
       plan.step_cos.resize(plan.half);
       plan.step_sin.resize(plan.half);
-      CosSinRow(plan.angles.data(), plan.half, step, plan.step_cos.data(),
-                  plan.step_sin.data());
+      CosSinRow(plan.angles, plan.half, step, plan.step_cos.data(),
+                plan.step_sin.data());
     }
   }
   return plan;
@@ -183,11 +165,10 @@ void PositionTrig(const TrigPlan& plan, int64_t t, double* cos_row,
   for (const AxisRun& run : plan.runs) {
     const int64_t index = run.axis * plan.num_tokens + t;
     if (plan.positions.is_real()) {
-      CosSinRow(plan.angles.data() + run.begin, run.count,
-                plan.positions.reals()[index], cos_row + run.begin,
-                sin_row + run.begin);
+      CosSinRow(plan.angles + run.begin, run.count, plan.positions.reals()[index],
+                cos_row + run.begin, sin_row + run.begin);
     } else {
-      CosSinRow(plan.angles.data() + run.begin, run.count,
+      CosSinRow(plan.angles + run.begin, run.count,
                 plan.positions.integers()[index], cos_row + run.begin,
                 sin_row + run.begin);
     }
@@ -202,6 +183,360 @@ inline bool StepsFromPrevious(const TrigPlan& plan, int64_t t) {
   return !__builtin_add_overflow(p[t - 1], plan.step, &expected) && expected == p[t];
 }
 
+// Where token `token`'s heads are, in elements: head h starts at
+// first + h·stride. [T, H, D] and [B, T, H, D]: one contiguous row per
+// token. [B, H, T, D] (seq_len > 0): token b·T + t's head h is row
+// (b·H + h)·T + t.
+struct TokenHeads {
+  int64_t first;
+  int64_t stride;
+};
+inline TokenHeads HeadsOf(const RopeOperand& operand, int64_t token) {
+  const int64_t heads = operand.num_heads;
+  const int64_t head_dim = operand.head_dim;
+  if (operand.seq_len == 0) return {token * heads * head_dim, head_dim};
+  const int64_t seq = operand.seq_len;
+  const int64_t b = token / seq;
+  const int64_t t = token % seq;
+  return {(b * heads * seq + t) * head_dim, seq * head_dim};
+}
+
+// What every chunk of one ApplyRope call shares.
+struct ApplyJob {
+  const TrigPlan* trig;
+  const RopeOperand* query;
+  const RopeOperand* key;  // May be null.
+  RopeLayout layout;
+  int64_t rotary_dim;
+};
+
+}  // namespace
+}  // namespace phasor
+#endif  // PHASOR_CORE_ROPE_SHARED_
+
+HWY_BEFORE_NAMESPACE();
+namespace phasor {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// ---------------------------------------------------------------------------
+// Storage codecs: load N elements of storage as a vector of the arithmetic
+// type (float32 for float32 and the 16-bit formats, double for float64), and
+// store one back. The 16-bit formats are widened in registers and narrowed
+// once, round to nearest even, with the scalar conversions' bits
+// (core/dtype.h HalfToFloat/FloatToHalf, BFloat16ToFloat/FloatToBFloat16):
+// a NaN narrows to the quiet NaN of its sign (0x7e00, or the bfloat16 NaN
+// with the quiet bit set), ±Inf and overflow to ±Inf, subnormals exactly.
+// Pointers need no alignment (LoadU/StoreU).
+template <typename T>
+struct PlainCodec {
+  using Elem = T;
+  template <class D>
+  static HWY_INLINE hn::Vec<D> Load(D d, const T* HWY_RESTRICT p) {
+    return hn::LoadU(d, p);
+  }
+  template <class D>
+  static HWY_INLINE void Store(D d, hn::Vec<D> v, T* HWY_RESTRICT p) {
+    hn::StoreU(v, d, p);
+  }
+};
+
+// bfloat16 is the top half of a float32: widening is a shift; narrowing
+// rounds the low 16 bits to nearest even, (bits + 0x7fff + lsb) >> 16, and
+// keeps a NaN's sign and top payload bits with the quiet bit set.
+struct BFloat16Codec {
+  using Elem = uint16_t;
+  template <class D>
+  static HWY_INLINE hn::Vec<D> Load(D d, const uint16_t* HWY_RESTRICT p) {
+    const hn::Rebind<uint16_t, D> d16;
+    const hn::RebindToUnsigned<D> du;
+    return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, p))));
+  }
+  template <class D>
+  static HWY_INLINE void Store(D /*d*/, hn::Vec<D> v, uint16_t* HWY_RESTRICT p) {
+    const hn::Rebind<uint16_t, D> d16;
+    const hn::RebindToUnsigned<D> du;
+    const hn::RebindToSigned<D> di;
+    const auto bits = hn::BitCast(du, v);
+    const auto top = hn::ShiftRight<16>(bits);
+    const auto lsb = hn::And(top, hn::Set(du, 1u));
+    const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), lsb)));
+    const auto quiet_nan = hn::Or(top, hn::Set(du, 0x0040u));
+    const auto narrow = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
+    // Every lane is <= 0xffff, so the saturating narrow is exact.
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, narrow)), d16, p);
+  }
+};
+
+// IEEE binary16. x86 targets with F16C (AVX2 and up) convert in hardware
+// (vcvtph2ps / vcvtps2ph, round to nearest even); a NaN is replaced by the
+// quiet NaN of its sign first, so it narrows to sign | 0x7e00 as
+// FloatToHalf does. Other targets use the integer formulation below (Highway
+// 1.0.3's portable float16 conversions truncate, so they are not used).
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
+struct Float16Codec {
+  using Elem = uint16_t;
+  template <class D>
+  static HWY_INLINE hn::Vec<D> Load(D d, const uint16_t* HWY_RESTRICT p) {
+    const hn::Rebind<hwy::float16_t, D> d16;
+    return hn::PromoteTo(d, hn::LoadU(d16, reinterpret_cast<const hwy::float16_t*>(p)));
+  }
+  template <class D>
+  static HWY_INLINE void Store(D d, hn::Vec<D> v, uint16_t* HWY_RESTRICT p) {
+    const hn::Rebind<hwy::float16_t, D> d16;
+    const hn::RebindToUnsigned<D> du;
+    const auto quiet_nan = hn::CopySign(hn::BitCast(d, hn::Set(du, 0x7fc00000u)), v);
+    const auto canonical = hn::IfThenElse(hn::IsNaN(v), quiet_nan, v);
+    hn::StoreU(hn::DemoteTo(d16, canonical), d16, reinterpret_cast<hwy::float16_t*>(p));
+  }
+};
+#else
+struct Float16Codec {
+  using Elem = uint16_t;
+  // Exponent and mantissa moved into float32 position and rebiased by
+  // 127 − 15; Inf/NaN (exponent 31) rebiased again to 255; zero and
+  // subnormals (exponent 0) formed as (2^-14 + m·2^-24) − 2^-14, exact.
+  template <class D>
+  static HWY_INLINE hn::Vec<D> Load(D d, const uint16_t* HWY_RESTRICT p) {
+    const hn::Rebind<uint16_t, D> d16;
+    const hn::RebindToUnsigned<D> du;
+    const auto h = hn::PromoteTo(du, hn::LoadU(d16, p));
+    const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
+    const auto shifted = hn::ShiftLeft<13>(hn::And(h, hn::Set(du, 0x7fffu)));
+    const auto exponent = hn::And(shifted, hn::Set(du, 0x0f800000u));
+    const auto rebias = hn::Set(du, (127u - 15u) << 23);
+    const auto normal = hn::Add(shifted, rebias);
+    const auto special = hn::Add(normal, rebias);  // Exponent 31 -> 255.
+    const auto min_normal = hn::BitCast(d, hn::Set(du, 113u << 23));  // 2^-14
+    const auto small = hn::BitCast(
+        du, hn::Sub(hn::BitCast(d, hn::Add(normal, hn::Set(du, 1u << 23))), min_normal));
+    auto bits = hn::IfThenElse(hn::Eq(exponent, hn::Set(du, 0x0f800000u)), special, normal);
+    bits = hn::IfThenElse(hn::Eq(exponent, hn::Zero(du)), small, bits);
+    return hn::BitCast(d, hn::Or(bits, sign));
+  }
+  // |x| < 2^-14 (a subnormal or zero half): adding 0.5 puts the half's last
+  // bit (2^-24) at float's last place, so the float addition rounds to
+  // nearest even there. Normal: rebias and round the 13 dropped bits to
+  // nearest even. |x| >= 65520 overflows to Inf; NaN gives 0x7e00.
+  template <class D>
+  static HWY_INLINE void Store(D d, hn::Vec<D> v, uint16_t* HWY_RESTRICT p) {
+    const hn::Rebind<uint16_t, D> d16;
+    const hn::RebindToUnsigned<D> du;
+    const hn::RebindToSigned<D> di;
+    const auto bits = hn::BitCast(du, v);
+    const auto sign = hn::ShiftRight<16>(hn::And(bits, hn::Set(du, 0x80000000u)));
+    const auto magnitude = hn::And(bits, hn::Set(du, 0x7fffffffu));
+    const auto odd = hn::And(hn::ShiftRight<13>(magnitude), hn::Set(du, 1u));
+    // magnitude − (112 << 23) + 0xfff + odd, modulo 2^32.
+    const auto normal = hn::ShiftRight<13>(
+        hn::Add(hn::Add(magnitude, hn::Set(du, 0xc8000fffu)), odd));
+    const auto half = hn::Set(d, 0.5f);
+    const auto small = hn::Sub(
+        hn::BitCast(du, hn::Add(hn::BitCast(d, magnitude), half)), hn::BitCast(du, half));
+    const auto m = hn::BitCast(di, magnitude);
+    auto narrow = hn::IfThenElse(RebindMask(du, hn::Lt(m, hn::Set(di, 0x38800000))),
+                                 small, normal);
+    narrow = hn::IfThenElse(RebindMask(du, hn::Gt(m, hn::Set(di, 0x477fefff))),
+                            hn::Set(du, 0x7c00u), narrow);
+    narrow = hn::IfThenElse(RebindMask(du, hn::Gt(m, hn::Set(di, 0x7f800000))),
+                            hn::Set(du, 0x7e00u), narrow);
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::Or(narrow, sign))), d16, p);
+  }
+};
+#endif
+
+// ---------------------------------------------------------------------------
+// Layer 3: the rotation of one head's rotary channels, Lanes(d) pairs at a
+// time; a tail of fewer pairs is staged through zero-padded stack vectors.
+// Every vector is loaded before any is stored, so x == out (in place) is
+// safe. HALF: pairs (j, j + half):
+//   out[j]        = x[j]·c_j − x[j+half]·s_j
+//   out[j + half] = x[j+half]·c_j + x[j]·s_j
+template <class Codec, class D>
+HWY_INLINE void RotatePairsHalf(D d, const typename Codec::Elem* x_lo,
+                                const typename Codec::Elem* x_hi,
+                                const hn::TFromD<D>* HWY_RESTRICT c,
+                                const hn::TFromD<D>* HWY_RESTRICT s,
+                                typename Codec::Elem* out_lo,
+                                typename Codec::Elem* out_hi) {
+  const auto lo = Codec::Load(d, x_lo);
+  const auto hi = Codec::Load(d, x_hi);
+  const auto cv = hn::LoadU(d, c);
+  const auto sv = hn::LoadU(d, s);
+  const auto new_lo = hn::MulSub(lo, cv, hn::Mul(hi, sv));
+  const auto new_hi = hn::MulAdd(hi, cv, hn::Mul(lo, sv));
+  Codec::Store(d, new_lo, out_lo);
+  Codec::Store(d, new_hi, out_hi);
+}
+
+template <class Codec, int64_t kHalf, class D>
+HWY_INLINE void RotateHeadHalf(D d, const typename Codec::Elem* x,
+                               const hn::TFromD<D>* HWY_RESTRICT c,
+                               const hn::TFromD<D>* HWY_RESTRICT s, int64_t half_in,
+                               typename Codec::Elem* out) {
+  using Elem = typename Codec::Elem;
+  const size_t half = kHalf > 0 ? static_cast<size_t>(kHalf) : static_cast<size_t>(half_in);
+  const size_t lanes = hn::Lanes(d);
+  size_t j = 0;
+  for (; j + lanes <= half; j += lanes) {
+    RotatePairsHalf<Codec>(d, x + j, x + half + j, c + j, s + j, out + j,
+                           out + half + j);
+  }
+  if (j == half) return;
+  const size_t rest = half - j;
+  constexpr size_t kMax = HWY_MAX_BYTES / sizeof(hn::TFromD<D>);
+  HWY_ALIGN Elem lo[kMax] = {};
+  HWY_ALIGN Elem hi[kMax] = {};
+  HWY_ALIGN hn::TFromD<D> cs[kMax] = {};
+  HWY_ALIGN hn::TFromD<D> ss[kMax] = {};
+  std::memcpy(lo, x + j, rest * sizeof(Elem));
+  std::memcpy(hi, x + half + j, rest * sizeof(Elem));
+  std::memcpy(cs, c + j, rest * sizeof(cs[0]));
+  std::memcpy(ss, s + j, rest * sizeof(ss[0]));
+  RotatePairsHalf<Codec>(d, lo, hi, cs, ss, lo, hi);
+  std::memcpy(out + j, lo, rest * sizeof(Elem));
+  std::memcpy(out + half + j, hi, rest * sizeof(Elem));
+}
+
+// INTERLEAVED: pairs (2i, 2i + 1), as one vector of 2·Lanes/2 pairs with
+// c2 = (c_0, c_0, c_1, c_1, ...) and s2 = (−s_0, s_0, −s_1, s_1, ...):
+//   out = x·c2 + swap_pairs(x)·s2
+// (even lane x[2i]·c_i − x[2i+1]·s_i, odd lane x[2i+1]·c_i + x[2i]·s_i).
+template <class Codec, class D>
+HWY_INLINE void RotateLanesInterleaved(D d, const typename Codec::Elem* x,
+                                       const hn::TFromD<D>* HWY_RESTRICT c2,
+                                       const hn::TFromD<D>* HWY_RESTRICT s2,
+                                       typename Codec::Elem* out) {
+  const auto v = Codec::Load(d, x);
+  const auto rotated =
+      hn::MulAdd(v, hn::LoadU(d, c2), hn::Mul(hn::Reverse2(d, v), hn::LoadU(d, s2)));
+  Codec::Store(d, rotated, out);
+}
+
+template <class Codec, int64_t kHalf, class D>
+HWY_INLINE void RotateHeadInterleaved(D d, const typename Codec::Elem* x,
+                                      const hn::TFromD<D>* HWY_RESTRICT c2,
+                                      const hn::TFromD<D>* HWY_RESTRICT s2,
+                                      int64_t half_in, typename Codec::Elem* out) {
+  using Elem = typename Codec::Elem;
+  const size_t width =
+      2 * (kHalf > 0 ? static_cast<size_t>(kHalf) : static_cast<size_t>(half_in));
+#if HWY_TARGET == HWY_SCALAR
+  // One-lane vectors hold no pair: rotate (x[2i], x[2i+1]) as a HALF pair,
+  // with sin from the odd lane (+s_i); the same products and roundings.
+  for (size_t j = 0; j < width; j += 2) {
+    RotatePairsHalf<Codec>(d, x + j, x + j + 1, c2 + j, s2 + j + 1, out + j, out + j + 1);
+  }
+  return;
+#endif
+  const size_t lanes = hn::Lanes(d);
+  size_t j = 0;
+  for (; j + lanes <= width; j += lanes) {
+    RotateLanesInterleaved<Codec>(d, x + j, c2 + j, s2 + j, out + j);
+  }
+  if (j == width) return;
+  const size_t rest = width - j;  // Even: whole pairs.
+  constexpr size_t kMax = HWY_MAX_BYTES / sizeof(hn::TFromD<D>);
+  HWY_ALIGN Elem v[kMax] = {};
+  HWY_ALIGN hn::TFromD<D> cs[kMax] = {};
+  HWY_ALIGN hn::TFromD<D> ss[kMax] = {};
+  std::memcpy(v, x + j, rest * sizeof(Elem));
+  std::memcpy(cs, c2 + j, rest * sizeof(cs[0]));
+  std::memcpy(ss, s2 + j, rest * sizeof(ss[0]));
+  RotateLanesInterleaved<Codec>(d, v, cs, ss, v);
+  std::memcpy(out + j, v, rest * sizeof(Elem));
+}
+
+// Every head of one token, heads `stride` elements apart in both x and out
+// (head_dim for [T, H, D] rows, T·head_dim for [B, H, T, D]), rotary part
+// only. The rotary widths models use (rd = 32, 64, 96, 128, 256) get their
+// own copies with the trip count fixed (kHalf = rd/2; 0 = any width): a
+// head's loads are then issued back to back, which keeps enough cache misses
+// in flight for RoPE over [T, 32, 128] to run at memory-copy speed.
+// For INTERLEAVED, c and s are the per-lane c2 and s2 rows.
+template <class Codec, int64_t kHalf, class D>
+HWY_INLINE void RotateHeadsFixed(D d, RopeLayout layout,
+                                 const typename Codec::Elem* x,
+                                 const hn::TFromD<D>* HWY_RESTRICT c,
+                                 const hn::TFromD<D>* HWY_RESTRICT s, int64_t half,
+                                 int64_t heads, int64_t stride,
+                                 typename Codec::Elem* out) {
+  if (layout == RopeLayout::kHalf) {
+    for (int64_t h = 0; h < heads; ++h) {
+      RotateHeadHalf<Codec, kHalf>(d, x + h * stride, c, s, half, out + h * stride);
+    }
+  } else {
+    for (int64_t h = 0; h < heads; ++h) {
+      RotateHeadInterleaved<Codec, kHalf>(d, x + h * stride, c, s, half,
+                                          out + h * stride);
+    }
+  }
+}
+
+template <class Codec, class D>
+HWY_INLINE void RotateHeads(D d, RopeLayout layout, const typename Codec::Elem* x,
+                            const hn::TFromD<D>* HWY_RESTRICT c,
+                            const hn::TFromD<D>* HWY_RESTRICT s, int64_t half,
+                            int64_t heads, int64_t stride,
+                            typename Codec::Elem* out) {
+  switch (half) {
+    case 16:
+      return RotateHeadsFixed<Codec, 16>(d, layout, x, c, s, half, heads, stride, out);
+    case 32:
+      return RotateHeadsFixed<Codec, 32>(d, layout, x, c, s, half, heads, stride, out);
+    case 48:
+      return RotateHeadsFixed<Codec, 48>(d, layout, x, c, s, half, heads, stride, out);
+    case 64:
+      return RotateHeadsFixed<Codec, 64>(d, layout, x, c, s, half, heads, stride, out);
+    case 128:
+      return RotateHeadsFixed<Codec, 128>(d, layout, x, c, s, half, heads, stride, out);
+    default:
+      return RotateHeadsFixed<Codec, 0>(d, layout, x, c, s, half, heads, stride, out);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Layer 2 in vectors: the angle-addition step and the rounding of a row.
+// cos' = cos·cos(δθ) − sin·sin(δθ), sin' = sin·cos(δθ) + cos·sin(δθ).
+HWY_INLINE void StepTrig(const double* HWY_RESTRICT step_cos,
+                         const double* HWY_RESTRICT step_sin, int64_t half,
+                         double* HWY_RESTRICT cos_row, double* HWY_RESTRICT sin_row) {
+  const hn::ScalableTag<double> d;
+  const hn::CappedTag<double, 1> d1;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  const size_t n = static_cast<size_t>(half);
+  for (; i + lanes <= n; i += lanes) {
+    const auto c = hn::LoadU(d, cos_row + i);
+    const auto s = hn::LoadU(d, sin_row + i);
+    const auto sc = hn::LoadU(d, step_cos + i);
+    const auto ss = hn::LoadU(d, step_sin + i);
+    hn::StoreU(hn::MulSub(c, sc, hn::Mul(s, ss)), d, cos_row + i);
+    hn::StoreU(hn::MulAdd(s, sc, hn::Mul(c, ss)), d, sin_row + i);
+  }
+  for (; i < n; ++i) {
+    const auto c = hn::LoadU(d1, cos_row + i);
+    const auto s = hn::LoadU(d1, sin_row + i);
+    const auto sc = hn::LoadU(d1, step_cos + i);
+    const auto ss = hn::LoadU(d1, step_sin + i);
+    hn::StoreU(hn::MulSub(c, sc, hn::Mul(s, ss)), d1, cos_row + i);
+    hn::StoreU(hn::MulAdd(s, sc, hn::Mul(c, ss)), d1, sin_row + i);
+  }
+}
+
+// Times the attention factor (or 1), then rounded once to T (float, or
+// double: the product's one rounding).
+template <typename T>
+HWY_INLINE void RoundTrig(const double* HWY_RESTRICT cos_row,
+                          const double* HWY_RESTRICT sin_row, int64_t half,
+                          double scale, T* HWY_RESTRICT cos_out,
+                          T* HWY_RESTRICT sin_out) {
+  for (int64_t i = 0; i < half; ++i) {
+    cos_out[i] = static_cast<T>(cos_row[i] * scale);
+    sin_out[i] = static_cast<T>(sin_row[i] * scale);
+  }
+}
+
 // Walks the rows of one chunk in increasing order. Belongs to one thread.
 class TrigWalker final {
  public:
@@ -210,8 +545,7 @@ class TrigWalker final {
 
   // Writes row t's cos and sin (plan.half values each, float or double).
   template <typename T>
-  PHASOR_KERNEL_INLINE void Row(int64_t t, T* cos_out, T* sin_out) {
-    const int64_t half = plan_.half;
+  HWY_INLINE void Row(int64_t t, T* cos_out, T* sin_out) {
     if (!StepsFromPrevious(plan_, t)) {
       PositionTrig(plan_, t, cos_.data(), sin_.data());
     } else {
@@ -225,443 +559,185 @@ class TrigWalker final {
       Step();
     }
     row_ = t;
-    RoundTrig(cos_.data(), sin_.data(), half, plan_.scale, cos_out, sin_out);
+    RoundTrig(cos_.data(), sin_.data(), plan_.half, plan_.scale, cos_out, sin_out);
   }
 
  private:
-  PHASOR_KERNEL_INLINE void Step() {
+  HWY_INLINE void Step() {
     StepTrig(plan_.step_cos.data(), plan_.step_sin.data(), plan_.half, cos_.data(),
              sin_.data());
   }
 
   const TrigPlan& plan_;
-  std::vector<double> cos_;  // Row row_ in double, before the factor.
-  std::vector<double> sin_;
+  absl::InlinedVector<double, kInlinePairs> cos_;  // Row row_, before the factor.
+  absl::InlinedVector<double, kInlinePairs> sin_;
   int64_t row_ = -2;
 };
 
 // ---------------------------------------------------------------------------
-// Layer 3: the inner rotate loops, in float32 (float32 and 16-bit storage)
-// or double (float64 storage). `__restrict` lets g++ -O3 vectorise without
-// runtime alias checks; callers never pass overlapping arrays (in-place
-// rotation is staged through a scratch row, see below). The body runs
-// kLanes pairs at a time (8 floats = one AVX register, two SSE registers),
-// the tail finishes the rest one pair at a time.
-constexpr int64_t kLanes = 8;
-
-// HALF: pairs (i, i + half).
-template <typename T>
-PHASOR_KERNEL_INLINE void RotateHalf(const T* __restrict x, const T* __restrict c,
-                                     const T* __restrict s, int64_t half,
-                                     T* __restrict out) {
-  const T* __restrict x_hi = x + half;
-  T* __restrict out_hi = out + half;
-  int64_t i = 0;
-  for (; i + kLanes <= half; i += kLanes) {
-    for (int64_t j = i; j < i + kLanes; ++j) {
-      const T lo = x[j];
-      const T hi = x_hi[j];
-      out[j] = lo * c[j] - hi * s[j];
-      out_hi[j] = hi * c[j] + lo * s[j];
-    }
-  }
-  for (; i < half; ++i) {
-    const T lo = x[i];
-    const T hi = x_hi[i];
-    out[i] = lo * c[i] - hi * s[i];
-    out_hi[i] = hi * c[i] + lo * s[i];
-  }
-}
-
-// INTERLEAVED: pairs (2i, 2i + 1).
-template <typename T>
-PHASOR_KERNEL_INLINE void RotateInterleaved(const T* __restrict x,
-                                            const T* __restrict c,
-                                            const T* __restrict s, int64_t half,
-                                            T* __restrict out) {
-  int64_t i = 0;
-  for (; i + kLanes <= half; i += kLanes) {
-    for (int64_t j = i; j < i + kLanes; ++j) {
-      const T even = x[2 * j];
-      const T odd = x[2 * j + 1];
-      out[2 * j] = even * c[j] - odd * s[j];
-      out[2 * j + 1] = odd * c[j] + even * s[j];
-    }
-  }
-  for (; i < half; ++i) {
-    const T even = x[2 * i];
-    const T odd = x[2 * i + 1];
-    out[2 * i] = even * c[i] - odd * s[i];
-    out[2 * i + 1] = odd * c[i] + even * s[i];
-  }
-}
-
-// Every head of one token, heads `stride` elements apart in both x and out
-// (head_dim for [T, H, D] rows, T·head_dim for [B, H, T, D]), rotary part
-// only. The rotary widths models use (rd = 32, 64, 96, 128, 256) get their
-// own fully unrolled copies (kHalf = rd/2; 0 = any width): with the trip
-// count known, a head's loads are all issued back to back, which keeps
-// enough cache misses in flight for RoPE over [T, 32, 128] to run at
-// memory-copy speed, where the generic loop reaches about 0.6 of it.
-template <int64_t kHalf, typename T>
-PHASOR_KERNEL_INLINE void RotateHeadsFixed(RopeLayout layout, const T* __restrict x,
-                                           const T* __restrict c,
-                                           const T* __restrict s, int64_t half,
-                                           int64_t heads, int64_t stride,
-                                           T* __restrict out) {
-  const int64_t width = kHalf > 0 ? kHalf : half;
-  if (layout == RopeLayout::kHalf) {
-    for (int64_t h = 0; h < heads; ++h) {
-      RotateHalf(x + h * stride, c, s, width, out + h * stride);
-    }
-  } else {
-    for (int64_t h = 0; h < heads; ++h) {
-      RotateInterleaved(x + h * stride, c, s, width, out + h * stride);
-    }
-  }
-}
-
-template <typename T>
-PHASOR_KERNEL_INLINE void RotateHeads(RopeLayout layout, const T* __restrict x,
-                                      const T* __restrict c, const T* __restrict s,
-                                      int64_t half, int64_t heads, int64_t stride,
-                                      T* __restrict out) {
-  switch (half) {
-    case 16:
-      return RotateHeadsFixed<16>(layout, x, c, s, half, heads, stride, out);
-    case 32:
-      return RotateHeadsFixed<32>(layout, x, c, s, half, heads, stride, out);
-    case 48:
-      return RotateHeadsFixed<48>(layout, x, c, s, half, heads, stride, out);
-    case 64:
-      return RotateHeadsFixed<64>(layout, x, c, s, half, heads, stride, out);
-    case 128:
-      return RotateHeadsFixed<128>(layout, x, c, s, half, heads, stride, out);
-    default:
-      return RotateHeadsFixed<0>(layout, x, c, s, half, heads, stride, out);
-  }
-}
-
-// Storage formats. Arithmetic is float32 for float32 and the 16-bit formats
-// (widened on load and narrowed, round to nearest even, once on store), and
-// double for float64 (with double cos/sin).
-struct Float32Storage {
-  using Elem = float;
-  using Math = float;
-  static constexpr bool kNeedsWidening = false;
-};
-struct Float64Storage {
-  using Elem = double;
-  using Math = double;
-  static constexpr bool kNeedsWidening = false;
-};
-struct Float16Storage {
-  using Elem = uint16_t;
-  using Math = float;
-  static constexpr bool kNeedsWidening = true;
-  static float Widen(uint16_t bits) { return HalfToFloat(bits); }
-  static uint16_t Narrow(float value) { return FloatToHalf(value); }
-};
-struct BFloat16Storage {
-  using Elem = uint16_t;
-  using Math = float;
-  static constexpr bool kNeedsWidening = true;
-  // BFloat16ToFloat / FloatToBFloat16 (core/dtype.h) spelled branch-free so
-  // the rotate loops vectorise; same bits for every input, NaN included.
-  PHASOR_KERNEL_INLINE static float Widen(uint16_t bits) {
-    const uint32_t wide = static_cast<uint32_t>(bits) << 16;
-    float value;
-    std::memcpy(&value, &wide, sizeof(value));
-    return value;
-  }
-  PHASOR_KERNEL_INLINE static uint16_t Narrow(float value) {
-    uint32_t bits;
-    std::memcpy(&bits, &value, sizeof(bits));
-    const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-    const uint32_t quiet_nan = (bits >> 16) | 0x0040u;
-    return static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan
-                                                                     : rounded);
-  }
-};
-
-// The 16-bit rotate loops: widen, rotate in float32 and narrow in one pass
-// per pair, so a 16-bit head never makes a float32 round trip through memory.
-template <class Storage>
-PHASOR_KERNEL_INLINE void RotateHalf16(const uint16_t* __restrict x,
-                                       const float* __restrict c,
-                                       const float* __restrict s, int64_t half,
-                                       uint16_t* __restrict out) {
-  for (int64_t j = 0; j < half; ++j) {
-    const float lo = Storage::Widen(x[j]);
-    const float hi = Storage::Widen(x[j + half]);
-    out[j] = Storage::Narrow(lo * c[j] - hi * s[j]);
-    out[j + half] = Storage::Narrow(hi * c[j] + lo * s[j]);
-  }
-}
-
-template <class Storage>
-PHASOR_KERNEL_INLINE void RotateInterleaved16(const uint16_t* __restrict x,
-                                              const float* __restrict c,
-                                              const float* __restrict s,
-                                              int64_t half, uint16_t* __restrict out) {
-  for (int64_t j = 0; j < half; ++j) {
-    const float even = Storage::Widen(x[2 * j]);
-    const float odd = Storage::Widen(x[2 * j + 1]);
-    out[2 * j] = Storage::Narrow(even * c[j] - odd * s[j]);
-    out[2 * j + 1] = Storage::Narrow(odd * c[j] + even * s[j]);
-  }
-}
-
-// One 16-bit head, with the trip count fixed for the common widths as for
-// float32 (RotateHeads).
-template <class Storage, int64_t kHalf>
-PHASOR_KERNEL_INLINE void RotateHead16Fixed(RopeLayout layout,
-                                            const uint16_t* __restrict x,
-                                            const float* __restrict c,
-                                            const float* __restrict s, int64_t half,
-                                            uint16_t* __restrict out) {
-  const int64_t width = kHalf > 0 ? kHalf : half;
-  if (layout == RopeLayout::kHalf) {
-    RotateHalf16<Storage>(x, c, s, width, out);
-  } else {
-    RotateInterleaved16<Storage>(x, c, s, width, out);
-  }
-}
-
-template <class Storage>
-PHASOR_KERNEL_INLINE void RotateHead16(RopeLayout layout, const uint16_t* __restrict x,
-                                       const float* __restrict c,
-                                       const float* __restrict s, int64_t half,
-                                       uint16_t* __restrict out) {
-  switch (half) {
-    case 16:
-      return RotateHead16Fixed<Storage, 16>(layout, x, c, s, half, out);
-    case 32:
-      return RotateHead16Fixed<Storage, 32>(layout, x, c, s, half, out);
-    case 48:
-      return RotateHead16Fixed<Storage, 48>(layout, x, c, s, half, out);
-    case 64:
-      return RotateHead16Fixed<Storage, 64>(layout, x, c, s, half, out);
-    case 128:
-      return RotateHead16Fixed<Storage, 128>(layout, x, c, s, half, out);
-    default:
-      return RotateHead16Fixed<Storage, 0>(layout, x, c, s, half, out);
-  }
-}
-
-// Per-chunk scratch, allocated once per ParallelFor chunk, never per element.
-template <class Storage>
-struct ChunkScratch {
-  using Math = typename Storage::Math;
-  ChunkScratch(int64_t rotary_dim, int64_t row_elements)
-      : cos(static_cast<size_t>(rotary_dim / 2)),
-        sin(static_cast<size_t>(rotary_dim / 2)),
-        head_in(static_cast<size_t>(rotary_dim)),
-        head_out(static_cast<size_t>(rotary_dim)),
-        token_in(Storage::kNeedsWidening ? 0 : static_cast<size_t>(row_elements)),
-        staged(Storage::kNeedsWidening ? 0 : static_cast<size_t>(row_elements)) {}
-  std::vector<Math> cos;
-  std::vector<Math> sin;
-  std::vector<uint16_t> head_in;  // A 16-bit head's rotary channels, copied.
-  std::vector<uint16_t> head_out;
-  std::vector<Math> token_in;     // A token's heads gathered into one row.
-  std::vector<Math> staged;       // A token row, in place or misaligned.
-};
-
-bool AlignedFor(const void* pointer, size_t alignment) {
-  return reinterpret_cast<uintptr_t>(pointer) % alignment == 0;
-}
-
-// Where token `token`'s heads are, in elements: head h starts at
-// first + h·stride. [T, H, D] and [B, T, H, D]: one contiguous row per
-// token. [B, H, T, D] (seq_len > 0): token b·T + t's head h is row
-// (b·H + h)·T + t.
-struct TokenHeads {
-  int64_t first;
-  int64_t stride;
-};
-PHASOR_KERNEL_INLINE TokenHeads HeadsOf(const RopeOperand& operand, int64_t token) {
-  const int64_t heads = operand.num_heads;
-  const int64_t head_dim = operand.head_dim;
-  if (operand.seq_len == 0) return {token * heads * head_dim, head_dim};
-  const int64_t seq = operand.seq_len;
-  const int64_t b = token / seq;
-  const int64_t t = token % seq;
-  return {(b * heads * seq + t) * head_dim, seq * head_dim};
-}
-
-// Rotates every head of token `token` of `operand` with the token's cos/sin
-// in `scratch`. Rows are addressed as bytes and moved with memcpy where
-// alignment is not known, so no misaligned typed access can happen. The
-// arithmetic is the same on every path, so in-place, out-of-place and
-// misaligned outputs, and every tensor layout, are bytewise equal.
+// One token of one operand, rotated from `in` to `out` with the token's
+// cos/sin rows. Elements are addressed through LoadU/StoreU (and memcpy), so
+// in place, out of place, misaligned and every tensor layout run the same
+// arithmetic and give the same bytes; nothing is staged or zero-filled.
 //
 // Plain stores: non-temporal (streaming) stores were tried for large outputs
 // and measured slower on AMD Zen 5 than these (the fixed-width loops already
 // reach memory-copy speed), and the result is usually read again soon.
-template <class Storage>
-PHASOR_KERNEL_INLINE void RotateToken(const RopeOperand& operand, int64_t token,
-                                      RopeLayout layout, int64_t rotary_dim,
-                                      ChunkScratch<Storage>& scratch) {
-  using Elem = typename Storage::Elem;
-  using Math = typename Storage::Math;
+template <class Codec, class D>
+HWY_INLINE void RotateToken(D d, const RopeOperand& operand, int64_t token,
+                            RopeLayout layout, int64_t rotary_dim,
+                            const hn::TFromD<D>* c, const hn::TFromD<D>* s) {
+  using Elem = typename Codec::Elem;
   constexpr size_t kElemBytes = sizeof(Elem);
-  const int64_t half = rotary_dim / 2;
   const int64_t head_dim = operand.head_dim;
-  const int64_t heads = operand.num_heads;
-  const size_t head_bytes = static_cast<size_t>(head_dim) * kElemBytes;
-  const size_t rotary_bytes = static_cast<size_t>(rotary_dim) * kElemBytes;
   const TokenHeads where = HeadsOf(operand, token);
-  const bool contiguous = where.stride == head_dim;
-  const size_t stride_bytes = static_cast<size_t>(where.stride) * kElemBytes;
-  const uint8_t* src = operand.in.data() + static_cast<size_t>(where.first) * kElemBytes;
-  uint8_t* dst = operand.out.data() + static_cast<size_t>(where.first) * kElemBytes;
-  const bool in_place = operand.in.data() == operand.out.data();
-  const Math* c = scratch.cos.data();
-  const Math* s = scratch.sin.data();
-
-  if constexpr (!Storage::kNeedsWidening) {
-    const bool aligned_src = AlignedFor(operand.in.data(), kElemBytes);
-    if (!in_place && aligned_src && AlignedFor(operand.out.data(), kElemBytes)) {
-      // Straight from input to output.
-      RotateHeads(layout, reinterpret_cast<const Math*>(src), c, s, half, heads,
-                  where.stride, reinterpret_cast<Math*>(dst));
-      if (head_dim > rotary_dim) {
-        for (int64_t head = 0; head < heads; ++head) {
-          const size_t offset = static_cast<size_t>(head) * stride_bytes;
-          std::memcpy(dst + offset + rotary_bytes, src + offset + rotary_bytes,
-                      head_bytes - rotary_bytes);
-        }
-      }
-      return;
-    }
-    // In place or misaligned: the token's heads are gathered into one row
-    // (or read where they are, when contiguous and aligned), rotated into
-    // scratch, then written back.
-    const Math* x = reinterpret_cast<const Math*>(src);
-    if (!(aligned_src && contiguous)) {
-      for (int64_t head = 0; head < heads; ++head) {
-        std::memcpy(scratch.token_in.data() + head * head_dim,
-                    src + static_cast<size_t>(head) * stride_bytes, head_bytes);
-      }
-      x = scratch.token_in.data();
-    }
-    Math* staged = scratch.staged.data();
-    RotateHeads(layout, x, c, s, half, heads, head_dim, staged);
-    if (head_dim > rotary_dim) {
-      for (int64_t head = 0; head < heads; ++head) {
-        const int64_t offset = head * head_dim + rotary_dim;
-        std::memcpy(staged + offset, x + offset, head_bytes - rotary_bytes);
-      }
-    }
-    if (contiguous) {
-      std::memcpy(dst, staged, static_cast<size_t>(heads) * head_bytes);
-    } else {
-      for (int64_t head = 0; head < heads; ++head) {
-        std::memcpy(dst + static_cast<size_t>(head) * stride_bytes,
-                    staged + head * head_dim, head_bytes);
-      }
-    }
-  } else {
-    // Head by head. A head rotated in place, or not 2-byte aligned, is read
-    // from a copy (and written through one), so every path runs the same
-    // arithmetic and gives the same bytes.
-    const bool aligned = AlignedFor(operand.in.data(), kElemBytes) &&
-                         AlignedFor(operand.out.data(), kElemBytes);
-    for (int64_t head = 0; head < heads; ++head) {
-      const size_t offset = static_cast<size_t>(head) * stride_bytes;
-      const uint16_t* x = reinterpret_cast<const uint16_t*>(src + offset);
-      if (in_place || !aligned) {
-        std::memcpy(scratch.head_in.data(), src + offset, rotary_bytes);
-        x = scratch.head_in.data();
-      }
-      if (aligned) {
-        RotateHead16<Storage>(layout, x, c, s, half,
-                              reinterpret_cast<uint16_t*>(dst + offset));
-      } else {
-        RotateHead16<Storage>(layout, x, c, s, half, scratch.head_out.data());
-        std::memcpy(dst + offset, scratch.head_out.data(), rotary_bytes);
-      }
-      if (!in_place && head_dim > rotary_dim) {
-        std::memcpy(dst + offset + rotary_bytes, src + offset + rotary_bytes,
-                    head_bytes - rotary_bytes);
-      }
+  const size_t first = static_cast<size_t>(where.first) * kElemBytes;
+  const Elem* x = reinterpret_cast<const Elem*>(operand.in.data() + first);
+  Elem* out = reinterpret_cast<Elem*>(operand.out.data() + first);
+  RotateHeads<Codec>(d, layout, x, c, s, rotary_dim / 2, operand.num_heads,
+                     where.stride, out);
+  if (head_dim > rotary_dim && operand.in.data() != operand.out.data()) {
+    const size_t stride_bytes = static_cast<size_t>(where.stride) * kElemBytes;
+    const size_t rotary_bytes = static_cast<size_t>(rotary_dim) * kElemBytes;
+    const size_t pass_bytes = static_cast<size_t>(head_dim - rotary_dim) * kElemBytes;
+    for (int64_t head = 0; head < operand.num_heads; ++head) {
+      const size_t offset = first + static_cast<size_t>(head) * stride_bytes + rotary_bytes;
+      std::memcpy(operand.out.data() + offset, operand.in.data() + offset, pass_bytes);
     }
   }
 }
 
-// What every chunk of one ApplyRope call shares.
-struct ApplyJob {
-  const TrigPlan* trig;
-  const RopeOperand* query;
-  const RopeOperand* key;  // May be null.
-  RopeLayout layout;
-  int64_t rotary_dim;
-};
-
 // Layer 4 body: tokens [begin, end), one cos/sin row per token shared by all
-// query and key heads.
-template <class Storage>
-PHASOR_TARGET_CLONES void RotateChunk(const ApplyJob& job, int64_t begin,
-                                      int64_t end) {
-  const int64_t row_elements =
-      std::max(job.query->num_heads, job.key != nullptr ? job.key->num_heads : 0) *
-      job.query->head_dim;
-  ChunkScratch<Storage> scratch(job.rotary_dim, row_elements);
-  TrigWalker trig(*job.trig);
+// query and key heads. Math is float (float32 and 16-bit storage) or double.
+template <class Codec, typename Math>
+HWY_INLINE void RotateChunk(const ApplyJob& job, int64_t begin, int64_t end) {
+  const hn::CappedTag<Math, 32 / sizeof(Math)> d;
+  const TrigPlan& plan = *job.trig;
+  const size_t half = static_cast<size_t>(plan.half);
+  absl::InlinedVector<Math, kInlinePairs> cos(half), sin(half);
+  // INTERLEAVED rotates with per-lane rows (RotateLanesInterleaved).
+  const bool interleaved = job.layout == RopeLayout::kInterleaved;
+  absl::InlinedVector<Math, 2 * kInlinePairs> cos2(interleaved ? 2 * half : 0);
+  absl::InlinedVector<Math, 2 * kInlinePairs> sin2(interleaved ? 2 * half : 0);
+  const Math* c = interleaved ? cos2.data() : cos.data();
+  const Math* s = interleaved ? sin2.data() : sin.data();
+  TrigWalker trig(plan);
   for (int64_t token = begin; token < end; ++token) {
-    trig.Row(token, scratch.cos.data(), scratch.sin.data());
-    RotateToken<Storage>(*job.query, token, job.layout, job.rotary_dim, scratch);
+    trig.Row(token, cos.data(), sin.data());
+    if (interleaved) {
+      for (size_t i = 0; i < half; ++i) {
+        cos2[2 * i] = cos2[2 * i + 1] = cos[i];
+        sin2[2 * i] = -sin[i];
+        sin2[2 * i + 1] = sin[i];
+      }
+    }
+    RotateToken<Codec>(d, *job.query, token, job.layout, job.rotary_dim, c, s);
     if (job.key != nullptr) {
-      RotateToken<Storage>(*job.key, token, job.layout, job.rotary_dim, scratch);
+      RotateToken<Codec>(d, *job.key, token, job.layout, job.rotary_dim, c, s);
     }
   }
+}
+
+void RotateChunkFloat32(const ApplyJob& job, int64_t begin, int64_t end) {
+  RotateChunk<PlainCodec<float>, float>(job, begin, end);
+}
+void RotateChunkFloat64(const ApplyJob& job, int64_t begin, int64_t end) {
+  RotateChunk<PlainCodec<double>, double>(job, begin, end);
+}
+void RotateChunkFloat16(const ApplyJob& job, int64_t begin, int64_t end) {
+  RotateChunk<Float16Codec, float>(job, begin, end);
+}
+void RotateChunkBFloat16(const ApplyJob& job, int64_t begin, int64_t end) {
+  RotateChunk<BFloat16Codec, float>(job, begin, end);
 }
 
 template <typename T>
-PHASOR_TARGET_CLONES void TableChunk(const TrigPlan& plan, int64_t begin,
-                                     int64_t end, T* cos, T* sin) {
+HWY_INLINE void TableChunk(const TrigPlan& plan, int64_t begin, int64_t end,
+                           T* cos, T* sin) {
   TrigWalker trig(plan);
   for (int64_t n = begin; n < end; ++n) {
     trig.Row(n, cos + n * plan.half, sin + n * plan.half);
   }
 }
+void TableChunkFloat32(const TrigPlan& plan, int64_t begin, int64_t end,
+                       float* cos, float* sin) {
+  TableChunk(plan, begin, end, cos, sin);
+}
+void TableChunkFloat64(const TrigPlan& plan, int64_t begin, int64_t end,
+                       double* cos, double* sin) {
+  TableChunk(plan, begin, end, cos, sin);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace phasor
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace phasor {
+namespace {
+
+HWY_EXPORT(RotateChunkFloat32);
+HWY_EXPORT(RotateChunkFloat64);
+HWY_EXPORT(RotateChunkFloat16);
+HWY_EXPORT(RotateChunkBFloat16);
+HWY_EXPORT(TableChunkFloat32);
+HWY_EXPORT(TableChunkFloat64);
 
 // Layer 4: ParallelFor over tokens, one writer per token.
-template <class Storage>
-void ApplyRopeTyped(const RopeSpec& spec, const RopeFrequencies& frequencies,
-                    const Positions& positions, const ExecutionOptions& options,
-                    const RopeOperand& query, const RopeOperand* key) {
+void ApplyRopeWith(const RopeSpec& spec, const RopePlan& rope,
+                   const Positions& positions, const ExecutionOptions& options,
+                   const RopeOperand& query, const RopeOperand* key) {
+  const RopeFrequencies& frequencies = rope.frequencies;
   const double scale =
       spec.fold_attention_factor ? frequencies.attention_factor : 1.0;
   const int64_t rotary_dim = RopeRotaryDim(spec, query.head_dim);
-  const TrigPlan trig =
-      MakeTrigPlan(frequencies, scale, positions, MropeRuns(spec, rotary_dim / 2),
-                   /*exact_rows=*/std::is_same_v<typename Storage::Elem, double>);
+  const bool float64 = query.dtype == DType::kFloat64;
+  const TrigPlan trig = MakeTrigPlan(rope, scale, positions, MropeRuns(spec, rotary_dim / 2),
+                                     RopePositionAxes(spec), /*exact_rows=*/float64);
   const ApplyJob job{&trig, &query, key, spec.layout, rotary_dim};
+  void (*chunk)(const ApplyJob&, int64_t, int64_t) = nullptr;
+  switch (query.dtype) {
+    case DType::kFloat32:
+      chunk = HWY_DYNAMIC_DISPATCH(RotateChunkFloat32);
+      break;
+    case DType::kFloat16:
+      chunk = HWY_DYNAMIC_DISPATCH(RotateChunkFloat16);
+      break;
+    case DType::kBFloat16:
+      chunk = HWY_DYNAMIC_DISPATCH(RotateChunkBFloat16);
+      break;
+    case DType::kFloat64:
+      chunk = HWY_DYNAMIC_DISPATCH(RotateChunkFloat64);
+      break;
+    default:
+      assert(false && "ValidateRopeOperands rejects other dtypes");
+      return;
+  }
   const int64_t heads = query.num_heads + (key != nullptr ? key->num_heads : 0);
   ParallelFor(options, query.num_tokens, heads * query.head_dim,
-              [&](int64_t begin, int64_t end) {
-                RotateChunk<Storage>(job, begin, end);
-              });
+              [&](int64_t begin, int64_t end) { chunk(job, begin, end); });
 }
 
 template <typename T>
-void ComputeTables(const RopeSpec& spec, const RopeFrequencies& frequencies,
+void ComputeTables(const RopeSpec& spec, const RopePlan& rope,
                    const Positions& positions, const ExecutionOptions& options,
                    absl::Span<T> cos, absl::Span<T> sin) {
-  const int64_t half = static_cast<int64_t>(frequencies.inv_freq.size());
+  const int64_t half = static_cast<int64_t>(rope.angles.size());
   const double scale =
-      spec.fold_attention_factor ? frequencies.attention_factor : 1.0;
+      spec.fold_attention_factor ? rope.frequencies.attention_factor : 1.0;
   // The same rows ApplyRope rotates with, bit for bit.
-  const TrigPlan plan = MakeTrigPlan(frequencies, scale, positions,
-                                     MropeRuns(spec, half),
-                                     /*exact_rows=*/std::is_same_v<T, double>);
+  const TrigPlan plan =
+      MakeTrigPlan(rope, scale, positions, MropeRuns(spec, half),
+                   RopePositionAxes(spec), /*exact_rows=*/std::is_same_v<T, double>);
   // REQUIRES: output spans sized [tokens, rd/2].
   assert(static_cast<int64_t>(cos.size()) == plan.num_tokens * half);
   assert(static_cast<int64_t>(sin.size()) == plan.num_tokens * half);
   ParallelFor(options, plan.num_tokens, 2 * half, [&](int64_t begin, int64_t end) {
-    TableChunk(plan, begin, end, cos.data(), sin.data());
+    if constexpr (std::is_same_v<T, double>) {
+      HWY_DYNAMIC_DISPATCH(TableChunkFloat64)(plan, begin, end, cos.data(), sin.data());
+    } else {
+      HWY_DYNAMIC_DISPATCH(TableChunkFloat32)(plan, begin, end, cos.data(), sin.data());
+    }
   });
 }
 
@@ -854,25 +930,45 @@ absl::Status ValidateRopePositions(const Positions& positions,
   return absl::OkStatus();
 }
 
+RopePlan MakeRopePlan(RopeFrequencies frequencies) {
+  RopePlan plan;
+  plan.angles.reserve(frequencies.inv_freq.size());
+  for (double theta : frequencies.inv_freq) plan.angles.emplace_back(theta);
+  plan.frequencies = std::move(frequencies);
+  return plan;
+}
+
 void ComputeRopeTables(const RopeFrequencies& frequencies,
                        bool fold_attention_factor, const Positions& positions,
                        const ExecutionOptions& options, absl::Span<float> cos,
                        absl::Span<float> sin) {
   RopeSpec spec;
   spec.fold_attention_factor = fold_attention_factor;
-  ComputeTables(spec, frequencies, positions, options, cos, sin);
+  ComputeTables(spec, MakeRopePlan(frequencies), positions, options, cos, sin);
 }
 
 void ComputeRopeTables(const RopeSpec& spec, const RopeFrequencies& frequencies,
                        const Positions& positions, const ExecutionOptions& options,
                        absl::Span<float> cos, absl::Span<float> sin) {
-  ComputeTables(spec, frequencies, positions, options, cos, sin);
+  ComputeTables(spec, MakeRopePlan(frequencies), positions, options, cos, sin);
 }
 
 void ComputeRopeTables(const RopeSpec& spec, const RopeFrequencies& frequencies,
                        const Positions& positions, const ExecutionOptions& options,
                        absl::Span<double> cos, absl::Span<double> sin) {
-  ComputeTables(spec, frequencies, positions, options, cos, sin);
+  ComputeTables(spec, MakeRopePlan(frequencies), positions, options, cos, sin);
+}
+
+void ComputeRopeTables(const RopeSpec& spec, const RopePlan& plan,
+                       const Positions& positions, const ExecutionOptions& options,
+                       absl::Span<float> cos, absl::Span<float> sin) {
+  ComputeTables(spec, plan, positions, options, cos, sin);
+}
+
+void ComputeRopeTables(const RopeSpec& spec, const RopePlan& plan,
+                       const Positions& positions, const ExecutionOptions& options,
+                       absl::Span<double> cos, absl::Span<double> sin) {
+  ComputeTables(spec, plan, positions, options, cos, sin);
 }
 
 int64_t RopeOperandBytes(DType dtype, int64_t num_tokens, int64_t num_heads,
@@ -914,36 +1010,61 @@ absl::Status ValidateRopeOperands(const RopeOperand& query,
   return ValidateOperand(*key, "key");
 }
 
-void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies,
+void ApplyRope(const RopeSpec& spec, const RopePlan& plan,
                const Positions& positions, const ExecutionOptions& options,
                const RopeOperand& query, const RopeOperand* key) {
   // REQUIRES: see rope.h; the spans were validated against the shapes.
-  assert(static_cast<int64_t>(frequencies.inv_freq.size()) ==
+  assert(static_cast<int64_t>(plan.angles.size()) ==
          RopeTableWidth(spec, query.head_dim));
   assert(positions.size() == query.num_tokens * RopePositionAxes(spec));
   assert(query.out.size() == query.in.size());
   assert(key == nullptr || key->out.size() == key->in.size());
-  switch (query.dtype) {
-    case DType::kFloat32:
-      ApplyRopeTyped<Float32Storage>(spec, frequencies, positions, options,
-                                     query, key);
-      return;
-    case DType::kFloat16:
-      ApplyRopeTyped<Float16Storage>(spec, frequencies, positions, options,
-                                     query, key);
-      return;
-    case DType::kBFloat16:
-      ApplyRopeTyped<BFloat16Storage>(spec, frequencies, positions, options,
-                                      query, key);
-      return;
-    case DType::kFloat64:
-      ApplyRopeTyped<Float64Storage>(spec, frequencies, positions, options,
-                                     query, key);
-      return;
-    default:
-      assert(false && "ValidateRopeOperands rejects other dtypes");
-      return;
+  ApplyRopeWith(spec, plan, positions, options, query, key);
+}
+
+void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies,
+               const Positions& positions, const ExecutionOptions& options,
+               const RopeOperand& query, const RopeOperand* key) {
+  ApplyRope(spec, MakeRopePlan(frequencies), positions, options, query, key);
+}
+
+RopePlanCache::RopePlanCache(size_t capacity) : capacity_(std::max<size_t>(capacity, 1)) {}
+
+absl::StatusOr<std::shared_ptr<const RopePlan>> RopePlanCache::GetOrBuild(
+    absl::string_view key,
+    absl::FunctionRef<absl::StatusOr<RopeFrequencies>()> build) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = plans_.find(key);
+    if (it != plans_.end()) {
+      it->second.last_use = ++clock_;
+      return it->second.plan;
+    }
   }
+  // Built outside the lock: a miss never stalls other lookups. Two threads
+  // missing the same key both build it; the plans are equal.
+  PHASOR_ASSIGN_OR_RETURN(RopeFrequencies frequencies, build());
+  auto plan = std::make_shared<const RopePlan>(MakeRopePlan(std::move(frequencies)));
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (plans_.size() >= capacity_ && plans_.find(key) == plans_.end()) {
+    // Evict the least recently used plan (a linear scan: the cache is small).
+    auto oldest = plans_.begin();
+    for (auto it = plans_.begin(); it != plans_.end(); ++it) {
+      if (it->second.last_use < oldest->second.last_use) oldest = it;
+    }
+    plans_.erase(oldest);
+  }
+  Entry& entry = plans_[key];
+  entry.plan = plan;
+  entry.last_use = ++clock_;
+  return plan;
+}
+
+size_t RopePlanCache::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return plans_.size();
 }
 
 }  // namespace phasor
+
+#endif  // HWY_ONCE

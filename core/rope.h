@@ -37,21 +37,30 @@
 // Layers (rope.cc): one dtype switch → ParallelFor over tokens (one writer per
 // token row, so any thread count gives identical bytes) → per token, cos/sin
 // computed once and reused for every query and key head → an inner rotate
-// loop (vectorised body plus scalar tail).
+// loop in SIMD vectors (Highway, dispatched at run time to the widest unit
+// the CPU has; float16/bfloat16 are widened and narrowed in registers).
 //
 // Thread-safety: pure functions; concurrent calls are safe. Spans are not
 // owned; the caller keeps them alive for the call.
 #ifndef PHASOR_CORE_ROPE_H_
 #define PHASOR_CORE_ROPE_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/dtype.h"
+#include "core/exact_angle.h"
 #include "core/parallel.h"
 #include "core/positions.h"
 #include "core/rope_scaling.h"
@@ -117,6 +126,46 @@ absl::StatusOr<RopeFrequencies> ComputeRopeFrequencies(
     const RopeSpec& spec, int64_t head_dim, int64_t seq_len,
     absl::string_view field_prefix = "spec.rope");
 
+// θ_i and the attention factor with each θ_i's exact-reduction constants
+// (core/exact_angle.h): what every call with these frequencies derives
+// from them, built once. Immutable, so one plan may serve any number of
+// calls on any threads.
+struct RopePlan {
+  RopeFrequencies frequencies;
+  std::vector<ExactAngle> angles;  // One per θ_i.
+};
+RopePlan MakeRopePlan(RopeFrequencies frequencies);
+
+// A bounded, thread-safe cache of plans keyed by the caller's bytes (e.g. a
+// serialised spec, head_dim and the seq_len scaling sees), so a stream of
+// calls with one spec computes its frequencies (64 std::pow at rd = 128)
+// once. Holds at most `capacity` plans (>= 1) and evicts the least recently
+// used; a plan stays alive while a caller holds it.
+class RopePlanCache final {
+ public:
+  explicit RopePlanCache(size_t capacity);
+  RopePlanCache(const RopePlanCache&) = delete;
+  RopePlanCache& operator=(const RopePlanCache&) = delete;
+
+  // The plan for `key`; on a miss `build` is called (outside the lock) and
+  // its error returned uncached, or its frequencies planned and cached.
+  absl::StatusOr<std::shared_ptr<const RopePlan>> GetOrBuild(
+      absl::string_view key,
+      absl::FunctionRef<absl::StatusOr<RopeFrequencies>()> build);
+
+  size_t size() const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<const RopePlan> plan;
+    uint64_t last_use = 0;
+  };
+  const size_t capacity_;
+  mutable std::mutex mutex_;
+  absl::flat_hash_map<std::string, Entry> plans_;  // Guarded by mutex_.
+  uint64_t clock_ = 0;                              // Guarded by mutex_.
+};
+
 // Checks that real positions are finite and that |p|·max θ is finite (so
 // every angle is a number). Errors name `field` (e.g. "positions[3]").
 absl::Status ValidateRopePositions(const Positions& positions,
@@ -139,6 +188,13 @@ void ComputeRopeTables(const RopeSpec& spec, const RopeFrequencies& frequencies,
                        const Positions& positions, const ExecutionOptions& options,
                        absl::Span<float> cos, absl::Span<float> sin);
 void ComputeRopeTables(const RopeSpec& spec, const RopeFrequencies& frequencies,
+                       const Positions& positions, const ExecutionOptions& options,
+                       absl::Span<double> cos, absl::Span<double> sin);
+// The same from a plan (MakeRopePlan or a RopePlanCache).
+void ComputeRopeTables(const RopeSpec& spec, const RopePlan& plan,
+                       const Positions& positions, const ExecutionOptions& options,
+                       absl::Span<float> cos, absl::Span<float> sin);
+void ComputeRopeTables(const RopeSpec& spec, const RopePlan& plan,
                        const Positions& positions, const ExecutionOptions& options,
                        absl::Span<double> cos, absl::Span<double> sin);
 
@@ -183,6 +239,12 @@ absl::Status ValidateRopeOperands(const RopeOperand& query,
 //               positions.size() / RopePositionAxes(spec)).ok();
 //           out.size() == in.size() for each operand.
 void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies,
+               const Positions& positions, const ExecutionOptions& options,
+               const RopeOperand& query, const RopeOperand* key);
+// The same from a plan of those frequencies (no per-call setup beyond the
+// positions' angle-addition steps; a single token allocates nothing when
+// rd <= 512).
+void ApplyRope(const RopeSpec& spec, const RopePlan& plan,
                const Positions& positions, const ExecutionOptions& options,
                const RopeOperand& query, const RopeOperand* key);
 

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -77,18 +81,59 @@ constexpr DType kFloatInputs[] = {DType::kFloat32, DType::kFloat16,
 constexpr DType kFloatOutputs[] = {DType::kFloat32, DType::kFloat16,
                                    DType::kBFloat16, DType::kFloat64};
 
+// The sequence length a RoPE spec's frequencies are computed at: the spec's,
+// else derived from the positions.
+int64_t RopeSeqLen(const v1::RopeSpec& wire, const Positions& positions) {
+  return wire.seq_len() > 0 ? wire.seq_len() : DefaultRopeSeqLen(positions);
+}
+
 // θ_i and the attention factor for heads of `head_dim` channels. The
 // sequence length scaling sees is the spec's, else derived from positions.
 absl::StatusOr<RopeFrequencies> RopeFrequenciesFor(const RopeSpec& rope,
-                                                   const v1::RopeSpec& wire,
-                                                   int64_t head_dim,
-                                                   const Positions& positions) {
-  const int64_t seq_len =
-      wire.seq_len() > 0 ? wire.seq_len() : DefaultRopeSeqLen(positions);
+                                                   int64_t head_dim, int64_t seq_len) {
   absl::StatusOr<RopeFrequencies> frequencies =
       ComputeRopeFrequencies(rope, head_dim, seq_len, kRopePrefix);
   if (!frequencies.ok()) return RopeStatusToWirePaths(frequencies.status());
   return frequencies;
+}
+
+// Plans (frequencies and their exact-reduction constants) for the specs the
+// server has seen, so a stream of ApplyRope/RopeTables calls with one spec
+// does not recompute rd/2 std::pow per call. Bounded: at most
+// kRopePlanCacheSize plans, least recently used evicted.
+constexpr size_t kRopePlanCacheSize = 64;
+RopePlanCache& RopePlans() {
+  static RopePlanCache* const plans = new RopePlanCache(kRopePlanCacheSize);
+  return *plans;
+}
+
+// The plan for `wire` (as `rope`) at `head_dim`, keyed by the spec's bytes,
+// head_dim and what of the sequence length its frequencies depend on:
+// nothing, except dynamic NTK (max(seq_len, max_position_embeddings)) and
+// longrope (whether seq_len is past the original context).
+absl::StatusOr<std::shared_ptr<const RopePlan>> RopePlanFor(const RopeSpec& rope,
+                                                           const v1::RopeSpec& wire,
+                                                           int64_t head_dim,
+                                                           const Positions& positions) {
+  const int64_t seq_len = RopeSeqLen(wire, positions);
+  int64_t length_key = 0;
+  if (const auto* dynamic = std::get_if<DynamicNtkRopeScaling>(&rope.scaling)) {
+    length_key = std::max(seq_len, dynamic->max_position_embeddings);
+  } else if (const auto* longrope = std::get_if<LongRopeScaling>(&rope.scaling)) {
+    const std::optional<int64_t> original =
+        longrope->original_max_position_embeddings.has_value()
+            ? longrope->original_max_position_embeddings
+            : longrope->max_position_embeddings;
+    length_key = original.has_value() ? (seq_len > *original ? 1 : 0) : seq_len;
+  }
+  std::string key(2 * sizeof(int64_t), '\0');
+  std::memcpy(key.data(), &head_dim, sizeof(int64_t));
+  std::memcpy(key.data() + sizeof(int64_t), &length_key, sizeof(int64_t));
+  if (!wire.AppendToString(&key)) {
+    return InvalidField(kRopePrefix, "could not serialise the spec");
+  }
+  return RopePlans().GetOrBuild(
+      key, [&] { return RopeFrequenciesFor(rope, head_dim, seq_len); });
 }
 
 // The sequence length a profile's RoPE spec is checked at without
@@ -435,8 +480,9 @@ absl::Status HandleApplyRope(const HandlerContext& context,
     return operand;
   };
   PHASOR_ASSIGN_OR_RETURN(
-      const RopeFrequencies frequencies,
-      RopeFrequenciesFor(rope, spec->rope(), q.head_dim, positions));
+      const std::shared_ptr<const RopePlan> plan,
+      RopePlanFor(rope, spec->rope(), q.head_dim, positions));
+  const RopeFrequencies& frequencies = plan->frequencies;
   // Core numbers positions flat over the (repeated) rows; the wire index is
   // the same unless rows were repeated.
   PHASOR_RETURN_IF_ERROR(PositionsStatusToWirePaths(
@@ -450,7 +496,7 @@ absl::Status HandleApplyRope(const HandlerContext& context,
       query, request.has_key() ? &key : nullptr, positions.size() / axes));
 
   PHASOR_RETURN_IF_ERROR(context.check_alive());
-  ApplyRope(rope, frequencies, positions, context.execution, query,
+  ApplyRope(rope, *plan, positions, context.execution, query,
             request.has_key() ? &key : nullptr);
   response->set_attention_factor(frequencies.attention_factor);
   Count(context, EncodedKind::kRope, query_view.num_elements + key_view.num_elements);
@@ -500,8 +546,9 @@ absl::Status HandleRopeTables(const HandlerContext& context,
   const Positions positions = positions_input.view();
   PHASOR_RETURN_IF_ERROR(context.check_alive());
   PHASOR_ASSIGN_OR_RETURN(
-      const RopeFrequencies frequencies,
-      RopeFrequenciesFor(rope, spec->rope(), rope.rotary_dim, positions));
+      const std::shared_ptr<const RopePlan> plan,
+      RopePlanFor(rope, spec->rope(), rope.rotary_dim, positions));
+  const RopeFrequencies& frequencies = plan->frequencies;
   PHASOR_RETURN_IF_ERROR(PositionsStatusToWirePaths(
       ValidateRopePositions(positions, frequencies, "positions"),
       request.positions(), "positions"));
@@ -513,17 +560,17 @@ absl::Status HandleRopeTables(const HandlerContext& context,
     AllocateTensor(table_shape, output_dtype, response->mutable_cos());
     AllocateTensor(table_shape, output_dtype, response->mutable_sin());
     if (output_dtype == DType::kFloat32) {
-      ComputeRopeTables(rope, frequencies, positions, context.execution,
+      ComputeRopeTables(rope, *plan, positions, context.execution,
                         FloatData(response->mutable_cos()),
                         FloatData(response->mutable_sin()));
     } else {
-      ComputeRopeTables(rope, frequencies, positions, context.execution,
+      ComputeRopeTables(rope, *plan, positions, context.execution,
                         DoubleData(response->mutable_cos()),
                         DoubleData(response->mutable_sin()));
     }
   } else {
     std::vector<float> cos(rows * width), sin(rows * width);
-    ComputeRopeTables(rope, frequencies, positions, context.execution,
+    ComputeRopeTables(rope, *plan, positions, context.execution,
                       absl::MakeSpan(cos), absl::MakeSpan(sin));
     PHASOR_RETURN_IF_ERROR(context.check_alive());
     StoreFloats(cos, table_shape, output_dtype, response->mutable_cos());

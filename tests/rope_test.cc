@@ -25,6 +25,7 @@
 #include "core/positions.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hwy/targets.h"
 #include "tests/quad_reference.h"
 #include "tests/status_matchers.h"
 
@@ -96,6 +97,19 @@ std::vector<float> Rotated(const RopeSpec& spec, const Positions& positions,
               MutableBytesOf(out)),
       nullptr);
   return out;
+}
+
+// Runs `body` once per Highway target this binary and CPU support.
+template <class Body>
+void ForEveryTarget(Body body) {
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (int64_t target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    body();
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 // The plain scalar oracle: rope.h's formulas one element at a time.
@@ -301,8 +315,23 @@ TEST(RopeKernel, MatchesScalarReferenceForEveryShape) {
                                         BytesOf(q), MutableBytesOf(q_out));
       const RopeOperand key = Operand(DType::kFloat32, tokens, k_heads, kc.head_dim,
                                       BytesOf(k), MutableBytesOf(k_out));
-      RunRope(spec, pos, query, with_key ? &key : nullptr);
+      // Every SIMD target agrees with the scalar formula (the last target
+      // run, the best one, leaves its outputs for the checks below).
       const RopeFrequencies f = Frequencies(spec, kc.head_dim, pos);
+      const std::vector<float> q_ref_all =
+          ReferenceRotate(spec, f, pos, q_heads, kc.head_dim, q);
+      ForEveryTarget([&] {
+        std::vector<float> q_target(q.size());
+        RunRope(spec, pos,
+                Operand(DType::kFloat32, tokens, q_heads, kc.head_dim, BytesOf(q),
+                        MutableBytesOf(q_target)),
+                nullptr);
+        for (size_t j = 0; j < q.size(); ++j) {
+          ASSERT_NEAR(q_target[j], q_ref_all[j], 1e-6)
+              << "D=" << kc.head_dim << " rd=" << kc.rotary_dim << " j=" << j;
+        }
+      });
+      RunRope(spec, pos, query, with_key ? &key : nullptr);
       const std::vector<float> q_ref =
           ReferenceRotate(spec, f, pos, q_heads, kc.head_dim, q);
       for (size_t j = 0; j < q.size(); ++j) {
@@ -485,6 +514,200 @@ INSTANTIATE_TEST_SUITE_P(Formats, RopeHalfPrecision,
                            return info.param.dtype == DType::kFloat16 ? "Float16"
                                                                       : "BFloat16";
                          });
+
+// The vector kernels widen and narrow 16-bit storage in registers (F16C on
+// AVX2 and up, integer code elsewhere). On every SIMD target this build
+// carries, each 16-bit output must be the scalar conversions' bits
+// (FloatToHalf / FloatToBFloat16 of the float32 kernel's result on the
+// scalar-widened input), NaN, Inf, subnormals and ties included.
+
+// Every 16-bit pattern at position 0 with the attention factor `factor`:
+// cos = factor and sin = 0 exactly, so out = round16(x·factor) with x·factor
+// exact in float32. factor 1.5 makes round-to-nearest-even ties (an odd
+// significand times 3/2), overflow to Inf and subnormal results.
+TEST_P(RopeHalfPrecision, EveryBitPatternNarrowsAsTheScalarConversion) {
+  const Narrow16& format = GetParam();
+  constexpr int64_t kDim = 128, kHalfDim = 64;
+  constexpr int64_t kHeads = 65536 / kHalfDim;
+  std::vector<uint16_t> patterns(65536);
+  for (size_t j = 0; j < patterns.size(); ++j) patterns[j] = static_cast<uint16_t>(j);
+  const uint16_t plus_one = format.narrow(1.0f), minus_one = format.narrow(-1.0f);
+  RopeSpec spec;  // HALF: pairs (i, i + 64).
+  const std::vector<int64_t> position_zero = {0};
+  const Positions zero = Positions::Integers(position_zero);
+  RopeFrequencies f = Frequencies(spec, kDim, zero);
+  ForEveryTarget([&] {
+    for (double factor : {1.0, 1.5}) {
+      f.attention_factor = factor;
+      // `tested_low`: patterns in channels i < 64 with +1 as partner (its
+      // product with sin = 0 is +0, so x·c − (+0) = x·c for x = −0 too),
+      // else in channels i >= 64 with −1 as partner (x·c + (−0)).
+      for (bool tested_low : {true, false}) {
+        std::vector<uint16_t> in(kHeads * kDim), out(in.size());
+        for (int64_t h = 0; h < kHeads; ++h) {
+          for (int64_t i = 0; i < kHalfDim; ++i) {
+            const uint16_t x = patterns[h * kHalfDim + i];
+            in[h * kDim + i] = tested_low ? x : minus_one;
+            in[h * kDim + kHalfDim + i] = tested_low ? plus_one : x;
+          }
+        }
+        ApplyRope(spec, f, zero, ExecutionOptions(),
+                  Operand(format.dtype, 1, kHeads, kDim, BytesOf(in), MutableBytesOf(out)),
+                  nullptr);
+        int64_t mismatches = 0;
+        for (int64_t h = 0; h < kHeads; ++h) {
+          for (int64_t i = 0; i < kHalfDim; ++i) {
+            const uint16_t x = patterns[h * kHalfDim + i];
+            const uint16_t expected =
+                format.narrow(static_cast<float>(format.widen(x) * factor));
+            const uint16_t got = out[h * kDim + (tested_low ? i : kHalfDim + i)];
+            if (got != expected && ++mismatches <= 5) {
+              ADD_FAILURE() << "factor " << factor << " input 0x" << std::hex << x
+                            << " got 0x" << got << " expected 0x" << expected;
+            }
+          }
+        }
+        EXPECT_EQ(mismatches, 0) << "factor " << factor;
+      }
+    }
+  });
+}
+
+// Random bit patterns (NaN, Inf and subnormal inputs among them) rotated at
+// scattered positions, both layouts, partial rotary, in place and out of
+// place: each output equals the scalar narrowing of the float32 kernel's
+// output for the scalar-widened input on the same target (same arithmetic,
+// so the same fused or unfused products).
+TEST_P(RopeHalfPrecision, RandomBitsMatchTheFloat32KernelNarrowedOnEveryTarget) {
+  const Narrow16& format = GetParam();
+  constexpr int64_t kTokens = 7, kHeads = 5, kDim = 72;
+  std::mt19937 rng(21);
+  std::vector<uint16_t> in(kTokens * kHeads * kDim);
+  for (uint16_t& x : in) x = static_cast<uint16_t>(rng());
+  std::vector<float> widened(in.size());
+  for (size_t j = 0; j < in.size(); ++j) widened[j] = format.widen(in[j]);
+  const std::vector<int64_t> positions = {3, 0, 99991, -17, 1 << 30, 12, 13};
+  const Positions pos = Positions::Integers(positions);
+  ForEveryTarget([&] {
+    for (RopeLayout layout : {RopeLayout::kHalf, RopeLayout::kInterleaved}) {
+      for (int64_t rotary_dim : {kDim, int64_t{20}}) {
+        RopeSpec spec;
+        spec.layout = layout;
+        spec.rotary_dim = rotary_dim;
+        const std::vector<float> reference = Rotated(spec, pos, kHeads, kDim, widened);
+        std::vector<uint16_t> out(in.size());
+        RunRope(spec, pos,
+                Operand(format.dtype, kTokens, kHeads, kDim, BytesOf(in),
+                        MutableBytesOf(out)),
+                nullptr);
+        std::vector<uint16_t> in_place = in;
+        RunRope(spec, pos,
+                Operand(format.dtype, kTokens, kHeads, kDim, BytesOf(in_place),
+                        MutableBytesOf(in_place)),
+                nullptr);
+        int64_t mismatches = 0, nan_outputs = 0;
+        for (size_t j = 0; j < in.size(); ++j) {
+          // Channels beyond rotary_dim are copied bit for bit.
+          const bool rotated = static_cast<int64_t>(j % kDim) < rotary_dim;
+          const uint16_t expected = rotated ? format.narrow(reference[j]) : in[j];
+          if (std::isnan(reference[j])) ++nan_outputs;
+          // With both inputs of a pair NaN, IEEE 754 leaves open which one
+          // the result carries (its sign and payload): only NaN-ness counts.
+          const size_t channel = j % kDim, half = static_cast<size_t>(rotary_dim / 2);
+          const size_t partner =
+              j - channel + (layout == RopeLayout::kHalf
+                                 ? (channel < half ? channel + half : channel - half)
+                                 : (channel ^ 1));
+          if (rotated && std::isnan(widened[j]) && std::isnan(widened[partner])) {
+            EXPECT_TRUE(std::isnan(format.widen(out[j])) &&
+                        std::isnan(format.widen(in_place[j])))
+                << j;
+            continue;
+          }
+          if ((out[j] != expected || in_place[j] != expected) && ++mismatches <= 5) {
+            ADD_FAILURE() << "element " << j << " input 0x" << std::hex << in[j]
+                          << " got 0x" << out[j] << " in place 0x" << in_place[j]
+                          << " expected 0x" << expected;
+          }
+        }
+        EXPECT_EQ(mismatches, 0);
+        EXPECT_GT(nan_outputs, 0);  // NaN inputs really were exercised.
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------
+// RopePlanCache: plans by key, bounded, errors not cached.
+
+TEST(RopePlanCache, BuildsOnceThenServesTheSamePlanAndEvictsTheOldest) {
+  RopePlanCache cache(2);
+  int builds = 0;
+  auto build = [&](double base) {
+    return [&builds, base]() -> absl::StatusOr<RopeFrequencies> {
+      ++builds;
+      RopeSpec spec;
+      spec.base = base;
+      return ComputeRopeFrequencies(spec, 8, 1);
+    };
+  };
+  absl::StatusOr<std::shared_ptr<const RopePlan>> a = cache.GetOrBuild("a", build(100.0));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)->angles.size(), 4u);
+  EXPECT_DOUBLE_EQ((*a)->frequencies.inv_freq[2], 0.1);  // 100^(-4/8)
+  absl::StatusOr<std::shared_ptr<const RopePlan>> again =
+      cache.GetOrBuild("a", build(7.0));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->get(), a->get());
+  EXPECT_EQ(builds, 1);
+  ASSERT_TRUE(cache.GetOrBuild("b", build(200.0)).ok());
+  ASSERT_TRUE(cache.GetOrBuild("a", build(100.0)).ok());  // "a" used last
+  ASSERT_TRUE(cache.GetOrBuild("c", build(300.0)).ok());  // evicts "b"
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(builds, 3);
+  ASSERT_TRUE(cache.GetOrBuild("a", build(100.0)).ok());
+  EXPECT_EQ(builds, 3);
+  ASSERT_TRUE(cache.GetOrBuild("b", build(200.0)).ok());
+  EXPECT_EQ(builds, 4);
+  // The evicted plan a caller still holds stays valid.
+  EXPECT_EQ((*a)->frequencies.inv_freq.size(), 4u);
+}
+
+TEST(RopePlanCache, ErrorsAreReturnedAndNotCached) {
+  RopePlanCache cache(4);
+  RopeSpec bad;
+  bad.base = -1.0;
+  int builds = 0;
+  auto build = [&]() -> absl::StatusOr<RopeFrequencies> {
+    ++builds;
+    return ComputeRopeFrequencies(bad, 8, 1);
+  };
+  EXPECT_THAT(cache.GetOrBuild("bad", build).status(),
+              IsFieldError(absl::StatusCode::kInvalidArgument, "spec.rope.base"));
+  EXPECT_FALSE(cache.GetOrBuild("bad", build).ok());
+  EXPECT_EQ(builds, 2);
+  EXPECT_EQ(cache.size(), 0u);
+}
+
+TEST(RopePlanCache, PlanRotatesAsTheFrequenciesDo) {
+  constexpr int64_t kHeads = 2, kDim = 16;
+  const std::vector<int64_t> positions = {5, 6, 7, 100};
+  const Positions pos = Positions::Integers(positions);
+  RopeSpec spec;
+  spec.layout = RopeLayout::kInterleaved;
+  const RopeFrequencies f = Frequencies(spec, kDim, pos);
+  const RopePlan plan = MakeRopePlan(f);
+  const std::vector<float> x = RandomFloats(positions.size() * kHeads * kDim, 31);
+  std::vector<float> by_frequencies(x.size()), by_plan(x.size());
+  ApplyRope(spec, f, pos, ExecutionOptions(),
+            Operand(DType::kFloat32, 4, kHeads, kDim, BytesOf(x), MutableBytesOf(by_frequencies)),
+            nullptr);
+  ApplyRope(spec, plan, pos, ExecutionOptions(),
+            Operand(DType::kFloat32, 4, kHeads, kDim, BytesOf(x), MutableBytesOf(by_plan)),
+            nullptr);
+  EXPECT_EQ(0, std::memcmp(by_frequencies.data(), by_plan.data(), x.size() * 4));
+  EXPECT_NE(by_plan, x);
+}
 
 // ---------------------------------------------------------------------------
 // In place, out of place and misaligned buffers give identical bytes.
