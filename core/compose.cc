@@ -632,9 +632,7 @@ void EncodeTile(const Prepared& p, const SeriesOrigins& o, int64_t begin,
     done(p.time->dim());
   }
   if (p.time2vec.has_value()) {
-    for (int64_t i = 0; i < n; ++i) {
-      p.time2vec->Encode(ElapsedNs(times[begin + i], o.time2vec), target(i));
-    }
+    p.time2vec->EncodeRows(times.subspan(begin, n), o.time2vec, target(0), width);
     done(p.time2vec->width());
   }
   GapTracker& tracker = scratch->tracker();
