@@ -348,63 +348,6 @@ GapsEncoder::GapsEncoder(const GapsBlock& block, int64_t num_channels,
 
 namespace {
 
-// Readers of one row's observations, one per layout and value type, chosen
-// once per call (ObservationsView::ObservedAt decides per value). At(row, c,
-// &v) sets v whether or not the channel is observed, so callers select on
-// the result instead of branching on it.
-template <typename Value, bool kMask>
-struct WideReader {
-  static constexpr bool kLong = false;
-  const Value* values;
-  const uint8_t* mask;
-  int64_t channels;
-  bool At(int64_t row, int64_t c, double* v) const {
-    const int64_t i = row * channels + c;
-    *v = static_cast<double>(values[i]);
-    if constexpr (kMask) {
-      return mask[i] != 0;
-    } else {
-      return !std::isnan(*v);
-    }
-  }
-};
-
-template <typename Value>
-struct LongReader {
-  static constexpr bool kLong = true;
-  const Value* values;
-  const int32_t* channels;
-  int64_t Channel(int64_t row) const { return channels[row]; }
-  bool At(int64_t row, int64_t c, double* v) const {
-    *v = static_cast<double>(values[row]);
-    return channels[row] == c && !std::isnan(*v);
-  }
-};
-
-template <typename F>
-void WithReader(const ObservationsView& obs, F&& f) {
-  if (obs.layout == ObservationLayout::kLong) {
-    if (obs.event_values.f64.empty()) {
-      f(LongReader<float>{obs.event_values.f32.data(), obs.event_channels.data()});
-    } else {
-      f(LongReader<double>{obs.event_values.f64.data(), obs.event_channels.data()});
-    }
-    return;
-  }
-  const bool f64 = obs.values.f32.empty();
-  if (obs.mask.empty()) {
-    if (f64) {
-      f(WideReader<double, false>{obs.values.f64.data(), nullptr, obs.num_channels});
-    } else {
-      f(WideReader<float, false>{obs.values.f32.data(), nullptr, obs.num_channels});
-    }
-  } else if (f64) {
-    f(WideReader<double, true>{obs.values.f64.data(), obs.mask.data(), obs.num_channels});
-  } else {
-    f(WideReader<float, true>{obs.values.f32.data(), obs.mask.data(), obs.num_channels});
-  }
-}
-
 }  // namespace
 
 template <typename Tracker, typename Reader>
@@ -579,7 +522,7 @@ void GapsEncoder::EncodeRow(const GapTracker& tracker,
                             const ObservationsView& observations, int64_t row,
                             int64_t t_ns, int64_t origin_ns,
                             double* out) const {
-  WithReader(observations, [&](const auto& reader) {
+  VisitObservationReader(observations, [&](const auto& reader) {
     RowPass(tracker, reader, row, t_ns, origin_ns, out);
   });
   ScaleGaps(out, /*rows=*/1, width_);
@@ -600,7 +543,7 @@ void GapsEncoder::EncodeRows(GapTracker* tracker, const ObservationsView& observ
   const absl::Span<const int64_t> times = observations.row_times();
   // Rows one after another (the tracker's memory is serial), then the
   // tile's gaps scaled and transformed together.
-  WithReader(observations, [&](const auto& reader) {
+  VisitObservationReader(observations, [&](const auto& reader) {
     for (int64_t i = 0; i < n; ++i) {
       const int64_t r = begin + i;
       tracker->BeginRow(times[r]);
