@@ -19,6 +19,14 @@
 //                                 DST, US federal holidays EXPONENTIAL).
 //   observations_long/N=.../threads=n  the same blocks on N long-format
 //                                 events over 8 channels.
+//   block/<block>/spacing=two_years|dense|sparse/N=100000/threads=1
+//                                 one block of the every-block spec alone
+//                                 (content, time, time2vec, gaps, calendar),
+//                                 float32; dense = ~1 ms apart, sparse =
+//                                 spread over 1900–2180 (the time of a block
+//                                 should not depend on it); fill/<block>/...
+//                                 and copy/<block>/... memset and memcpy the
+//                                 same output bytes: the bandwidth bound.
 //   workload_p_time/encode|encode_rows/...  workload P's (bench/workload_p.h)
 //                                 time block alone over one series of 10^6
 //                                 rows: row by row, and TimeSinusoid::EncodeRows
@@ -44,9 +52,11 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "bench/bench_common.h"
 #include "bench/workload_p.h"
 #include "core/calendar.h"
@@ -227,6 +237,68 @@ int64_t WorkloadPWidth() {
   return layout->width;
 }
 
+// Timestamps for the blocks-alone lines: the spacing of the every-block
+// benchmark (two years), dense (about 1 ms apart: small angles, small gaps)
+// or sparse (spread over 1900–2180: huge angles and gaps). A block's time
+// should not depend on which.
+enum class Spacing { kTwoYears, kDense, kSparse };
+
+std::vector<int64_t> SpacedTimestamps(int64_t n, Spacing spacing) {
+  if (spacing == Spacing::kTwoYears) return Timestamps(n);
+  // 1900-01-01Z and 280 years of 365.2425 days (300 would overflow int64 ns).
+  const int64_t start = spacing == Spacing::kDense ? kStartNs : int64_t{-2208988800} * 1000000000;
+  const int64_t span = spacing == Spacing::kDense
+                           ? n * int64_t{1000000}
+                           : static_cast<int64_t>(280 * 365.2425 * 86400.0) * 1000000000;
+  const int64_t step = span / n;
+  std::vector<int64_t> t(n);
+  for (int64_t i = 0; i < n; ++i) {
+    t[i] = start + i * step + static_cast<int64_t>(Hash(i) % static_cast<uint64_t>(step));
+  }
+  return t;
+}
+
+// The every-block spec with one block kept.
+TemporalSpec OneBlockSpec(absl::string_view block) {
+  const TemporalSpec every = EveryBlockSpec();
+  TemporalSpec spec;
+  if (block == "content") spec.content = every.content;
+  if (block == "time") spec.time = every.time;
+  if (block == "time2vec") spec.time2vec = every.time2vec;
+  if (block == "gaps") spec.gaps = every.gaps;
+  if (block == "calendar") spec.calendar = every.calendar;
+  return spec;
+}
+
+// One block alone over N wide rows (the every-block benchmark's values),
+// float32 output. With `peer`: the same bytes memset (kFill) or memcpy'd
+// from another buffer (kCopy) instead, the bandwidth bound of that output.
+enum class Peer { kNone, kFill, kCopy };
+
+void BM_Block(benchmark::State& state, std::string block, Spacing spacing, int64_t n,
+              Peer peer) {
+  const TemporalSpec spec = OneBlockSpec(block);
+  Series series = MakeSeries(n, /*wide=*/true, /*with_values=*/true);
+  series.times = SpacedTimestamps(n, spacing);
+  series.view.timestamps = series.times;
+  std::vector<float> out = OutputFor(spec, series);
+  std::vector<float> source(peer == Peer::kCopy ? out.size() : 0, 1.0f);
+  for (auto _ : state) {
+    if (peer == Peer::kFill) {
+      std::memset(out.data(), 0, out.size() * sizeof(float));
+    } else if (peer == Peer::kCopy) {
+      std::memcpy(out.data(), source.data(), out.size() * sizeof(float));
+    } else {
+      Encode(spec, series, /*threads=*/1, out);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.size()) *
+                          static_cast<int64_t>(sizeof(float)));
+  state.counters["columns"] = static_cast<double>(out.size() / n);
+}
+
 // Workload P's time block alone (dim 8) over its 10^6 timestamps, into
 // [rows, F] doubles: TimeSinusoid::Encode row by row (what compose does
 // today) or EncodeRows (what a block-at-a-time compose would call).
@@ -281,6 +353,32 @@ void RegisterAll(const BenchFlags& flags) {
                                BM_WorkloadPTime, true, SinusoidAccuracy::kFloat64)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
+  // Each block alone, one thread, N = 10^5: the block, then memset and
+  // memcpy of its output bytes; time, Time2Vec and gaps also over dense and
+  // sparse timestamps.
+  for (const char* block : {"content", "time", "time2vec", "gaps", "calendar"}) {
+    const int64_t n = 100000;
+    const std::string tag = absl::StrCat(block, "/N=", n, "/threads=1");
+    for (auto [spacing, name] : {std::pair{Spacing::kTwoYears, "two_years"},
+                                 std::pair{Spacing::kDense, "dense"},
+                                 std::pair{Spacing::kSparse, "sparse"}}) {
+      const bool timed = std::string(block) != "content";
+      if (spacing != Spacing::kTwoYears && !timed) continue;
+      benchmark::RegisterBenchmark(
+          absl::StrCat("block/", block, "/spacing=", name, "/N=", n, "/threads=1").c_str(),
+          BM_Block, block, spacing, n, Peer::kNone)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+    benchmark::RegisterBenchmark(absl::StrCat("fill/", tag).c_str(), BM_Block, block,
+                                 Spacing::kTwoYears, n, Peer::kFill)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(absl::StrCat("copy/", tag).c_str(), BM_Block, block,
+                                 Spacing::kTwoYears, n, Peer::kCopy)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
   for (int threads : flags.threads) {
     for (int64_t n : sizes) {
       const std::string tag = absl::StrCat("N=", n, "/threads=", threads);

@@ -614,15 +614,30 @@ void EncodeTile(const Prepared& p, const SeriesOrigins& o, int64_t begin,
       }
       done(p.content_dim);
     } else {
-      for (int64_t i = 0; i < n; ++i) {
-        double* dst = target(i);
-        for (int64_t c = 0; c < channels; ++c) {
-          double value = 0.0;
-          const bool observed = obs.ObservedAt(begin + i, c, &value);
-          dst[c] = observed ? value : 0.0;
-          dst[channels + c] = observed ? 1.0 : 0.0;
+      // Selects, not branches (a value is observed at random); the layout
+      // is decided once per tile.
+      VisitObservationReader(obs, [&](const auto& reader) {
+        using Reader = std::decay_t<decltype(reader)>;
+        for (int64_t i = 0; i < n; ++i) {
+          double* dst = target(i);
+          if constexpr (Reader::kLong) {
+            // One channel per event: zeros, then that channel's value.
+            std::fill(dst, dst + 2 * channels, 0.0);
+            double value = 0.0;
+            const int64_t c = reader.Channel(begin + i);
+            const bool observed = reader.At(begin + i, c, &value);
+            dst[c] = observed ? value : 0.0;
+            dst[channels + c] = observed ? 1.0 : 0.0;
+          } else {
+            for (int64_t c = 0; c < channels; ++c) {
+              double value = 0.0;
+              const bool observed = reader.At(begin + i, c, &value);
+              dst[c] = observed ? value : 0.0;
+              dst[channels + c] = observed ? 1.0 : 0.0;
+            }
+          }
         }
-      }
+      });
       done(2 * channels);
     }
   }
@@ -632,9 +647,7 @@ void EncodeTile(const Prepared& p, const SeriesOrigins& o, int64_t begin,
     done(p.time->dim());
   }
   if (p.time2vec.has_value()) {
-    for (int64_t i = 0; i < n; ++i) {
-      p.time2vec->Encode(ElapsedNs(times[begin + i], o.time2vec), target(i));
-    }
+    p.time2vec->EncodeRows(times.subspan(begin, n), o.time2vec, target(0), width);
     done(p.time2vec->width());
   }
   GapTracker& tracker = scratch->tracker();

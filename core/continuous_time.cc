@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -696,18 +697,128 @@ void Time2Vec::EncodeFloat64(__int128 elapsed_ns, double* out) const {
   }
 }
 
+namespace {
+
+// |elapsed| < 2^64 as a long double, exactly. An elapsed time almost always
+// fits int64, whose conversion is one instruction; the 128-bit one is a
+// library call. Both give the same value.
+inline long double ToLongDouble(__int128 e) {
+  const auto narrow = static_cast<int64_t>(e);
+  return narrow == e ? static_cast<long double>(narrow)
+                     : static_cast<long double>(e);
+}
+
+// The largest angle handed to SinCosSmallAngles: it needs |q| < 2^20 quarter
+// turns (~1.6e6 rad); a Time2Vec angle is 2π·turns + φ_i with any finite φ_i,
+// and the rare one past this goes to libm.
+constexpr double kMaxKernelAngle = 0x1p20;
+
+}  // namespace
+
+void Time2Vec::EncodeFloat32(__int128 elapsed_ns, double* out,
+                             double* angle) const {
+  const long double tau = ToLongDouble(elapsed_ns) / unit_ns_;
+  out[0] = static_cast<double>(omega_[0] * tau + phi_long_[0]);
+  for (size_t i = 1; i < omega_.size(); ++i) {
+    long double turns = omega_[i] * tau * kInverseTwoPiLong;
+    turns -= RoundToNearestEven(turns);
+    angle[i - 1] = kTwoPi * static_cast<double>(turns) + phi_[i];
+  }
+}
+
 void Time2Vec::Encode(__int128 elapsed_ns, double* out) const {
   if (accuracy_ == SinusoidAccuracy::kFloat64) {
     EncodeFloat64(elapsed_ns, out);
     return;
   }
-  // |elapsed_ns| < 2^64 converts to long double exactly.
-  const long double tau = static_cast<long double>(elapsed_ns) / unit_ns_;
-  out[0] = static_cast<double>(omega_[0] * tau + phi_long_[0]);
-  for (size_t i = 1; i < omega_.size(); ++i) {
-    long double turns = omega_[i] * tau * kInverseTwoPiLong;
-    turns -= RoundToNearestEven(turns);
-    out[i] = std::sin(kTwoPi * static_cast<double>(turns) + phi_[i]);
+  EncodeRowsFloat32(absl::MakeConstSpan(&elapsed_ns, 1), /*origin_ns=*/0, out,
+                    /*row_stride=*/width());
+}
+
+void Time2Vec::EncodeRows(absl::Span<const int64_t> times_ns, int64_t origin_ns,
+                          double* out, int64_t row_stride) const {
+  if (accuracy_ == SinusoidAccuracy::kFloat64) {
+    for (size_t r = 0; r < times_ns.size(); ++r) {
+      EncodeFloat64(ElapsedNs(times_ns[r], origin_ns),
+                    out + static_cast<int64_t>(r) * row_stride);
+    }
+    return;
+  }
+  EncodeRowsFloat32(times_ns, origin_ns, out, row_stride);
+}
+
+template <typename Time>
+void Time2Vec::EncodeRowsFloat32(absl::Span<const Time> times, int64_t origin_ns,
+                                 double* out, int64_t row_stride) const {
+  // The phases row by row (long double, scalar), then the sines of the
+  // angles of up to kAngles / k rows through the vector kernel together.
+  constexpr int64_t kAngles = 64;
+  double angle[kAngles];
+  const auto sines = static_cast<int64_t>(omega_.size()) - 1;
+  const auto rows = static_cast<int64_t>(times.size());
+  const auto elapsed = [&](int64_t r) -> __int128 {
+    if constexpr (std::is_same_v<Time, __int128>) {
+      return times[r];
+    } else {
+      return ElapsedNs(times[r], origin_ns);
+    }
+  };
+  if (sines > kAngles) {  // A row at a time, in place.
+    for (int64_t r = 0; r < rows; ++r) {
+      double* row = out + r * row_stride;
+      EncodeFloat32(elapsed(r), row, row + 1);
+      SinOfAngles(absl::MakeConstSpan(row + 1, sines), absl::MakeSpan(row + 1, sines));
+    }
+    return;
+  }
+  const int64_t rows_per_call = sines == 0 ? rows : kAngles / sines;
+  for (int64_t r0 = 0; r0 < rows; r0 += rows_per_call) {
+    const int64_t call_rows = std::min(rows_per_call, rows - r0);
+    for (int64_t r = 0; r < call_rows; ++r) {
+      EncodeFloat32(elapsed(r0 + r), out + (r0 + r) * row_stride,
+                    angle + r * sines);
+    }
+    const absl::Span<double> used = absl::MakeSpan(angle, call_rows * sines);
+    SinOfAngles(used, used);
+    for (int64_t r = 0; r < call_rows; ++r) {
+      std::copy(angle + r * sines, angle + (r + 1) * sines,
+                out + (r0 + r) * row_stride + 1);
+    }
+  }
+}
+
+void SinOfAngles(absl::Span<const double> angles, absl::Span<double> out) {
+  assert(out.size() == angles.size());
+  // kAngles at a time; angles past the kernel's range (a Time2Vec φ_i can
+  // be any finite value) are taken by libm after the kernel, so a chunk has
+  // no branch per angle otherwise. `in` keeps the chunk: out may be angles.
+  constexpr int64_t kAngles = 64;
+  double in[kAngles];
+  HWY_ALIGN double angle[kAngles];
+  HWY_ALIGN double sin_angle[kAngles];
+  HWY_ALIGN double cos_angle[kAngles];
+  const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
+  const auto count = static_cast<int64_t>(angles.size());
+  for (int64_t i0 = 0; i0 < count; i0 += kAngles) {
+    const int64_t used = std::min(kAngles, count - i0);
+    bool out_of_range = false;
+    for (int64_t j = 0; j < used; ++j) {
+      const double a = angles[i0 + j];
+      const bool big = !(std::fabs(a) <= kMaxKernelAngle);
+      out_of_range |= big;
+      in[j] = a;
+      angle[j] = big ? 0.0 : a;
+    }
+    const auto batch = static_cast<int64_t>(kSinCosBatch);
+    const int64_t padded = (used + batch - 1) / batch * batch;
+    std::fill(angle + used, angle + padded, 0.0);
+    sin_cos(angle, static_cast<size_t>(padded), sin_angle, cos_angle);
+    if (out_of_range) {
+      for (int64_t j = 0; j < used; ++j) {
+        if (!(std::fabs(in[j]) <= kMaxKernelAngle)) sin_angle[j] = std::sin(in[j]);
+      }
+    }
+    std::copy(sin_angle, sin_angle + used, out.begin() + i0);
   }
 }
 

@@ -208,6 +208,12 @@ class TimeSinusoid final {
   std::vector<ExactPhase> phases_;
 };
 
+// out[i] = sin(angles[i]), < 1 ulp: the time sinusoid's vector kernel (the
+// same bits on every SIMD target; it and glibc's sin may differ in the last
+// bit), libm's sin for |angles[i]| > 2^20. out may be angles.
+// REQUIRES: out.size() == angles.size().
+void SinOfAngles(absl::Span<const double> angles, absl::Span<double> out);
+
 // Time2Vec, prepared once per request.
 //
 // SinusoidAccuracy::kFloat64 evaluates the exact τ = elapsed_ns / U,
@@ -234,8 +240,23 @@ class Time2Vec final {
   // Writes width() values for τ = elapsed_ns / (unit_seconds·1e9).
   void Encode(__int128 elapsed_ns, double* out) const;
 
+  // Row r of many: Encode(ElapsedNs(times_ns[r], origin_ns),
+  // out + r·row_stride), the same bits. kFloat32 reduces each row's phases
+  // and then takes the sines of up to 64/k rows in one vector kernel call.
+  // REQUIRES: row_stride >= width(); out holds (rows − 1)·row_stride +
+  // width() values.
+  void EncodeRows(absl::Span<const int64_t> times_ns, int64_t origin_ns,
+                  double* out, int64_t row_stride) const;
+
  private:
   void EncodeFloat64(__int128 elapsed_ns, double* out) const;
+  // kFloat32: out[0] (the linear term) and the k sine arguments
+  // 2π·((ω_i·τ/2π) mod 1) + φ_i in angle[0..k).
+  void EncodeFloat32(__int128 elapsed_ns, double* out, double* angle) const;
+  // Time is int64_t (times minus origin_ns) or __int128 (elapsed times).
+  template <typename Time>
+  void EncodeRowsFloat32(absl::Span<const Time> times, int64_t origin_ns,
+                         double* out, int64_t row_stride) const;
 
   std::vector<long double> omega_;
   std::vector<long double> phi_long_;

@@ -1,5 +1,7 @@
 #include "core/gaps.h"
 
+#include <algorithm>
+#include <array>
 #include <cassert>
 #include <cmath>
 #include <cstdint>
@@ -13,7 +15,166 @@
 #include "core/errors.h"
 #include "core/status_macros.h"
 
+// The log1p kernel is compiled once per SIMD target Highway finds, as the
+// sin/cos kernel of continuous_time.cc is (hwy/examples/skeleton.cc); the
+// scalar code below is in HWY_ONCE.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/gaps.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
 namespace phasor {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// fdlibm's s_log1p.c (Sun Microsystems 1993, as kept in FreeBSD
+// lib/msun/src/s_log1p.c; constants copied with their bit patterns).
+constexpr double kLn2Hi = 6.93147180369123816490e-01;  // 0x3FE62E42 FEE00000
+constexpr double kLn2Lo = 1.90821492927058770002e-10;  // 0x3DEA39EF 35793C76
+constexpr double kLp1 = 6.666666666666735130e-01;      // 0x3FE55555 55555593
+constexpr double kLp2 = 3.999999999940941908e-01;      // 0x3FD99999 9997FA04
+constexpr double kLp3 = 2.857142874366239149e-01;      // 0x3FD24924 94229359
+constexpr double kLp4 = 2.222219843214978396e-01;      // 0x3FCC71C5 1D8E78AF
+constexpr double kLp5 = 1.818357216161805012e-01;      // 0x3FC74664 96CB03DE
+constexpr double kLp6 = 1.531383769920937332e-01;      // 0x3FC39A09 D078C69F
+constexpr double kLp7 = 1.479819860511658591e-01;      // 0x3FC2F112 DF3E5244
+
+// log1p of one vector of magnitudes 0 <= a < 2^53 at x[i..], in place,
+// then the sign of the input given back (sign(v)·log1p(|v|)).
+template <class D>
+HWY_INLINE void SignedLog1pVector(D d, double* HWY_RESTRICT x, size_t i) {
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  using V = hn::Vec<D>;
+  using VI = hn::Vec<decltype(di)>;
+  const V v = hn::LoadU(d, x + i);
+  const V a = hn::Abs(v);
+  const V one = hn::Set(d, 1.0);
+  const auto high = [&](V value) -> VI {
+    return hn::BitCast(di, hn::ShiftRight<32>(hn::BitCast(du, value)));
+  };
+  const VI hx = high(a);
+  // x < 0.41422 (sqrt(2) − 1): k = 0, f = x, no reduction.
+  const auto unreduced = hn::RebindMask(d, hn::Lt(hx, hn::Set(di, 0x3FDA827A)));
+  // Otherwise 1 + x = 2^k·(1 + f), sqrt(2)/2 <= 1 + f < sqrt(2), with c the
+  // rounding error of 1 + x over 1 + x.
+  const V u = hn::Add(one, a);
+  const VI hu_full = high(u);
+  VI k = hn::Sub(hn::ShiftRight<20>(hu_full), hn::Set(di, 1023));
+  const auto k_positive = hn::RebindMask(d, hn::Gt(k, hn::Zero(di)));
+  V c = hn::IfThenElse(k_positive, hn::Sub(one, hn::Sub(u, a)),
+                       hn::Sub(a, hn::Sub(u, one)));
+  c = hn::Div(c, u);
+  VI hu = hn::And(hu_full, hn::Set(di, 0x000fffff));
+  const auto upper = hn::Gt(hu, hn::Set(di, 0x6a09d));  // hu >= 0x6a09e
+  const VI new_high = hn::IfThenElse(upper, hn::Or(hu, hn::Set(di, 0x3fe00000)),
+                                     hn::Or(hu, hn::Set(di, 0x3ff00000)));
+  k = hn::IfThenElse(upper, hn::Add(k, hn::Set(di, 1)), k);
+  hu = hn::IfThenElse(upper,
+                      hn::ShiftRight<2>(hn::Sub(hn::Set(di, 0x00100000), hu)), hu);
+  const auto low_word = hn::And(hn::BitCast(du, u), hn::Set(du, 0xffffffffu));
+  const V u_normal = hn::BitCast(
+      d, hn::Or(hn::ShiftLeft<32>(hn::BitCast(du, new_high)), low_word));
+  V f = hn::Sub(u_normal, one);
+  f = hn::IfThenElse(unreduced, a, f);
+  k = hn::IfThenElse(hn::RebindMask(di, unreduced), hn::Zero(di), k);
+  hu = hn::IfThenElse(hn::RebindMask(di, unreduced), hn::Set(di, 1), hu);
+  const V dk = hn::ConvertTo(d, k);
+  const auto k_zero = hn::RebindMask(d, hn::Eq(k, hn::Zero(di)));
+
+  const V half = hn::Set(d, 0.5);
+  const V hfsq = hn::Mul(hn::Mul(half, f), f);
+  // |f| < 2^-20 (hu == 0): a shorter series.
+  const V r_short =
+      hn::Mul(hfsq, hn::Sub(one, hn::Mul(hn::Set(d, 0.66666666666666666), f)));
+  const V k_lo = hn::Mul(dk, hn::Set(d, kLn2Lo));
+  const V k_hi = hn::Mul(dk, hn::Set(d, kLn2Hi));
+  const V short_k = hn::Sub(k_hi, hn::Sub(hn::Sub(r_short, hn::Add(k_lo, c)), f));
+  V short_value = hn::IfThenElse(k_zero, hn::Sub(f, r_short), short_k);
+  // f == 0: 0 (k = 0) or k·ln2_hi + (c + k·ln2_lo).
+  const V exact_power =
+      hn::IfThenElse(k_zero, hn::Zero(d), hn::Add(k_hi, hn::Add(c, k_lo)));
+  short_value = hn::IfThenElse(hn::Eq(f, hn::Zero(d)), exact_power, short_value);
+  // The general case: s = f/(2 + f), log(1 + f) = f − (hfsq − s·(hfsq + R)).
+  const V s = hn::Div(f, hn::Add(hn::Set(d, 2.0), f));
+  const V z = hn::Mul(s, s);
+  V poly = hn::Set(d, kLp7);
+  poly = hn::Add(hn::Set(d, kLp6), hn::Mul(z, poly));
+  poly = hn::Add(hn::Set(d, kLp5), hn::Mul(z, poly));
+  poly = hn::Add(hn::Set(d, kLp4), hn::Mul(z, poly));
+  poly = hn::Add(hn::Set(d, kLp3), hn::Mul(z, poly));
+  poly = hn::Add(hn::Set(d, kLp2), hn::Mul(z, poly));
+  poly = hn::Add(hn::Set(d, kLp1), hn::Mul(z, poly));
+  const V r = hn::Mul(z, poly);
+  const V s_term = hn::Mul(s, hn::Add(hfsq, r));
+  const V general_zero = hn::Sub(f, hn::Sub(hfsq, s_term));
+  const V general_k = hn::Sub(
+      k_hi, hn::Sub(hn::Sub(hfsq, hn::Add(s_term, hn::Add(k_lo, c))), f));
+  V result = hn::IfThenElse(k_zero, general_zero, general_k);
+  result = hn::IfThenElse(hn::RebindMask(d, hn::Eq(hu, hn::Zero(di))), short_value,
+                          result);
+  // |x| < 2^-29: x − x·x/2, or x itself below 2^-54.
+  const V tiny = hn::IfThenElse(
+      hn::RebindMask(d, hn::Lt(hx, hn::Set(di, 0x3c900000))), a,
+      hn::Sub(a, hn::Mul(hn::Mul(a, a), half)));
+  result = hn::IfThenElse(hn::RebindMask(d, hn::Lt(hx, hn::Set(di, 0x3e200000))),
+                          tiny, result);
+  hn::StoreU(hn::CopySign(result, v), d, x + i);
+}
+
+// x[i] = sign(x[i])·log1p(|x[i]|) for `count` values with |x[i]| < 2^53
+// (others give unspecified values, for the caller to replace). fdlibm's
+// algorithm with its branches as selects: < 1 ulp, like glibc's log1p,
+// which this replaces because a libm call per gap was ~14% of an
+// every-block row (bench/observations_bench.cc). The two may differ in the
+// last bit of a double; the float32 rounding then differs only when the
+// exact value lies within that bit of a float32 boundary (none of the
+// sweep in tests/gaps_test.cc). Each lane is computed alone in a fixed
+// order of IEEE operations and this file is compiled with
+// -ffp-contract=off: the same bits on every target, for any split.
+void SignedLog1pKernel(double* HWY_RESTRICT x, size_t count) {
+  const hn::ScalableTag<double> full;
+  size_t i = 0;
+  for (; i + hn::Lanes(full) <= count; i += hn::Lanes(full)) {
+    SignedLog1pVector(full, x, i);
+  }
+  const hn::CappedTag<double, 1> one;
+  for (; i < count; ++i) SignedLog1pVector(one, x, i);
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace phasor
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace phasor {
+HWY_EXPORT(SignedLog1pKernel);
+
+void SignedLog1p(absl::Span<double> values) {
+  // In chunks: magnitudes past the kernel's range (2^53 and more, or not
+  // finite) are noted before it runs and taken from libm after it.
+  constexpr size_t kChunk = 64;
+  double in[kChunk];
+  const auto kernel = HWY_DYNAMIC_DISPATCH(SignedLog1pKernel);
+  for (size_t i0 = 0; i0 < values.size(); i0 += kChunk) {
+    const size_t used = std::min(kChunk, values.size() - i0);
+    bool out_of_range = false;
+    for (size_t j = 0; j < used; ++j) {
+      in[j] = values[i0 + j];
+      out_of_range |= !(std::fabs(in[j]) < 0x1p53);
+    }
+    kernel(values.data() + i0, used);
+    if (out_of_range) {
+      for (size_t j = 0; j < used; ++j) {
+        if (!(std::fabs(in[j]) < 0x1p53)) {
+          values[i0 + j] = std::copysign(std::log1p(std::fabs(in[j])), in[j]);
+        }
+      }
+    }
+  }
+}
 
 absl::Status ValidateGapsBlock(const GapsBlock& block,
                                absl::string_view field_prefix) {
@@ -65,7 +226,10 @@ void GapTracker::Reset(int64_t num_channels) {
   has_previous_row_ = false;
   previous_row_ns_ = 0;
   channels_.assign(static_cast<size_t>(num_channels), Channel{});
-  current_.clear();
+  // One more entry than channels: ObserveIf writes a slot before it knows
+  // whether it counts.
+  current_.resize(static_cast<size_t>(num_channels) + 1);
+  num_current_ = 0;
 }
 
 void GapTracker::Reset(const SeriesState& state) {
@@ -79,8 +243,7 @@ void GapTracker::Reset(const SeriesState& state) {
     if (in.seen && in.last_seen_ns == state.last_timestamp_ns) {
       ch.current_seen = true;
       ch.current_value = in.last_value;
-      if (current_.capacity() == 0) current_.reserve(channels_.size());
-      current_.push_back(static_cast<int64_t>(c));
+      current_[num_current_++] = static_cast<int64_t>(c);
       ch.history_seen = in.seen_before_last;
       ch.history_ns = in.before_last_seen_ns;
       ch.history_value = in.before_last_value;
@@ -137,14 +300,14 @@ void GapTracker::BeginRow(int64_t t_ns) {
   assert(t_ns >= last_ns_);
   if (t_ns == last_ns_) return;
   // Time moved on: what was observed at the old time is now history.
-  for (int64_t c : current_) {
-    Channel& ch = channels_[c];
+  for (int64_t i = 0; i < num_current_; ++i) {
+    Channel& ch = channels_[current_[i]];
     ch.history_seen = true;
     ch.history_ns = last_ns_;
     ch.history_value = ch.current_value;
     ch.current_seen = false;
   }
-  current_.clear();
+  num_current_ = 0;
   last_ns_ = t_ns;
 }
 
@@ -152,11 +315,7 @@ void GapTracker::Observe(int64_t c, double value) {
   Channel& ch = channels_[c];
   if (!ch.current_seen) {
     ch.current_seen = true;
-    // At most C entries: one allocation instead of one per doubling (a copied
-    // tracker keeps only the size, so this is checked here, not at
-    // construction).
-    if (current_.capacity() == 0) current_.reserve(channels_.size());
-    current_.push_back(c);
+    current_[num_current_++] = c;
   }
   ch.current_value = value;  // Among equal times the last row wins.
 }
@@ -179,7 +338,8 @@ GapsEncoder::GapsEncoder(const GapsBlock& block, int64_t num_channels,
       num_channels_(num_channels),
       value_width_(GapValueWidth(block)),
       width_(GapsWidth(block, num_channels)),
-      unit_ns_(block.unit_seconds * 1e9) {
+      unit_ns_(block.unit_seconds * 1e9),
+      accuracy_(accuracy) {
   if (block.transform == GapTransform::kSinusoidal) {
     sinusoid_.emplace(block.sinusoidal_dim, block.sinusoidal_min_period_seconds,
                       block.sinusoidal_max_period_seconds, accuracy);
@@ -188,65 +348,45 @@ GapsEncoder::GapsEncoder(const GapsBlock& block, int64_t num_channels,
 
 namespace {
 
-// The gap as a double, rounded once to nearest. Gaps almost always fit
-// int64, whose conversion is one instruction; the 128-bit one is a library
-// call. Both round the same integer the same way.
-double GapToDouble(__int128 gap_ns) {
-  const auto narrow = static_cast<int64_t>(gap_ns);
-  return narrow == gap_ns ? static_cast<double>(narrow) : static_cast<double>(gap_ns);
-}
-
 }  // namespace
 
-void GapsEncoder::Transform(__int128 gap_ns, double* out) const {
-  switch (block_.transform) {
-    case GapTransform::kRaw:
-      out[0] = GapToDouble(gap_ns) / unit_ns_;
-      return;
-    case GapTransform::kLog1p: {
-      const double x = GapToDouble(gap_ns) / unit_ns_;
-      out[0] = std::copysign(std::log1p(std::fabs(x)), x);
-      return;
-    }
-    case GapTransform::kSinusoidal:
-      sinusoid_->Encode(gap_ns, out);
-      return;
-  }
-}
-
-void GapsEncoder::EncodeRow(const GapTracker& tracker,
-                            const ObservationsView& observations, int64_t row,
-                            int64_t t_ns, int64_t origin_ns,
-                            double* out) const {
-  EncodeRowImpl(tracker, observations, row, t_ns, origin_ns, out);
-}
-
-template <typename Tracker>
-[[gnu::always_inline]] inline void GapsEncoder::EncodeRowImpl(
-    Tracker& tracker, const ObservationsView& observations, int64_t row,
-    int64_t t_ns, int64_t origin_ns, double* out) const {
+template <typename Tracker, typename Reader>
+[[gnu::always_inline]] inline void GapsEncoder::RowPass(
+    Tracker& tracker, const Reader& reader, int64_t row, int64_t t_ns,
+    int64_t origin_ns, double* out) const {
   constexpr bool kObserve = !std::is_const_v<Tracker>;
   const bool flag_policy =
       block_.first_observation == FirstObservationPolicy::kFlag;
-  // The gap to use when there is no earlier event.
-  const __int128 no_history_gap =
-      block_.first_observation == FirstObservationPolicy::kSinceOrigin
-          ? ElapsedNs(t_ns, origin_ns)
-          : 0;
+  const bool since_origin =
+      block_.first_observation == FirstObservationPolicy::kSinceOrigin;
+  // A gap is t_ns − reference: the earlier event, or with no earlier event
+  // the origin (SINCE_ORIGIN) or t_ns itself (a gap of 0).
+  const int64_t no_history_ns = since_origin ? origin_ns : t_ns;
+  // RAW / LOG1P: the gap in ns as a double, rounded once (the transform
+  // pass scales it); computed in int64 with the overflow noted, and the
+  // row's gaps redone in 128 bits in the rare case one overflows.
+  // SINUSOIDAL: the transform, from the exact 128-bit gap.
+  bool overflow = false;
+  const auto gap = [&](bool seen, int64_t reference_ns, double* p) {
+    const int64_t reference = seen ? reference_ns : no_history_ns;
+    if (sinusoid_.has_value()) {
+      sinusoid_->Encode(ElapsedNs(t_ns, reference), p);
+    } else {
+      int64_t g = 0;
+      overflow |= __builtin_sub_overflow(t_ns, reference, &g);
+      *p = static_cast<double>(g);
+    }
+  };
   double* p = out;
   if (block_.global_delta) {
-    const bool first = !tracker.has_previous_row();
-    Transform(first ? no_history_gap : ElapsedNs(t_ns, tracker.previous_row_ns()),
-              p);
+    const bool seen = tracker.has_previous_row();
+    gap(seen, tracker.previous_row_ns(), p);
     p += value_width_;
-    if (flag_policy) *p++ = first ? 1.0 : 0.0;
+    if (flag_policy) *p++ = seen ? 0.0 : 1.0;
   }
   if (block_.per_channel_delta) {
     for (int64_t c = 0; c < num_channels_; ++c) {
-      Transform(tracker.seen_before(c)
-                    ? ElapsedNs(t_ns, tracker.last_seen_before_ns(c))
-                    : no_history_gap,
-                p);
+      gap(tracker.seen_before(c), tracker.last_seen_before_ns(c), p);
       p += value_width_;
     }
     if (flag_policy) {
@@ -255,25 +395,137 @@ template <typename Tracker>
       }
     }
   }
+  if (overflow) {
+    // 128-bit differences, rounded once (a library conversion).
+    double* q = out;
+    const auto wide_gap = [&](bool seen, int64_t reference_ns) {
+      *q = static_cast<double>(ElapsedNs(t_ns, seen ? reference_ns : no_history_ns));
+      q += 1;
+    };
+    if (block_.global_delta) {
+      wide_gap(tracker.has_previous_row(), tracker.previous_row_ns());
+      q += flag_policy ? 1 : 0;
+    }
+    if (block_.per_channel_delta) {
+      for (int64_t c = 0; c < num_channels_; ++c) {
+        wide_gap(tracker.seen_before(c), tracker.last_seen_before_ns(c));
+      }
+    }
+  }
   if (block_.include_mask || block_.include_last_value) {
     double* mask = p;
     double* last = p + (block_.include_mask ? num_channels_ : 0);
+    // Selects, not branches: whether a channel is observed is random. A
+    // channel never seen has history value 0.
     for (int64_t c = 0; c < num_channels_; ++c) {
       double value = 0.0;
-      const bool observed = observations.ObservedAt(row, c, &value);
+      const bool observed = reader.At(row, c, &value);
       if (block_.include_mask) mask[c] = observed ? 1.0 : 0.0;
       if (block_.include_last_value) {
-        last[c] = observed                 ? value
-                  : tracker.seen_before(c) ? tracker.last_value_before(c)
-                                           : 0.0;
+        last[c] = observed ? value : tracker.last_value_before(c);
       }
-      if constexpr (kObserve) {
-        if (observed) tracker.Observe(c, value);
+      if constexpr (kObserve && !Reader::kLong) tracker.ObserveIf(c, observed, value);
+    }
+  }
+  if constexpr (kObserve) {
+    if constexpr (Reader::kLong) {
+      double value = 0.0;
+      const int64_t c = reader.Channel(row);
+      if (reader.At(row, c, &value)) tracker.Observe(c, value);
+    } else if (!block_.include_mask && !block_.include_last_value) {
+      for (int64_t c = 0; c < num_channels_; ++c) {
+        double value = 0.0;
+        const bool observed = reader.At(row, c, &value);
+        tracker.ObserveIf(c, observed, value);
       }
     }
-  } else if constexpr (kObserve) {
-    tracker.ObserveRow(observations, row);
   }
+}
+
+void GapsEncoder::ScaleGaps(double* out, int64_t rows, int64_t stride) const {
+  if (sinusoid_.has_value()) return;
+  // The gap columns of a row: Δt at 0, δ_0..δ_{C−1} after Δt and its flag;
+  // one run when there is no flag between them.
+  const int64_t flag =
+      block_.first_observation == FirstObservationPolicy::kFlag ? 1 : 0;
+  int64_t run_offset[2] = {0, 0};
+  int64_t run_count[2] = {0, 0};
+  int runs = 0;
+  if (block_.global_delta) run_count[runs++] = 1;
+  if (block_.per_channel_delta) {
+    if (block_.global_delta && flag == 0) {
+      run_count[0] += num_channels_;
+    } else {
+      run_offset[runs] = block_.global_delta ? 1 + flag : 0;
+      run_count[runs++] = num_channels_;
+    }
+  }
+  // Staged through a contiguous buffer, so that the vector kernel sees
+  // whole vectors whatever C and the stride; the same walk writes back.
+  constexpr int64_t kStage = 256;
+  double stage[kStage];
+  const bool log1p = block_.transform == GapTransform::kLog1p;
+  const auto transform = [&](int64_t count) {
+    for (int64_t i = 0; i < count; ++i) stage[i] /= unit_ns_;
+    if (!log1p) return;
+    if (accuracy_ == SinusoidAccuracy::kFloat32) {
+      SignedLog1p(absl::MakeSpan(stage, count));
+    } else {
+      // float64 outputs keep libm's log1p, bit for bit as before.
+      for (int64_t i = 0; i < count; ++i) {
+        stage[i] = std::copysign(std::log1p(std::fabs(stage[i])), stage[i]);
+      }
+    }
+  };
+  // Walks the runs of rows [r0, r1) from value `skip` of the first row's
+  // first run: copy == true gathers into the stage, false scatters back.
+  int64_t staged = 0;
+  int64_t walk_row = 0, walk_run = 0, walk_index = 0;  // Where staging began.
+  const auto walk = [&](bool gather, int64_t count) {
+    int64_t row = walk_row, run = walk_run, index = walk_index;
+    for (int64_t i = 0; i < count;) {
+      double* base = out + row * stride + run_offset[run];
+      const int64_t take = std::min(run_count[run] - index, count - i);
+      if (gather) {
+        std::copy(base + index, base + index + take, stage + i);
+      } else {
+        std::copy(stage + i, stage + i + take, base + index);
+      }
+      i += take;
+      index += take;
+      if (index == run_count[run]) {
+        index = 0;
+        if (++run == runs) {
+          run = 0;
+          ++row;
+        }
+      }
+    }
+    return std::array<int64_t, 3>{row, run, index};
+  };
+  int64_t total = 0;
+  for (int r = 0; r < runs; ++r) total += run_count[r];
+  total *= rows;
+  while (staged < total) {
+    const int64_t count = std::min(kStage, total - staged);
+    walk(/*gather=*/true, count);
+    transform(count);
+    const std::array<int64_t, 3> next = walk(/*gather=*/false, count);
+    walk_row = next[0];
+    walk_run = next[1];
+    walk_index = next[2];
+    staged += count;
+  }
+}
+
+void GapsEncoder::EncodeRow(const GapTracker& tracker,
+                            const ObservationsView& observations, int64_t row,
+                            int64_t t_ns, int64_t origin_ns,
+                            double* out) const {
+  VisitObservationReader(observations, [&](const auto& reader) {
+    RowPass(tracker, reader, row, t_ns, origin_ns, out);
+  });
+  ScaleGaps(out, /*rows=*/1, width_);
 }
 
 void GapTracker::AdvanceRows(const ObservationsView& observations, int64_t begin,
@@ -289,12 +541,18 @@ void GapsEncoder::EncodeRows(GapTracker* tracker, const ObservationsView& observ
                              int64_t begin, int64_t n, int64_t origin_ns, double* out,
                              int64_t stride) const {
   const absl::Span<const int64_t> times = observations.row_times();
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t r = begin + i;
-    tracker->BeginRow(times[r]);
-    // Encodes the row and records its observations.
-    EncodeRowImpl(*tracker, observations, r, times[r], origin_ns, out + i * stride);
-  }
+  // Rows one after another (the tracker's memory is serial), then the
+  // tile's gaps scaled and transformed together.
+  VisitObservationReader(observations, [&](const auto& reader) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t r = begin + i;
+      tracker->BeginRow(times[r]);
+      // Encodes the row and records its observations.
+      RowPass(*tracker, reader, r, times[r], origin_ns, out + i * stride);
+    }
+  });
+  ScaleGaps(out, n, stride);
 }
 
 }  // namespace phasor
+#endif  // HWY_ONCE

@@ -38,6 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "core/continuous_time.h"
 #include "core/observations.h"
 
@@ -72,6 +73,12 @@ absl::Status ValidateGapsBlock(const GapsBlock& block,
 int64_t GapValueWidth(const GapsBlock& block);
 // Columns the block writes for C channels.
 int64_t GapsWidth(const GapsBlock& block, int64_t num_channels);
+
+// values[i] = sign(values[i])·log1p(|values[i]|), < 1 ulp: fdlibm's log1p
+// vectorised with Highway (gaps.cc), the same bits on every SIMD target; it
+// and glibc's log1p may differ in the last bit. libm past 2^53 and for
+// non-finite values.
+void SignedLog1p(absl::Span<double> values);
 
 // The serial memory of a series: per channel, the latest observation strictly
 // before the current row's time (the "history" δ refers to) and the ones made
@@ -114,6 +121,15 @@ class GapTracker final {
   // ObserveRow does per observed channel). Leaves everything the getters
   // above read unchanged until the next BeginRow.
   void Observe(int64_t c, double value);
+  // Observe(c, value) when `observed`, else nothing; without a branch on
+  // `observed` (whether a channel is observed in a row is random).
+  void ObserveIf(int64_t c, bool observed, double value) {
+    Channel& ch = channels_[c];
+    current_[num_current_] = c;
+    num_current_ += (observed && !ch.current_seen) ? 1 : 0;
+    ch.current_seen = ch.current_seen || observed;
+    ch.current_value = observed ? value : ch.current_value;
+  }
   // BeginRow and ObserveRow for rows [begin, begin + n).
   void AdvanceRows(const ObservationsView& observations, int64_t begin, int64_t n);
 
@@ -132,7 +148,9 @@ class GapTracker final {
   bool has_previous_row_ = false;
   int64_t previous_row_ns_ = 0;
   std::vector<Channel> channels_;
-  std::vector<int64_t> current_;  // Channels with current_seen set.
+  // Channels with current_seen set: the first num_current_ of C + 1 slots.
+  std::vector<int64_t> current_;
+  int64_t num_current_ = 0;
 };
 
 // The gaps block, prepared once per request and shared by its series.
@@ -140,7 +158,9 @@ class GapsEncoder final {
  public:
   // REQUIRES: ValidateGapsBlock(block, ...).ok(). `accuracy` is the
   // SINUSOIDAL transform's (continuous_time.h); RAW and LOG1P are one
-  // division (and log1p) in double either way.
+  // division (and log1p) in double either way, LOG1P's log1p from the
+  // vector kernel for kFloat32 and from libm for kFloat64 (both < 1 ulp; the
+  // float32 outputs are the same).
   GapsEncoder(const GapsBlock& block, int64_t num_channels,
               SinusoidAccuracy accuracy = SinusoidAccuracy::kFloat32);
 
@@ -155,27 +175,33 @@ class GapsEncoder final {
                  double* out) const;
 
   // BeginRow, EncodeRow and ObserveRow for rows [begin, begin + n), row i's
-  // values at out + i·stride: one call per tile, so the three inline.
+  // values at out + i·stride: one call per tile. The rows' memory is
+  // serial; their RAW / LOG1P gaps are then scaled and transformed together
+  // (vectorised), the same bits as row by row.
   void EncodeRows(GapTracker* tracker, const ObservationsView& observations,
                   int64_t begin, int64_t n, int64_t origin_ns, double* out,
                   int64_t stride) const;
 
  private:
-  // Writes the transformed gap (value_width_ values).
-  void Transform(__int128 gap_ns, double* out) const;
-  // EncodeRow; with a non-const tracker it also records the row's
-  // observations (ObserveRow) while reading them for the mask and last
-  // values, which the getters EncodeRow uses do not see.
-  template <typename Tracker>
-  void EncodeRowImpl(Tracker& tracker, const ObservationsView& observations,
-                     int64_t row, int64_t t_ns, int64_t origin_ns,
-                     double* out) const;
+  // One row's columns, with RAW / LOG1P gaps left in nanoseconds for
+  // ScaleGaps (SINUSOIDAL gaps are final). Reader reads the row's
+  // observations (gaps.cc); with a non-const tracker the row's observations
+  // are also recorded (ObserveRow), which the getters it reads do not see.
+  template <typename Tracker, typename Reader>
+  void RowPass(Tracker& tracker, const Reader& reader, int64_t row,
+               int64_t t_ns, int64_t origin_ns, double* out) const;
+  // RAW / LOG1P: the gaps of `rows` rows written by RowPass (row i at
+  // out + i·stride) divided by unit_seconds and, for LOG1P, transformed.
+  void ScaleGaps(double* out, int64_t rows, int64_t stride) const;
 
   GapsBlock block_;
   int64_t num_channels_;
   int64_t value_width_;
   int64_t width_;
   double unit_ns_;
+  // kFloat32 takes LOG1P from the vector kernel (SignedLog1p), kFloat64
+  // from libm.
+  SinusoidAccuracy accuracy_;
   std::optional<TimeSinusoid> sinusoid_;
 };
 

@@ -119,6 +119,72 @@ struct ObservationsView {
   }
 };
 
+// Readers of the observations, one per layout and value type, for loops
+// over rows and channels that should not decide the layout per value (as
+// ObservedAt does). At(row, c, &v) sets v whether or not channel c is
+// observed at row, so a caller can select on the result rather than branch
+// on it (whether a value is observed is random). REQUIRES: as ObservedAt.
+template <typename Value, bool kMask>
+struct WideObservationReader {
+  static constexpr bool kLong = false;
+  const Value* values;
+  const uint8_t* mask;  // Null without a mask.
+  int64_t channels;
+  bool At(int64_t row, int64_t c, double* v) const {
+    const int64_t i = row * channels + c;
+    *v = static_cast<double>(values[i]);
+    if constexpr (kMask) {
+      return mask[i] != 0;
+    } else {
+      return !std::isnan(*v);
+    }
+  }
+};
+
+template <typename Value>
+struct LongObservationReader {
+  static constexpr bool kLong = true;
+  const Value* values;
+  const int32_t* channels;
+  // The one channel row `row` may observe.
+  int64_t Channel(int64_t row) const { return channels[row]; }
+  bool At(int64_t row, int64_t c, double* v) const {
+    *v = static_cast<double>(values[row]);
+    return channels[row] == c && !std::isnan(*v);
+  }
+};
+
+// Calls f(reader) with the reader for these observations.
+template <typename F>
+void VisitObservationReader(const ObservationsView& obs, F&& f) {
+  if (obs.layout == ObservationLayout::kLong) {
+    if (obs.event_values.f64.empty()) {
+      f(LongObservationReader<float>{obs.event_values.f32.data(),
+                                     obs.event_channels.data()});
+    } else {
+      f(LongObservationReader<double>{obs.event_values.f64.data(),
+                                      obs.event_channels.data()});
+    }
+    return;
+  }
+  const bool f64 = obs.values.f32.empty();
+  if (obs.mask.empty()) {
+    if (f64) {
+      f(WideObservationReader<double, false>{obs.values.f64.data(), nullptr,
+                                             obs.num_channels});
+    } else {
+      f(WideObservationReader<float, false>{obs.values.f32.data(), nullptr,
+                                            obs.num_channels});
+    }
+  } else if (f64) {
+    f(WideObservationReader<double, true>{obs.values.f64.data(), obs.mask.data(),
+                                          obs.num_channels});
+  } else {
+    f(WideObservationReader<float, true>{obs.values.f32.data(), obs.mask.data(),
+                                         obs.num_channels});
+  }
+}
+
 // What one channel has seen so far in a series.
 struct ChannelState {
   bool seen = false;          // Observed at least once.

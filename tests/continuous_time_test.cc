@@ -191,9 +191,13 @@ TEST(Time2Vec, PhaseReductionRoundsLikeNearbyint) {
       long double turns = static_cast<long double>(block.omega[k]) * tau *
                           0.159154943091895335768883763372514362034459645740456448747667L;
       turns -= std::nearbyint(turns);
-      const double expected =
-          std::sin(6.283185307179586476925286766559 * static_cast<double>(turns) +
-                   block.phi[k]);
+      const double angle =
+          6.283185307179586476925286766559 * static_cast<double>(turns) +
+          block.phi[k];
+      // The sine is the vector kernel's (SinOfAngles); one turn more or
+      // less in the reduction would change the angle's bits.
+      double expected = 0;
+      SinOfAngles(absl::MakeConstSpan(&angle, 1), absl::MakeSpan(&expected, 1));
       ASSERT_EQ(out[k], expected) << k << " " << static_cast<double>(elapsed);
     }
   }
@@ -415,6 +419,83 @@ TEST(Time2Vec, MatchesLongDoubleReferenceFrom1900To2200) {
   std::printf("time2vec max |float32 - long double| = %.3g\n", worst);
   EXPECT_LT(worst, 2e-6);
   EXPECT_GT(naive_worst, 2e-6);
+}
+
+TEST(SinOfAngles, WithinTwoUlpOfLibmAndTheSameFloat32) {
+  // Time2Vec's float32 path took libm's sin per value before it used the
+  // vector kernel: float32 outputs must not change, doubles by <= 2 ulp.
+  // Angles 2π·turns + φ as Time2Vec forms them, small and huge φ (past
+  // 2^20 rad libm takes over, bit for bit), and the tails of a chunk.
+  std::mt19937_64 rng(14);
+  std::uniform_real_distribution<double> turns(-0.5, 0.5);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  const double phis[] = {0.0, 0.3, -2.5, 1e3, 1e5, 1e6, 3e6, 1e15, -1e300};
+  int64_t worst_ulp = 0;
+  int64_t float_mismatches = 0;
+  int64_t values = 0;
+  for (double phi : phis) {
+    for (int64_t count : {1, 3, 63, 64, 65, 4097}) {
+      std::vector<double> angles(count);
+      for (double& a : angles) {
+        a = 6.283185307179586 * turns(rng) + phi * std::fabs(unit(rng));
+      }
+      std::vector<double> got(count);
+      SinOfAngles(angles, absl::MakeSpan(got));
+      std::vector<double> in_place = angles;
+      SinOfAngles(in_place, absl::MakeSpan(in_place));
+      ASSERT_EQ(0, std::memcmp(got.data(), in_place.data(), count * sizeof(double)));
+      for (int64_t i = 0; i < count; ++i) {
+        const double want = std::sin(angles[i]);
+        if (std::fabs(angles[i]) > 0x1p20) {
+          ASSERT_EQ(got[i], want) << angles[i];
+        }
+        worst_ulp = std::max(
+            worst_ulp, UlpDistance(std::fabs(got[i]), std::fabs(want)) +
+                           (std::signbit(got[i]) != std::signbit(want) &&
+                                    got[i] != 0 && want != 0
+                                ? 1000
+                                : 0));
+        float_mismatches += static_cast<float>(got[i]) != static_cast<float>(want);
+        ++values;
+      }
+    }
+  }
+  EXPECT_LE(worst_ulp, 2);
+  EXPECT_EQ(float_mismatches, 0) << "of " << values;
+}
+
+TEST(Time2Vec, EncodeRowsIsEncodeRowByRow) {
+  std::mt19937_64 rng(15);
+  std::uniform_int_distribution<int64_t> pick(INT64_MIN + 1, INT64_MAX);
+  for (SinusoidAccuracy accuracy :
+       {SinusoidAccuracy::kFloat32, SinusoidAccuracy::kFloat64}) {
+    // 1, 9 and 70 terms: no sine, 8 sines (8 rows per kernel call) and more
+    // sines than one call holds (a row at a time).
+    for (int64_t terms : {1, 9, 70}) {
+      Time2VecBlock block;
+      for (int64_t i = 0; i < terms; ++i) {
+        block.omega.push_back(2 * M_PI / (3600.0 * (i + 1)));
+        block.phi.push_back(0.1 * static_cast<double>(i));
+      }
+      block.unit_seconds = 60;
+      const Time2Vec t2v(block, accuracy);
+      for (int64_t rows : {0, 1, 7, 8, 9, 1000}) {
+        std::vector<int64_t> times(rows);
+        for (int64_t& t : times) t = pick(rng);
+        const int64_t origin = pick(rng);
+        const int64_t stride = terms + 2;
+        std::vector<double> want(rows * stride, -7.0);
+        std::vector<double> got(rows * stride, -7.0);
+        for (int64_t r = 0; r < rows; ++r) {
+          t2v.Encode(ElapsedNs(times[r], origin), &want[r * stride]);
+        }
+        t2v.EncodeRows(times, origin, got.data(), stride);
+        EXPECT_TRUE(got.empty() || std::memcmp(want.data(), got.data(),
+                                               got.size() * sizeof(double)) == 0)
+            << "terms " << terms << " rows " << rows;
+      }
+    }
+  }
 }
 
 TEST(Time2Vec, UnitAndOrigin) {

@@ -1,11 +1,16 @@
 #include "core/gaps.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hwy/targets.h"
 #include "tests/status_matchers.h"
 
 namespace phasor {
@@ -280,6 +285,258 @@ TEST(ValidateGapsBlock, ErrorPaths) {
   EXPECT_THAT(ValidateGapsBlock(periods, p),
               IsFieldError(absl::StatusCode::kInvalidArgument,
                            p + ".sinusoidal_max_period_seconds"));
+}
+
+// Distance in units in the last place between two finite doubles.
+int64_t UlpDistance(double a, double b) {
+  int64_t steps = 0;
+  for (double x = a; x != b && steps < 1000; ++steps) x = std::nextafter(x, b);
+  return steps;
+}
+
+TEST(SignedLog1p, WithinOneUlpOfLibmAndTheSameFloat32) {
+  // LOG1P gaps took libm's log1p per value before the vector kernel:
+  // float32 outputs must not change, doubles by at most 1 ulp. Magnitudes
+  // from 2^-60 to 2^60 (log-uniform: every branch of fdlibm's algorithm,
+  // the 2^53 libm fallback), both signs, zeros, infinities.
+  std::mt19937_64 rng(21);
+  std::uniform_real_distribution<double> exponent(-60.0, 60.0);
+  std::vector<double> x(400000);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double magnitude = std::exp2(exponent(rng));
+    x[i] = (i % 2 == 0) ? magnitude : -magnitude;
+  }
+  // Edges: around sqrt(2) − 1, sqrt(2)/2 − 1 + 1, 2^-29, 2^-54, 2^53.
+  for (double edge : {0.41421356237309503, 0.41421356237309515, 0x1p-29, 0x1p-54,
+                      0x1p53, 1.0, 0.0, 0x1.6a09ep0 - 1.0, 0x1.6a09fp0 - 1.0,
+                      std::numeric_limits<double>::infinity(), 0x1p-1074}) {
+    for (double e : {edge, std::nextafter(edge, 0.0), std::nextafter(edge, 1e300)}) {
+      x.push_back(e);
+      x.push_back(-e);
+    }
+  }
+  std::vector<double> got = x;
+  SignedLog1p(absl::MakeSpan(got));
+  int64_t worst_ulp = 0;
+  int64_t float_mismatches = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = std::copysign(std::log1p(std::fabs(x[i])), x[i]);
+    ASSERT_EQ(std::signbit(got[i]), std::signbit(want)) << x[i];
+    if (std::isinf(want)) {
+      ASSERT_EQ(got[i], want);
+      continue;
+    }
+    worst_ulp = std::max(worst_ulp, UlpDistance(got[i], want));
+    float_mismatches += static_cast<float>(got[i]) != static_cast<float>(want);
+  }
+  EXPECT_LE(worst_ulp, 1);
+  EXPECT_EQ(float_mismatches, 0) << "of " << x.size();
+  RecordProperty("max_ulp_vs_libm", std::to_string(worst_ulp));
+}
+
+TEST(SignedLog1p, SameBitsOnEverySimdTargetAndSplit) {
+  std::mt19937_64 rng(22);
+  std::uniform_real_distribution<double> exponent(-40.0, 40.0);
+  std::vector<double> x(10001);
+  for (double& v : x) v = std::exp2(exponent(rng));
+  std::vector<double> first;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    std::vector<double> whole = x;
+    SignedLog1p(absl::MakeSpan(whole));
+    // Split into odd pieces: the tail lanes give the same bits.
+    std::vector<double> pieces = x;
+    for (size_t i = 0; i < pieces.size(); i += 7) {
+      SignedLog1p(absl::MakeSpan(pieces).subspan(i, std::min<size_t>(7, pieces.size() - i)));
+    }
+    EXPECT_EQ(0, std::memcmp(whole.data(), pieces.data(), x.size() * sizeof(double)));
+    if (first.empty()) {
+      first = whole;
+    } else {
+      EXPECT_EQ(0, std::memcmp(first.data(), whole.data(), x.size() * sizeof(double)))
+          << hwy::TargetName(target);
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+// The scalar oracle: every gap column from its definition (gaps.h), one row
+// at a time by searching the rows before it, the transform by libm.
+std::vector<double> OracleGaps(const GapsBlock& block, const ObservationsView& obs,
+                               int64_t origin_ns) {
+  const int64_t c_count = obs.num_channels;
+  const int64_t width = GapsWidth(block, c_count);
+  const auto times = obs.row_times();
+  const bool flag = block.first_observation == FirstObservationPolicy::kFlag;
+  std::vector<double> out;
+  const auto transform = [&](bool seen, __int128 gap, int64_t t) {
+    if (!seen) {
+      gap = block.first_observation == FirstObservationPolicy::kSinceOrigin
+                ? static_cast<__int128>(t) - origin_ns
+                : 0;
+    }
+    const double x = static_cast<double>(gap) / (block.unit_seconds * 1e9);
+    return block.transform == GapTransform::kLog1p
+               ? std::copysign(std::log1p(std::fabs(x)), x)
+               : x;
+  };
+  for (int64_t r = 0; r < obs.num_rows(); ++r) {
+    const int64_t t = times[r];
+    std::vector<double> row;
+    if (block.global_delta) {
+      row.push_back(transform(r > 0, r > 0 ? static_cast<__int128>(t) - times[r - 1] : 0, t));
+      if (flag) row.push_back(r > 0 ? 0 : 1);
+    }
+    // Channel c's latest observation strictly before t (the last row wins
+    // among equal times), and whether row r observes it.
+    std::vector<bool> seen(c_count, false);
+    std::vector<int64_t> seen_ns(c_count, 0);
+    std::vector<double> seen_value(c_count, 0.0);
+    std::vector<double> value_now(c_count, 0.0);
+    std::vector<bool> observed_now(c_count, false);
+    for (int64_t s = 0; s < obs.num_rows(); ++s) {
+      for (int64_t c = 0; c < c_count; ++c) {
+        double v = 0;
+        if (!obs.ObservedAt(s, c, &v)) continue;
+        if (times[s] < t) {
+          seen[c] = true;
+          seen_ns[c] = times[s];
+          seen_value[c] = v;
+        }
+        if (s == r) {
+          observed_now[c] = true;
+          value_now[c] = v;
+        }
+      }
+    }
+    if (block.per_channel_delta) {
+      for (int64_t c = 0; c < c_count; ++c) {
+        row.push_back(transform(seen[c], static_cast<__int128>(t) - seen_ns[c], t));
+      }
+      if (flag) {
+        for (int64_t c = 0; c < c_count; ++c) row.push_back(seen[c] ? 0 : 1);
+      }
+    }
+    if (block.include_mask) {
+      for (int64_t c = 0; c < c_count; ++c) row.push_back(observed_now[c] ? 1 : 0);
+    }
+    if (block.include_last_value) {
+      for (int64_t c = 0; c < c_count; ++c) {
+        row.push_back(observed_now[c] ? value_now[c] : seen[c] ? seen_value[c] : 0.0);
+      }
+    }
+    EXPECT_EQ(static_cast<int64_t>(row.size()), width);
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  return out;
+}
+
+TEST(GapsEncoder, EncodeRowsMatchesTheScalarOracle) {
+  // Wide (float64 and float32 values, with and without a mask) and long
+  // layouts, every policy, RAW and LOG1P, tiles of odd sizes, ties and
+  // gaps past int64 (an EXPLICIT origin near INT64_MIN). RAW and every
+  // other column: the same doubles; LOG1P: the same float32 values and
+  // within 1 ulp as doubles (the vector kernel, kFloat32) or the same
+  // doubles (libm, kFloat64).
+  std::mt19937_64 rng(23);
+  const int64_t rows = 300;
+  const int64_t channels = 5;
+  std::vector<int64_t> times(rows);
+  int64_t t = kT0;
+  for (int64_t& v : times) {
+    t += (rng() % 4 == 0) ? 0 : static_cast<int64_t>(rng() % (100 * kSec));
+    v = t;
+  }
+  std::vector<double> values(rows * channels);
+  std::vector<float> values_f32(rows * channels);
+  std::vector<uint8_t> mask(rows * channels);
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = rng() % 3 == 0 ? kNaN : static_cast<double>(rng() % 1000) / 8.0;
+    values_f32[i] = static_cast<float>(values[i]);
+    mask[i] = rng() % 2;
+  }
+  std::vector<double> masked = values;  // Observed values must be finite.
+  for (size_t i = 0; i < masked.size(); ++i) {
+    if (std::isnan(masked[i])) masked[i] = mask[i] != 0 ? 2.5 : kNaN;
+  }
+  std::vector<int32_t> event_channels(rows);
+  std::vector<double> event_values(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    event_channels[i] = static_cast<int32_t>(rng() % channels);
+    event_values[i] = rng() % 5 == 0 ? kNaN : static_cast<double>(i);
+  }
+  std::vector<ObservationsView> views(5);
+  for (ObservationsView& v : views) {
+    v.num_channels = channels;
+    v.timestamps = times;
+  }
+  views[0].values.f64 = values;
+  views[1].values.f32 = values_f32;
+  views[2].values.f64 = masked;
+  views[2].mask = mask;
+  views[3].values.f32 = values_f32;
+  views[4].layout = ObservationLayout::kLong;
+  views[4].timestamps = {};
+  views[4].event_times = times;
+  views[4].event_channels = event_channels;
+  views[4].event_values.f64 = event_values;
+  for (const ObservationsView& obs : views) PHASOR_ASSERT_OK(ValidateObservations(obs));
+  int64_t cases = 0;
+  for (size_t v = 0; v < views.size(); ++v) {
+    const ObservationsView& obs = views[v];
+    for (GapTransform transform : {GapTransform::kRaw, GapTransform::kLog1p}) {
+      for (FirstObservationPolicy policy :
+           {FirstObservationPolicy::kZero, FirstObservationPolicy::kSinceOrigin,
+            FirstObservationPolicy::kFlag}) {
+        for (int columns = 0; columns < 4; ++columns) {
+          GapsBlock block;
+          block.transform = transform;
+          block.first_observation = policy;
+          block.unit_seconds = columns == 3 ? 1e-9 : 3600.0;
+          block.global_delta = columns != 1;
+          block.per_channel_delta = columns != 2;
+          block.include_mask = columns >= 2;
+          block.include_last_value = columns != 0;
+          const int64_t origin =
+              columns == 3 ? std::numeric_limits<int64_t>::min() + 1 : kT0 - 77 * kSec;
+          const std::vector<double> want = OracleGaps(block, obs, origin);
+          for (SinusoidAccuracy accuracy :
+               {SinusoidAccuracy::kFloat32, SinusoidAccuracy::kFloat64}) {
+            const GapsEncoder encoder(block, channels, accuracy);
+            const int64_t width = encoder.width();
+            const int64_t stride = width + 3;
+            std::vector<double> got(rows * stride, -9.0);
+            GapTracker tracker(channels);
+            // Tiles of 1, 64 and 37 rows.
+            for (int64_t begin = 0, tile = 1; begin < rows;
+                 begin += tile, tile = tile == 1 ? 64 : 37) {
+              const int64_t n = std::min(tile, rows - begin);
+              encoder.EncodeRows(&tracker, obs, begin, n, origin,
+                                 got.data() + begin * stride, stride);
+            }
+            for (int64_t r = 0; r < rows; ++r) {
+              for (int64_t j = 0; j < width; ++j) {
+                const double g = got[r * stride + j];
+                const double w = want[r * width + j];
+                SCOPED_TRACE(testing::Message() << "view " << v << " columns " << columns
+                                                << " row " << r << " col " << j);
+                if (transform == GapTransform::kLog1p &&
+                    accuracy == SinusoidAccuracy::kFloat32) {
+                  ASSERT_EQ(static_cast<float>(g), static_cast<float>(w));
+                  ASSERT_LE(UlpDistance(g, w), 1);
+                } else {
+                  ASSERT_EQ(g, w);
+                }
+              }
+              ASSERT_EQ(got[r * stride + width], -9.0);  // Nothing past the row.
+            }
+            ++cases;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 5 * 2 * 3 * 4 * 2);
 }
 
 }  // namespace
