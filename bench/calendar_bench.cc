@@ -13,6 +13,18 @@
 //                            weekday, day of month, day of year, ISO week,
 //                            month (CYCLIC, 12 columns) + UTC offset + DST
 //   calendar/encode_fractional/...  the same with fractional fields
+// Per-value cost of the issue-12 columns next to the columns they extend,
+// one thread (value_rate = output values per second; compare pairs):
+//   calendar/columns/<config>/<dense|sparse>   EncodeObservations with
+//     existing_cyclic   the six day-level fields CYCLIC (12 columns)
+//     harmonics         the same fields, Fourier orders 3,4,10,3,6,2 (56)
+//     existing_index    the same six fields INDEX (6 columns)
+//     zero_based_index  the same, zero_based_index (6)
+//     years_flags       YEAR, ISO_YEAR LINEAR + the five flags (7)
+//     existing_clock    hour_of_day, minute_of_hour CYCLIC (4)
+//     clock_harmonics   the same, orders 4 and 3 (14)
+//     time_ladder       time block, dim 26 geometric ladder (26)
+//     time_periods      time block, Prophet's 365.25 d × 10 + 7 d × 3 (26)
 // items_per_second is timestamps per second.
 //
 // --phasor_dump=DIR writes the encode configuration's features for the first
@@ -117,6 +129,70 @@ void BM_Encode(benchmark::State& state, bool dense, bool fractional, int threads
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.size()) * 4);
 }
 
+// The per-value comparison's configurations (see the file comment).
+TemporalSpec ColumnsSpec(const std::string& config) {
+  TemporalSpec spec;
+  CalendarBlock cal;
+  cal.time_zone = "America/New_York";
+  const std::vector<CalendarField> day_fields = {
+      CalendarField::kDayOfWeek,  CalendarField::kDayOfMonth,
+      CalendarField::kDayOfYear,  CalendarField::kWeekOfYear,
+      CalendarField::kMonthOfYear, CalendarField::kQuarter};
+  const std::vector<CalendarField> clock_fields = {CalendarField::kHourOfDay,
+                                                   CalendarField::kMinuteOfHour};
+  if (config == "time_ladder" || config == "time_periods") {
+    TimeBlock time;
+    time.dim = 26;
+    time.origin = OriginKind::kUnixEpoch;
+    time.min_period_seconds = 86400;
+    time.max_period_seconds = 365.25 * 86400;
+    if (config == "time_periods") time.periods = {{365.25 * 86400, 10}, {7 * 86400.0, 3}};
+    spec.time = time;
+    return spec;
+  }
+  if (config == "existing_clock" || config == "clock_harmonics") {
+    cal.fields = clock_fields;
+    if (config == "clock_harmonics") cal.fourier_orders = {4, 3};
+  } else if (config == "years_flags") {
+    cal.fields = {CalendarField::kYear,         CalendarField::kIsoYear,
+                  CalendarField::kIsWeekend,    CalendarField::kIsMonthStart,
+                  CalendarField::kIsMonthEnd,   CalendarField::kIsQuarterStart,
+                  CalendarField::kIsQuarterEnd};
+    cal.encoding = CalendarEncoding::kLinear;
+    cal.min_year = 1950;
+    cal.max_year = 2050;
+  } else {
+    cal.fields = day_fields;
+    if (config == "harmonics") cal.fourier_orders = {3, 4, 10, 3, 6, 2};
+    if (config == "existing_index" || config == "zero_based_index") {
+      cal.encoding = CalendarEncoding::kIndex;
+      cal.zero_based_index = config == "zero_based_index";
+    }
+  }
+  spec.calendar = cal;
+  return spec;
+}
+
+void BM_Columns(benchmark::State& state, const std::string& config, bool dense) {
+  const std::vector<int64_t> times = Timestamps(dense, 1000000);
+  const TemporalSpec spec = ColumnsSpec(config);
+  ObservationsView obs;
+  obs.timestamps = times;
+  const int64_t width = TemporalFeatureLayout(spec, 0, 0)->width;
+  std::vector<float> out(times.size() * width);
+  const ExecutionOptions options{.max_threads = 1};
+  for (auto _ : state) {
+    const absl::Status status =
+        EncodeObservations(spec, obs, nullptr, options, absl::MakeSpan(out), nullptr);
+    if (!status.ok()) state.SkipWithError(std::string(status.message()).c_str());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(times.size()));
+  state.counters["value_rate"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * static_cast<double>(out.size()),
+      benchmark::Counter::kIsRate);
+}
+
 void Dump(const std::string& dir) {
   const std::vector<int64_t> times = Timestamps(/*dense=*/true, 10000);
   const TemporalSpec spec = CalendarSpec(/*fractional=*/false);
@@ -132,6 +208,16 @@ void Dump(const std::string& dir) {
 void RegisterAll(const BenchFlags& flags) {
   for (bool dense : {true, false}) {
     const std::string tag = dense ? "dense" : "sparse";
+    for (const char* config :
+         {"existing_cyclic", "harmonics", "existing_index", "zero_based_index",
+          "years_flags", "existing_clock", "clock_harmonics", "time_ladder",
+          "time_periods"}) {
+      benchmark::RegisterBenchmark(
+          absl::StrCat("calendar/columns/", config, "/", tag).c_str(), BM_Columns,
+          std::string(config), dense)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
     benchmark::RegisterBenchmark(absl::StrCat("calendar/cursor/", tag, "/N=1000000").c_str(),
                                  BM_Cursor, dense)
         ->Unit(benchmark::kMillisecond);

@@ -34,7 +34,21 @@ namespace {
 
 constexpr double kTwoPi = 6.283185307179586476925286766559;
 constexpr int64_t kNanosPerSecond = 1000000000;
-constexpr int kNumFieldKinds = 9;
+constexpr int kNumFieldKinds = 16;
+// The first nine kinds are the cyclic fields; then the years; then the flags.
+constexpr int kNumCyclicKinds = 9;
+
+bool IsCyclicField(CalendarField field) {
+  return static_cast<int>(field) < kNumCyclicKinds;
+}
+
+bool IsYearField(CalendarField field) {
+  return field == CalendarField::kYear || field == CalendarField::kIsoYear;
+}
+
+bool IsFlagField(CalendarField field) {
+  return static_cast<int>(field) > static_cast<int>(CalendarField::kIsoYear);
+}
 
 bool IsClockField(CalendarField field) {
   return field == CalendarField::kSecondOfMinute ||
@@ -63,20 +77,37 @@ int CivilValue(CalendarField field, const LocalTime& t) {
       return t.date.month();
     case CalendarField::kQuarter:
       return (t.date.month() - 1) / 3 + 1;
+    case CalendarField::kYear:
+      return static_cast<int>(t.date.year());
+    case CalendarField::kIsoYear:
+      return static_cast<int>(t.iso_year);
+    // pandas/_libs/tslibs/fields.pyx get_start_end_field on the local date.
+    case CalendarField::kIsWeekend:
+      return t.weekday >= 5 ? 1 : 0;
+    case CalendarField::kIsMonthStart:
+      return t.date.day() == 1 ? 1 : 0;
+    case CalendarField::kIsMonthEnd:
+      return t.date.day() == t.days_in_month ? 1 : 0;
+    case CalendarField::kIsQuarterStart:
+      return t.date.day() == 1 && (t.date.month() - 1) % 3 == 0 ? 1 : 0;
+    case CalendarField::kIsQuarterEnd:
+      return t.date.day() == t.days_in_month && t.date.month() % 3 == 0 ? 1 : 0;
   }
   return 0;
 }
 
-// v − x: 1 for the fields numbered from 1.
+// v − x: 1 for the fields numbered from 1 (the years' x is v − min_year,
+// handled by the encoder).
 int FieldBase(CalendarField field) {
   switch (field) {
-    case CalendarField::kSecondOfMinute:
-    case CalendarField::kMinuteOfHour:
-    case CalendarField::kHourOfDay:
-    case CalendarField::kDayOfWeek:
-      return 0;
-    default:
+    case CalendarField::kDayOfMonth:
+    case CalendarField::kDayOfYear:
+    case CalendarField::kWeekOfYear:
+    case CalendarField::kMonthOfYear:
+    case CalendarField::kQuarter:
       return 1;
+    default:
+      return 0;
   }
 }
 
@@ -100,8 +131,9 @@ int LinearCount(CalendarField field) {
       return 12;
     case CalendarField::kQuarter:
       return 4;
+    default:  // Years (own range) and flags (0/1).
+      return 2;
   }
-  return 1;
 }
 
 // The largest civil value (sizes the SUM tables).
@@ -147,8 +179,14 @@ double FieldFraction(CalendarField field, const LocalTime& t) {
       return ((t.date.month() - 1) % 3 +
               (t.date.day() - 1 + day_fraction) / t.days_in_month) /
              3.0;
+    case CalendarField::kYear:
+      return (t.day_of_year - 1 + day_fraction) / t.days_in_year;
+    case CalendarField::kIsoYear:
+      return ((t.iso_week - 1) * 7 + t.weekday + day_fraction) /
+             (7.0 * t.iso_weeks_in_year);
+    default:  // Flags.
+      return 0.0;
   }
-  return 0.0;
 }
 
 // The ISO week of `day`, whose weekday (Monday = 0) is given.
@@ -318,6 +356,8 @@ void CyclePhase(CalendarField field, const LocalTime& t, bool fractional,
       *denominator = 12 * month_ns;
       return;
     }
+    default:  // Not cyclic.
+      break;
   }
   *numerator = 0;
   *denominator = 1;
@@ -365,6 +405,20 @@ absl::string_view CalendarFieldName(CalendarField field) {
       return "month_of_year";
     case CalendarField::kQuarter:
       return "quarter";
+    case CalendarField::kYear:
+      return "year";
+    case CalendarField::kIsoYear:
+      return "iso_year";
+    case CalendarField::kIsWeekend:
+      return "is_weekend";
+    case CalendarField::kIsMonthStart:
+      return "is_month_start";
+    case CalendarField::kIsMonthEnd:
+      return "is_month_end";
+    case CalendarField::kIsQuarterStart:
+      return "is_quarter_start";
+    case CalendarField::kIsQuarterEnd:
+      return "is_quarter_end";
   }
   return "unknown";
 }
@@ -485,6 +539,77 @@ bool FindIanaTimeZone(absl::string_view name, absl::TimeZone* zone,
   return true;
 }
 
+// Years' range, zero-based INDEX and Fourier orders.
+absl::Status ValidateCalendarAdditions(const CalendarBlock& block,
+                                       absl::string_view field_prefix) {
+  const auto path = [&](absl::string_view name) {
+    return absl::StrCat(field_prefix, ".", name);
+  };
+  if (block.zero_based_index && block.encoding != CalendarEncoding::kIndex) {
+    return InvalidField(path("zero_based_index"),
+                        "applies to INDEX encoding only");
+  }
+  // |year| <= 2^31 keeps x = year − min_year and the span exact.
+  constexpr int64_t kYearLimit = int64_t{1} << 31;
+  for (const auto& [name, year] : {std::pair{"min_year", block.min_year},
+                                   std::pair{"max_year", block.max_year}}) {
+    if (year.has_value() && (*year < -kYearLimit || *year > kYearLimit)) {
+      return InvalidField(path(name), absl::StrCat("must be in [", -kYearLimit,
+                                                   ", ", kYearLimit, "], got ", *year));
+    }
+  }
+  if (block.max_year.has_value() && !block.min_year.has_value()) {
+    return InvalidField(path("min_year"), "must be set with max_year");
+  }
+  if (block.min_year.has_value() && block.max_year.has_value() &&
+      *block.max_year <= *block.min_year) {
+    return InvalidField(path("max_year"),
+                        absl::StrCat("must be > min_year (", *block.min_year,
+                                     "), got ", *block.max_year));
+  }
+  for (size_t i = 0; i < block.fields.size(); ++i) {
+    const CalendarField field = block.fields[i];
+    if (!IsYearField(field)) continue;
+    if (block.encoding != CalendarEncoding::kIndex && !block.max_year.has_value()) {
+      return InvalidField(
+          path(block.min_year.has_value() ? "max_year" : "min_year"),
+          absl::StrCat("must be set: fields[", i, "] ", CalendarFieldName(field),
+                       " is encoded LINEAR on the range [min_year, max_year]"));
+    }
+    if (block.zero_based_index && !block.min_year.has_value()) {
+      return InvalidField(
+          path("min_year"),
+          absl::StrCat("must be set: the zero-based INDEX of fields[", i, "] ",
+                       CalendarFieldName(field), " is year − min_year"));
+    }
+  }
+  if (!block.fourier_orders.empty() &&
+      block.fourier_orders.size() != block.fields.size()) {
+    return InvalidField(path("fourier_orders"),
+                        absl::StrCat("has ", block.fourier_orders.size(),
+                                     " entries; fields has ", block.fields.size(),
+                                     " (give one per field, or none)"));
+  }
+  for (size_t i = 0; i < block.fourier_orders.size(); ++i) {
+    const int64_t order = block.fourier_orders[i];
+    const std::string field = absl::StrCat(field_prefix, ".fourier_orders[", i, "]");
+    if (order < 0 || order > kMaxFourierOrder) {
+      return InvalidField(field, absl::StrCat("must be in [0, ", kMaxFourierOrder,
+                                              "] (0 means 1), got ", order));
+    }
+    if (order > 1 && block.encoding != CalendarEncoding::kCyclic) {
+      return InvalidField(field, absl::StrCat("order ", order,
+                                              " needs CYCLIC encoding"));
+    }
+    if (order > 1 && !IsCyclicField(block.fields[i])) {
+      return InvalidField(field, absl::StrCat("order ", order, ": ",
+                                              CalendarFieldName(block.fields[i]),
+                                              " has no cycle"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<std::string> ReadZoneNames(const std::string& zoneinfo_dir) {
@@ -534,6 +659,7 @@ absl::Status ValidateCalendarBlock(const CalendarBlock& block,
                         "INDEX encoding yields integers; fractional applies "
                         "to CYCLIC and LINEAR");
   }
+  PHASOR_RETURN_IF_ERROR(ValidateCalendarAdditions(block, field_prefix));
   if (block.holidays.has_value()) {
     PHASOR_RETURN_IF_ERROR(ValidateHolidaysBlock(
         *block.holidays, absl::StrCat(field_prefix, ".holidays")));
@@ -619,16 +745,25 @@ CalendarEncoder::CalendarEncoder(const CalendarBlock& block,
       exact_cycles_(accuracy == SinusoidAccuracy::kFloat64),
       include_utc_offset_(block.include_utc_offset),
       include_dst_(block.include_dst),
+      zero_based_index_(block.zero_based_index),
       zone_(zone),
-      sum_d_model_(sum_d_model),
-      field_width_(block.encoding == CalendarEncoding::kCyclic ? 2 : 1) {
+      sum_d_model_(sum_d_model) {
   if (block.holidays.has_value()) holidays_.emplace(*block.holidays);
+  if (block.min_year.has_value()) min_year_ = *block.min_year;
+  if (block.min_year.has_value() && block.max_year.has_value()) {
+    year_span_ = *block.max_year - *block.min_year;
+  }
   int64_t offset = 0;
   slots_.reserve(block.fields.size());
-  for (CalendarField field : block.fields) {
-    slots_.push_back(
-        {field, offset, !IsClockField(field) && !block.fractional});
-    offset += field_width_;
+  for (size_t i = 0; i < block.fields.size(); ++i) {
+    const CalendarField field = block.fields[i];
+    const int64_t width = FieldWidth(block, i);
+    // Flags are whole-day values even with `fractional`.
+    const bool day_level =
+        IsFlagField(field) || (!IsClockField(field) && !block.fractional);
+    slots_.push_back({field, offset, width, std::max<int64_t>(width / 2, 1),
+                      day_level});
+    offset += width;
   }
   if (include_utc_offset_) utc_offset_column_ = offset++;
   if (include_dst_) dst_column_ = offset++;
@@ -678,10 +813,35 @@ void CalendarEncoder::AddInformerRow(CalendarField field, int value,
   }
 }
 
-void CalendarEncoder::EncodeField(CalendarField field, const LocalTime& local,
+int64_t CalendarEncoder::FieldWidth(const CalendarBlock& block, size_t i) {
+  if (block.encoding != CalendarEncoding::kCyclic || !IsCyclicField(block.fields[i])) {
+    return 1;
+  }
+  const int64_t order = i < block.fourier_orders.size() ? block.fourier_orders[i] : 0;
+  return 2 * std::max<int64_t>(order, 1);
+}
+
+void CalendarEncoder::EncodeField(const Slot& slot, const LocalTime& local,
                                   double* out) const {
+  const CalendarField field = slot.field;
+  if (IsFlagField(field)) {
+    out[0] = CivilValue(field, local);
+    return;
+  }
+  if (IsYearField(field)) {
+    const int64_t x = CivilValue(field, local) - min_year_;
+    if (encoding_ == CalendarEncoding::kIndex) {
+      out[0] = static_cast<double>(zero_based_index_ ? x : x + min_year_);
+      return;
+    }
+    // LINEAR (also under CYCLIC: a year has no period) on the stated range.
+    const double position =
+        static_cast<double>(x) + (fractional_ ? FieldFraction(field, local) : 0.0);
+    out[0] = position / static_cast<double>(year_span_) - 0.5;
+    return;
+  }
   if (exact_cycles_ && encoding_ == CalendarEncoding::kCyclic) {
-    EncodeExactCycle(field, local, out);
+    EncodeExactCycle(slot, local, out);
     return;
   }
   const int value = CivilValue(field, local);
@@ -689,27 +849,55 @@ void CalendarEncoder::EncodeField(CalendarField field, const LocalTime& local,
   if (fractional_) x += FieldFraction(field, local);
   switch (encoding_) {
     case CalendarEncoding::kCyclic: {
-      const double angle = kTwoPi * x / CyclePeriod(field, local);
-      out[0] = std::sin(angle);
-      out[1] = std::cos(angle);
+      const int period = CyclePeriod(field, local);
+      for (int64_t k = 1; k <= slot.order; ++k) {
+        // Harmonic k at (k·x) mod P: exact (fmod is), a smaller angle.
+        const double kx = k == 1 ? x : std::fmod(static_cast<double>(k) * x, period);
+        const double angle = kTwoPi * kx / period;
+        out[2 * k - 2] = std::sin(angle);
+        out[2 * k - 1] = std::cos(angle);
+      }
       return;
     }
     case CalendarEncoding::kLinear:
       out[0] = x / (LinearCount(field) - 1) - 0.5;
       return;
     case CalendarEncoding::kIndex:
-      out[0] = value;
+      out[0] = zero_based_index_ ? value - FieldBase(field) : value;
       return;
   }
 }
 
-void CalendarEncoder::EncodeExactCycle(CalendarField field, const LocalTime& local,
+void CalendarEncoder::EncodeExactCycle(const Slot& slot, const LocalTime& local,
                                        double* out) const {
   int64_t numerator = 0;
   int64_t denominator = 1;
-  CyclePhase(field, local, fractional_, &numerator, &denominator);
-  ExactCycle(numerator, denominator, out);
+  CyclePhase(slot.field, local, fractional_, &numerator, &denominator);
+  const auto reduced = static_cast<unsigned __int128>(numerator % denominator);
+  for (int64_t k = 1; k <= slot.order; ++k) {
+    // (k·x mod P): exact in 128 bits (x < 2^63, k <= kMaxFourierOrder).
+    const auto phase = static_cast<int64_t>(reduced * static_cast<uint64_t>(k) %
+                                            static_cast<uint64_t>(denominator));
+    ExactCycle(phase, denominator, out + 2 * (k - 1));
+  }
 }
+
+namespace {
+
+// The harmonics k = 1..order of a fixed-period table's entry x: entry
+// (k·x) mod P, the bits EncodeField computes for harmonic k.
+void TableHarmonics(const double* table, int x, int period, int64_t order,
+                    double* out) {
+  out[0] = table[2 * x];
+  out[1] = table[2 * x + 1];
+  for (int64_t k = 2; k <= order; ++k) {
+    const auto i = static_cast<int>(k * x % period);
+    out[2 * k - 2] = table[2 * i];
+    out[2 * k - 1] = table[2 * i + 1];
+  }
+}
+
+}  // namespace
 
 CalendarEncoder::Writer::Writer(const CalendarEncoder& encoder)
     : encoder_(encoder),
@@ -735,10 +923,9 @@ void CalendarEncoder::Writer::FillDay(const LocalTime& local) {
                                               : FixedDayCycles<false>(slot.field);
       if (table != nullptr) {
         const int x = CivilValue(slot.field, local) - FieldBase(slot.field);
-        column[0] = table[2 * x];
-        column[1] = table[2 * x + 1];
+        TableHarmonics(table, x, LinearCount(slot.field), slot.order, column);
       } else {
-        e.EncodeField(slot.field, local, column);
+        e.EncodeField(slot, local, column);
       }
     }
     if (e.holiday_column_ >= 0) {
@@ -769,19 +956,17 @@ void CalendarEncoder::Writer::Encode(int64_t unix_ns, double* out) {
     double* column = out + slot.offset;
     if (slot.day_level) {
       column[0] = day[slot.offset];
-      if (e.field_width_ == 2) column[1] = day[slot.offset + 1];
+      for (int64_t j = 1; j < slot.width; ++j) column[j] = day[slot.offset + j];
       continue;
     }
     if (e.clock_cycle60_ != nullptr) {
       // CYCLIC integer clock fields: precomputed sin/cos.
       const int x = CivilValue(slot.field, local);
-      const double* pair = slot.field == CalendarField::kHourOfDay
-                               ? e.clock_cycle24_ + 2 * x
-                               : e.clock_cycle60_ + 2 * x;
-      column[0] = pair[0];
-      column[1] = pair[1];
+      const bool hour = slot.field == CalendarField::kHourOfDay;
+      TableHarmonics(hour ? e.clock_cycle24_ : e.clock_cycle60_, x, hour ? 24 : 60,
+                     slot.order, column);
     } else {
-      e.EncodeField(slot.field, local, column);
+      e.EncodeField(slot, local, column);
     }
   }
   if (e.utc_offset_column_ >= 0) {

@@ -16,13 +16,33 @@
 //   week_of_year      v = ISO week 1..53      x = v−1   n = 53   P = 52 or 53 (ISO weeks in the ISO year)
 //   month_of_year     v = 1..12               x = v−1   n = 12   P = 12
 //   quarter           v = 1..4                x = v−1   n = 4    P = 4
+//   year              v = year (local)        x = v − min_year, n − 1 = max_year − min_year
+//   iso_year          v = ISO-8601 year       x = v − min_year, n − 1 = max_year − min_year
+// and the flags, one 0/1 column under every encoding, as pandas' Series.dt
+// accessors define them on the local date (pandas/_libs/tslibs/fields.pyx
+// get_start_end_field; is_weekend as sktime's DateTimeFeatures, weekday ≥ 5):
+//   is_weekend        Saturday or Sunday
+//   is_month_start    day 1                   is_month_end    last day of the month
+//   is_quarter_start  day 1 of Jan/Apr/Jul/Oct
+//   is_quarter_end    last day of Mar/Jun/Sep/Dec
+// The years have no period: under CYCLIC they take their LINEAR column.
+// Their LINEAR column needs the stated range [min_year, max_year] (min_year
+// → −0.5, max_year → +0.5, extrapolated beyond it, never clipped).
 // Encodings:
 //   CYCLIC  sin(2π·x/P), cos(2π·x/P)   (2 columns)
 //   LINEAR  x/(n−1) − 0.5              (1 column; GluonTS
 //           gluonts/time_feature/_base.py, e.g. DayOfMonth (day − 1)/30 − 0.5;
 //           quarter, absent there, follows the same rule)
 //   INDEX   v                          (1 column; integer, for embedding tables;
-//           the raw numbering of Informer's time_features(timeenc=0))
+//           the raw numbering of Informer's time_features(timeenc=0));
+//           with zero_based_index x instead, GluonTS's *_index features
+//           (gluonts/time_feature/_base.py, e.g. DayOfMonthIndex = day − 1;
+//           year − min_year for the years)
+// Fourier order K of a cyclic field (CYCLIC only): 2K columns, harmonics
+//   k = 1..K: sin(2π·k·x/P), cos(2π·k·x/P), as Prophet's seasonalities
+//   (prophet/forecaster.py fourier_series) and statsmodels'
+//   CalendarFourier (statsmodels/tsa/deterministic.py) write them; K = 1 is
+//   the plain CYCLIC pair. The angle is 2π·((k·x) mod P)/P, the same value.
 // With `fractional`, CYCLIC and LINEAR add the elapsed part of the field's unit
 // by the local clock: hour 9:30 → 9.5, day_of_week Tuesday 18:00 → 1.75,
 // month_of_year on day d at clock time h → m−1 + (d−1 + h/24)/days_in_month.
@@ -84,6 +104,13 @@ enum class CalendarField {
   kWeekOfYear,
   kMonthOfYear,
   kQuarter,
+  kYear,
+  kIsoYear,
+  kIsWeekend,
+  kIsMonthStart,
+  kIsMonthEnd,
+  kIsQuarterStart,
+  kIsQuarterEnd,
 };
 enum class CalendarEncoding { kCyclic, kLinear, kIndex };
 
@@ -98,7 +125,16 @@ struct CalendarBlock {
   bool include_utc_offset = false;  // One column, hours east of UTC.
   bool include_dst = false;         // One column, 1 while DST is in effect.
   std::optional<HolidaysBlock> holidays;  // One column, the kernel.
+  // The years' stated range: needed by their LINEAR column (and CYCLIC,
+  // which uses it) and by a zero-based INDEX (min_year only); min < max.
+  std::optional<int64_t> min_year;
+  std::optional<int64_t> max_year;
+  bool zero_based_index = false;  // INDEX only: x instead of v.
+  // Empty, or one entry per field: its Fourier order K (0 means 1);
+  // K > 1 only for the nine cyclic fields under CYCLIC.
+  std::vector<int64_t> fourier_orders;
 };
+
 
 // Loads an IANA zone from the system tzdata; "" and "UTC" give UTC. Unknown
 // or unsafe names are INVALID_ARGUMENT on `field`:
@@ -191,8 +227,8 @@ class CalendarEncoder final {
 
   // Columns written per row: the CONCAT width, or d_model for SUM.
   int64_t width() const { return width_; }
-  // Columns of one field under the block's encoding (2 for CYCLIC).
-  int64_t field_width() const { return field_width_; }
+  // Columns of fields[i]: 2K for a cyclic field under CYCLIC, else 1.
+  static int64_t FieldWidth(const CalendarBlock& block, size_t i);
 
   // One per thread: holds the cursor and the per-day cache.
   class Writer final {
@@ -215,14 +251,15 @@ class CalendarEncoder final {
   struct Slot {
     CalendarField field;
     int64_t offset;   // First output column (CONCAT).
+    int64_t width;    // Columns: 2·order (sin, cos per harmonic) or 1.
+    int64_t order;    // Fourier order K of a cyclic field, else 1.
     bool day_level;   // Constant over a local day (and not fractional).
   };
-  // Writes the field's encoded column(s) for `local` at out[0..field_width).
-  void EncodeField(CalendarField field, const LocalTime& local,
-                   double* out) const;
+  // Writes the slot's encoded column(s) for `local` at out[0..slot.width).
+  void EncodeField(const Slot& slot, const LocalTime& local, double* out) const;
   // EncodeField's CYCLIC columns on the float64 path; out of line, so the
   // float32 path's code is what it was.
-  [[gnu::noinline]] void EncodeExactCycle(CalendarField field, const LocalTime& local,
+  [[gnu::noinline]] void EncodeExactCycle(const Slot& slot, const LocalTime& local,
                                           double* out) const;
   // Adds Informer's row PE(value) of `field` to out[0..d_model), from its
   // table when it has one.
@@ -233,10 +270,12 @@ class CalendarEncoder final {
   bool exact_cycles_;  // SinusoidAccuracy::kFloat64.
   bool include_utc_offset_;
   bool include_dst_;
+  bool zero_based_index_;
+  int64_t min_year_ = 0;
+  int64_t year_span_ = 1;  // max_year − min_year.
   std::optional<HolidayCalendar> holidays_;
   absl::TimeZone zone_;
   int64_t sum_d_model_;
-  int64_t field_width_;
   int64_t width_;
   std::vector<Slot> slots_;
   int64_t utc_offset_column_ = -1;

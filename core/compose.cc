@@ -69,6 +69,27 @@ absl::Status SumError(absl::string_view prefix, absl::string_view field,
                       absl::StrCat(why, " under combine SUM"));
 }
 
+// The calendar additions Informer's tables have no row for.
+absl::Status CalendarSumError(const CalendarBlock& c, absl::string_view prefix) {
+  for (size_t i = 0; i < c.fields.size(); ++i) {
+    if (c.fields[i] >= CalendarField::kYear) {
+      return SumError(prefix, absl::StrCat("calendar.fields[", i, "]"),
+                      absl::StrCat(CalendarFieldName(c.fields[i]),
+                                   " has no Informer table"));
+    }
+  }
+  for (size_t i = 0; i < c.fourier_orders.size(); ++i) {
+    if (c.fourier_orders[i] > 1) {
+      return SumError(prefix, absl::StrCat("calendar.fourier_orders[", i, "]"),
+                      "must be 0 or 1");
+    }
+  }
+  if (c.zero_based_index) {
+    return SumError(prefix, "calendar.zero_based_index", "must be false");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateSumConstraints(const TemporalSpec& spec,
                                     const ResolvedBlocks& resolved,
                                     absl::string_view prefix) {
@@ -139,6 +160,7 @@ absl::Status ValidateSumConstraints(const TemporalSpec& spec,
     if (c.holidays.has_value()) {
       return SumError(prefix, "calendar.holidays", "must be absent");
     }
+    PHASOR_RETURN_IF_ERROR(CalendarSumError(c, prefix));
   }
   return absl::OkStatus();
 }
@@ -184,18 +206,38 @@ std::string GapValueMeaning(const GapsBlock& g) {
   return "";
 }
 
-std::string CalendarFieldMeaning(CalendarField field, const CalendarBlock& c) {
+std::string CalendarFieldMeaning(const CalendarBlock& c, size_t i) {
+  const CalendarField field = c.fields[i];
   const absl::string_view name = CalendarFieldName(field);
   const char* frac = c.fractional ? " + elapsed fraction" : "";
+  const int64_t width = CalendarEncoder::FieldWidth(c, i);
+  if (field >= CalendarField::kIsWeekend) {
+    return absl::StrCat(name, ": 1 or 0 on the local date (pandas dt.", name, ")");
+  }
+  if (field == CalendarField::kYear || field == CalendarField::kIsoYear) {
+    if (c.encoding == CalendarEncoding::kIndex) {
+      return c.zero_based_index
+                 ? absl::StrCat(name, ": ", name, " - ", c.min_year.value_or(0))
+                 : absl::StrCat(name, ": civil integer value");
+    }
+    return absl::StrCat(name, ": (", name, frac, " - ", c.min_year.value_or(0),
+                        ")/", c.max_year.value_or(0) - c.min_year.value_or(0),
+                        " - 0.5 (linear on [min_year, max_year])");
+  }
   switch (c.encoding) {
     case CalendarEncoding::kCyclic:
+      if (width > 2) {
+        return absl::StrCat(name, ": sin, cos of 2*pi*k*x/P for k = 1..",
+                            width / 2, " (x zero-based", frac, ", P calendar-true)");
+      }
       return absl::StrCat(name, ": sin, cos of 2*pi*x/P (x zero-based", frac,
                           ", P calendar-true)");
     case CalendarEncoding::kLinear:
       return absl::StrCat(name, ": x/(n-1) - 0.5 (GluonTS; x zero-based", frac,
                           ")");
     case CalendarEncoding::kIndex:
-      return absl::StrCat(name, ": civil integer value");
+      return c.zero_based_index ? absl::StrCat(name, ": zero-based integer x (GluonTS index)")
+                                : absl::StrCat(name, ": civil integer value");
   }
   return std::string(name);
 }
@@ -322,7 +364,17 @@ absl::StatusOr<FeatureLayout> TemporalFeatureLayout(
           /*per_channel=*/true);
     }
   }
-  if (r.time.has_value()) {
+  if (r.time.has_value() && !r.time->periods.empty()) {
+    std::string periods;
+    for (const TimePeriod& period : r.time->periods) {
+      absl::StrAppend(&periods, periods.empty() ? "" : ", ",
+                      absl::StrFormat("P = %g s k = 1..%d", period.period_seconds,
+                                      period.order));
+    }
+    Add(&schema, &offset, "time", r.time->dim,
+        absl::StrCat("sin, cos of 2*pi*k*(t - origin)/P interleaved per k: ",
+                     periods, ", origin ", OriginName(r.time->origin)));
+  } else if (r.time.has_value()) {
     Add(&schema, &offset, "time", r.time->dim,
         absl::StrFormat("sin, cos of 2*pi*(t - origin)/P_k interleaved, P_k "
                         "geometric from %g s to %g s, origin %s",
@@ -377,14 +429,12 @@ absl::StatusOr<FeatureLayout> TemporalFeatureLayout(
   }
   if (s.calendar.has_value()) {
     const CalendarBlock& cal = *s.calendar;
-    const int64_t fw = sum ? s.d_model
-                           : (cal.encoding == CalendarEncoding::kCyclic ? 2 : 1);
-    for (CalendarField field : cal.fields) {
-      Add(&schema, &offset, absl::StrCat("calendar.", CalendarFieldName(field)),
-          fw,
-          sum ? absl::StrCat(CalendarFieldName(field),
-                             ": Informer fixed sinusoid row PE(civil value)")
-              : CalendarFieldMeaning(field, cal));
+    for (size_t i = 0; i < cal.fields.size(); ++i) {
+      const absl::string_view name = CalendarFieldName(cal.fields[i]);
+      Add(&schema, &offset, absl::StrCat("calendar.", name),
+          sum ? s.d_model : CalendarEncoder::FieldWidth(cal, i),
+          sum ? absl::StrCat(name, ": Informer fixed sinusoid row PE(civil value)")
+              : CalendarFieldMeaning(cal, i));
     }
     const std::string zone = cal.time_zone.empty() ? "UTC" : cal.time_zone;
     if (cal.include_utc_offset) {
@@ -470,7 +520,9 @@ absl::Status Prepare(const TemporalSpec& spec, const FeatureLayout& layout,
   p->content_dim = obs.has_content() ? obs.content_dim : 0;
   p->content_scale = spec.content.has_value() ? spec.content->scale : 1.0;
   const ResolvedBlocks& r = p->resolved;
-  if (r.time.has_value()) {
+  if (r.time.has_value() && !r.time->periods.empty()) {
+    p->time.emplace(absl::MakeConstSpan(r.time->periods), accuracy);
+  } else if (r.time.has_value()) {
     p->time.emplace(r.time->dim, r.time->min_period_seconds,
                     r.time->max_period_seconds, accuracy);
   }

@@ -258,6 +258,34 @@ absl::Status ValidatePeriodLadder(int64_t dim, double min_period_seconds,
 
 absl::Status ValidateTimeBlock(const TimeBlock& block,
                                absl::string_view field_prefix) {
+  if (!block.periods.empty()) {
+    int64_t orders = 0;
+    for (size_t i = 0; i < block.periods.size(); ++i) {
+      const TimePeriod& period = block.periods[i];
+      const std::string path = absl::StrCat(field_prefix, ".periods[", i, "]");
+      const double p = period.period_seconds;
+      if (!std::isfinite(p) || p < kMinLadderPeriodSeconds ||
+          p > kMaxLadderPeriodSeconds) {
+        return InvalidField(absl::StrCat(path, ".period_seconds"),
+                            absl::StrCat("must be a finite period in [",
+                                         kMinLadderPeriodSeconds, ", ",
+                                         kMaxLadderPeriodSeconds, "] seconds, got ", p));
+      }
+      if (period.order < 1 || period.order > kMaxFourierOrder) {
+        return InvalidField(absl::StrCat(path, ".order"),
+                            absl::StrCat("must be in [1, ", kMaxFourierOrder,
+                                         "], got ", period.order));
+      }
+      orders += period.order;
+    }
+    if (2 * orders > kMaxEncodingWidth || block.dim != 2 * orders) {
+      return InvalidField(absl::StrCat(field_prefix, ".dim"),
+                          absl::StrCat("must be 2 x the periods' orders (",
+                                       2 * orders, ", at most ", kMaxEncodingWidth,
+                                       "), got ", block.dim));
+    }
+    return absl::OkStatus();
+  }
   return CheckPeriodLadder(block.dim, block.min_period_seconds,
                            block.max_period_seconds, {field_prefix, ".dim"},
                            {field_prefix, ".min_period_seconds"},
@@ -322,9 +350,25 @@ std::vector<double> LadderPeriodsSeconds(int64_t num_periods,
   return periods;
 }
 
-ExactPhase::ExactPhase(double period_seconds) {
+std::vector<double> TimeBlockPeriodsSeconds(const TimeBlock& block) {
+  if (block.periods.empty()) {
+    return LadderPeriodsSeconds(block.dim / 2, block.min_period_seconds,
+                                block.max_period_seconds);
+  }
+  std::vector<double> periods;
+  periods.reserve(static_cast<size_t>(block.dim / 2));
+  for (const TimePeriod& period : block.periods) {
+    for (int64_t k = 1; k <= period.order; ++k) {
+      periods.push_back(period.period_seconds / static_cast<double>(k));
+    }
+  }
+  return periods;
+}
+
+ExactPhase::ExactPhase(double period_seconds, int64_t harmonic) {
   assert(period_seconds >= kMinLadderPeriodSeconds &&
          period_seconds <= kMaxLadderPeriodSeconds);
+  assert(harmonic >= 1 && harmonic <= kMaxFourierOrder);
   // period = m·2^e exactly, with m odd, so P_ns = m·10^9·2^e and the turns
   // per nanosecond are 2^−e / (m·10^9): a ratio of integers, divided out
   // below bit by bit with no rounding except the final floor.
@@ -351,8 +395,9 @@ ExactPhase::ExactPhase(double period_seconds) {
   // operations; a request builds one of these per ladder period).
   constexpr int kChunkBits = 44;
   assert(divisor < (static_cast<u128>(1) << (128 - kChunkBits)));
-  // remainder = 2^doublings mod divisor.
-  u128 remainder = 1;
+  // remainder = harmonic·2^doublings mod divisor: the turns per nanosecond
+  // are harmonic·2^−e / (m·10^9), divided out the same way.
+  u128 remainder = static_cast<u128>(harmonic) % divisor;
   for (int left = doublings; left > 0;) {
     const int bits = left < kChunkBits ? left : kChunkBits;
     remainder = (remainder << bits) % divisor;
@@ -384,7 +429,26 @@ TimeSinusoid::TimeSinusoid(int64_t dim, double min_period_seconds,
   }
 }
 
+TimeSinusoid::TimeSinusoid(absl::Span<const TimePeriod> periods,
+                           SinusoidAccuracy accuracy)
+    : min_period_seconds_(0),
+      max_period_seconds_(0),
+      accuracy_(accuracy),
+      explicit_periods_(periods.begin(), periods.end()) {
+  for (const TimePeriod& period : periods) {
+    for (int64_t k = 1; k <= period.order; ++k) {
+      phases_.emplace_back(period.period_seconds, k);
+    }
+  }
+}
+
 std::vector<double> TimeSinusoid::periods_seconds() const {
+  if (!explicit_periods_.empty()) {
+    TimeBlock block;
+    block.dim = dim();
+    block.periods = explicit_periods_;
+    return TimeBlockPeriodsSeconds(block);
+  }
   return LadderPeriodsSeconds(static_cast<int64_t>(phases_.size()),
                               min_period_seconds_, max_period_seconds_);
 }

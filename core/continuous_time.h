@@ -4,7 +4,14 @@
 // Time sinusoid ("time" block), a geometric ladder of K = dim/2 periods
 //   P_k = min_period_seconds · (max_period_seconds / min_period_seconds)^(k/(K−1))
 //   out[2k] = sin(2π·τ/P_k),  out[2k+1] = cos(2π·τ/P_k),   τ in seconds
-// (K = 1 uses min_period_seconds). This is the Transformer sinusoid of Vaswani
+// (K = 1 uses min_period_seconds), or explicit periods with harmonics
+// (TimeBlock.periods), Prophet's seasonalities (Taylor & Letham 2018 §3.2;
+// prophet/forecaster.py fourier_series, there with τ in days since the epoch):
+//   for each period P with order K, for k = 1..K:
+//   sin(2π·k·τ/P), cos(2π·k·τ/P)
+// whose phase k·τ/P is reduced exactly like the ladder's (ExactPhase with
+// harmonic k: the step k/P_ns itself, not k times a rounded 1/P_ns).
+// This is the Transformer sinusoid of Vaswani
 // et al. 2017 §3.5 with positions replaced by real time, as in the
 // continuous-time encodings of mTAN (Shukla & Marlin 2021) and STraTS.
 //
@@ -83,6 +90,14 @@ inline constexpr double kMaxLadderPeriodSeconds = 1e15;
 // Largest dim, Time2Vec width and d_model accepted: far above any model
 // width, low enough that a request cannot make a table allocation explode.
 inline constexpr int64_t kMaxEncodingWidth = 65536;
+// Largest Fourier order of a time-block period or a calendar field.
+inline constexpr int64_t kMaxFourierOrder = 1024;
+
+// One explicit period of the time sinusoid and its harmonics k = 1..order.
+struct TimePeriod {
+  double period_seconds = 0;
+  int64_t order = 1;
+};
 
 struct TimeBlock {
   int64_t dim = 16;                 // Even; dim/2 (sin, cos) pairs.
@@ -91,6 +106,9 @@ struct TimeBlock {
   double max_period_seconds = 10 * 365.2425 * 86400.0;
   OriginKind origin = OriginKind::kFirstObservation;
   int64_t origin_ns = 0;  // With kExplicit: ns since the Unix epoch.
+  // Non-empty: these periods and harmonics replace the ladder (min/max
+  // are then unused), and dim must be 2 × the sum of their orders.
+  std::vector<TimePeriod> periods;
 };
 
 struct Time2VecBlock {
@@ -109,7 +127,8 @@ absl::Status ValidatePeriodLadder(int64_t dim, double min_period_seconds,
                                   absl::string_view min_field,
                                   absl::string_view max_field);
 
-// Errors name `field_prefix`.dim, .min_period_seconds, .max_period_seconds.
+// Errors name `field_prefix`.dim, .min_period_seconds, .max_period_seconds,
+// .periods[i].period_seconds, .periods[i].order.
 absl::Status ValidateTimeBlock(const TimeBlock& block,
                                absl::string_view field_prefix);
 // Errors name `field_prefix`.omega[i], .phi, .unit_seconds.
@@ -128,15 +147,20 @@ double LadderPeriodSeconds(int64_t k, int64_t num_periods,
                            double min_period_seconds,
                            double max_period_seconds);
 
-// One period as an exact phase step: floor(frac(1 / P_ns) · 2^128), the turns
-// advanced per nanosecond in units of 2^-128 (the period taken as exactly the
-// double given). The phase of an elapsed time is then one wrapping 128-bit
-// multiply, exact to 2^-64 turns for any |elapsed| < 2^64 ns.
+// The period of every (sin, cos) pair of the block in column order: the
+// ladder's P_k, or P/k for each explicit period's harmonics.
+// REQUIRES: ValidateTimeBlock(block, ...).ok().
+std::vector<double> TimeBlockPeriodsSeconds(const TimeBlock& block);
+
+// One period as an exact phase step: floor(frac(h / P_ns) · 2^128), the turns
+// of harmonic h advanced per nanosecond in units of 2^-128 (the period taken
+// as exactly the double given). The phase of an elapsed time is then one
+// wrapping 128-bit multiply, exact to 2^-64 turns for any |elapsed| < 2^64 ns.
 class ExactPhase final {
  public:
   // REQUIRES: kMinLadderPeriodSeconds <= period_seconds <=
-  // kMaxLadderPeriodSeconds.
-  explicit ExactPhase(double period_seconds);
+  // kMaxLadderPeriodSeconds; 1 <= harmonic <= kMaxFourierOrder.
+  explicit ExactPhase(double period_seconds, int64_t harmonic = 1);
 
   // (elapsed_ns / P_ns) mod 1, in turns, reduced to [−0.5, 0.5).
   double SignedTurns(__int128 elapsed_ns) const {
@@ -174,10 +198,14 @@ class TimeSinusoid final {
   TimeSinusoid(int64_t dim, double min_period_seconds,
                double max_period_seconds,
                SinusoidAccuracy accuracy = SinusoidAccuracy::kFloat32);
+  // Explicit periods: dim = 2 × Σ order, pairs in period then harmonic order.
+  // REQUIRES: a valid TimeBlock's non-empty `periods`.
+  explicit TimeSinusoid(absl::Span<const TimePeriod> periods,
+                        SinusoidAccuracy accuracy = SinusoidAccuracy::kFloat32);
 
   int64_t dim() const { return static_cast<int64_t>(phases_.size()) * 2; }
   // LadderPeriodsSeconds(dim/2, min, max), recomputed (not kept: a request
-  // builds one ladder and never reads them).
+  // builds one ladder and never reads them); with explicit periods, P/k.
   std::vector<double> periods_seconds() const;
 
   // Writes dim() values: out[2k] = sin(2π·elapsed/P_k), out[2k+1] = cos(...).
@@ -205,6 +233,7 @@ class TimeSinusoid final {
   double min_period_seconds_;
   double max_period_seconds_;
   SinusoidAccuracy accuracy_;
+  std::vector<TimePeriod> explicit_periods_;  // Empty for the ladder.
   std::vector<ExactPhase> phases_;
 };
 

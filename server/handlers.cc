@@ -704,8 +704,7 @@ absl::Status HandleDescribe(const HandlerContext& context,
       PHASOR_RETURN_IF_ERROR(CheckDescribeSize(block.dim / 2, num_offsets,
                                                absl::StrCat(prefix, ".dim"),
                                                context.limits));
-      for (double period : LadderPeriodsSeconds(block.dim / 2, block.min_period_seconds,
-                                                block.max_period_seconds)) {
+      for (double period : TimeBlockPeriodsSeconds(block)) {
         frequencies.push_back(kTwoPi / period);
       }
       unit = "seconds";

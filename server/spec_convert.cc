@@ -280,6 +280,13 @@ absl::StatusOr<CalendarField> CalendarFieldFromProto(v1::CalendarBlock::Field fi
     case v1::CalendarBlock::WEEK_OF_YEAR: return CalendarField::kWeekOfYear;
     case v1::CalendarBlock::MONTH_OF_YEAR: return CalendarField::kMonthOfYear;
     case v1::CalendarBlock::QUARTER: return CalendarField::kQuarter;
+    case v1::CalendarBlock::YEAR: return CalendarField::kYear;
+    case v1::CalendarBlock::ISO_YEAR: return CalendarField::kIsoYear;
+    case v1::CalendarBlock::IS_WEEKEND: return CalendarField::kIsWeekend;
+    case v1::CalendarBlock::IS_MONTH_START: return CalendarField::kIsMonthStart;
+    case v1::CalendarBlock::IS_MONTH_END: return CalendarField::kIsMonthEnd;
+    case v1::CalendarBlock::IS_QUARTER_START: return CalendarField::kIsQuarterStart;
+    case v1::CalendarBlock::IS_QUARTER_END: return CalendarField::kIsQuarterEnd;
     default: break;
   }
   return InvalidField(path, field == v1::CalendarBlock::FIELD_UNSPECIFIED
@@ -316,6 +323,10 @@ absl::StatusOr<CalendarBlock> CalendarFromProto(const v1::CalendarBlock& block,
   out.fractional = block.fractional();
   out.include_utc_offset = block.include_utc_offset();
   out.include_dst = block.include_dst();
+  if (block.has_min_year()) out.min_year = block.min_year();
+  if (block.has_max_year()) out.max_year = block.max_year();
+  out.zero_based_index = block.zero_based_index();
+  out.fourier_orders.assign(block.fourier_orders().begin(), block.fourier_orders().end());
   if (block.has_holidays()) {
     const v1::HolidayFeatures& in = block.holidays();
     HolidaysBlock holidays;
@@ -357,6 +368,22 @@ absl::StatusOr<TimeBlock> TimeBlockFromProto(const v1::TimeBlock& block,
   if (block.dim() != 0 || sum_model) out.dim = block.dim();
   if (block.min_period_seconds() != 0) out.min_period_seconds = block.min_period_seconds();
   if (block.max_period_seconds() != 0) out.max_period_seconds = block.max_period_seconds();
+  if (block.periods_size() > 0) {
+    if (block.min_period_seconds() != 0 || block.max_period_seconds() != 0) {
+      return InvalidField(absl::StrCat(field_prefix, block.min_period_seconds() != 0
+                                                         ? ".min_period_seconds"
+                                                         : ".max_period_seconds"),
+                          "must be unset with periods (the explicit periods "
+                          "replace the ladder)");
+    }
+    int64_t orders = 0;
+    for (const v1::TimeBlock::Period& period : block.periods()) {
+      const int64_t order = period.order() == 0 ? 1 : period.order();
+      out.periods.push_back({period.period_seconds(), order});
+      orders += order;
+    }
+    if (block.dim() == 0 && !sum_model) out.dim = 2 * orders;
+  }
   PHASOR_ASSIGN_OR_RETURN(
       out.origin, OriginFromProto(block.origin(), absl::StrCat(field_prefix, ".origin")));
   out.origin_ns = block.origin_ns();

@@ -202,6 +202,8 @@ FieldTruth Truth(CalendarField f, const Expected& e) {
       return {e.month, e.month - 1, 12, 12};
     case CalendarField::kQuarter:
       return {(e.month - 1) / 3 + 1, (e.month - 1) / 3, 4, 4};
+    default:  // Years and flags: tested on their own.
+      break;
   }
   return {0, 0, 1, 1};
 }
@@ -820,6 +822,311 @@ TEST(CalendarEncoder, SumRowsWithAndWithoutTablesAreIdentical) {
     ASSERT_EQ(std::memcmp(x.data(), y.data(), d * sizeof(double)), 0) << t;
     ASSERT_EQ(std::memcmp(x.data(), z.data(), d * sizeof(double)), 0) << t;
   }
+}
+
+// Features of a calendar-only spec as float64 (the exact CYCLIC path).
+std::vector<double> EncodeCalendar64(const CalendarBlock& block,
+                                     const std::vector<int64_t>& times,
+                                     int64_t* width) {
+  TemporalSpec spec;
+  spec.calendar = block;
+  ObservationsView obs;
+  obs.timestamps = times;
+  absl::StatusOr<FeatureLayout> layout = TemporalFeatureLayout(spec, 0, 0);
+  EXPECT_TRUE(layout.ok()) << layout.status();
+  *width = layout->width;
+  std::vector<double> out(times.size() * layout->width);
+  const absl::Status s = EncodeObservations(spec, obs, nullptr, {},
+                                            absl::MakeSpan(out), nullptr);
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+const std::vector<CalendarField>& YearAndFlagFields() {
+  static const std::vector<CalendarField> fields = {
+      CalendarField::kYear,           CalendarField::kIsoYear,
+      CalendarField::kIsWeekend,      CalendarField::kIsMonthStart,
+      CalendarField::kIsMonthEnd,     CalendarField::kIsQuarterStart,
+      CalendarField::kIsQuarterEnd};
+  return fields;
+}
+
+// The flags from the zoneinfo row, as pandas defines them
+// (pandas/_libs/tslibs/fields.pyx get_start_end_field).
+std::vector<int> ExpectedFlags(const Expected& e) {
+  const bool start = e.day == 1;
+  const bool end = e.day == e.days_in_month;
+  return {e.weekday >= 5, start, end, start && e.month % 3 == 1,
+          end && e.month % 3 == 0};
+}
+
+TEST(CalendarEncoder, YearsAndFlagsMatchZoneinfo) {
+  for (const auto& [zone, rows] : RowsByZone()) {
+    CalendarBlock block;
+    block.time_zone = zone;
+    block.fields = YearAndFlagFields();
+    std::vector<int64_t> times;
+    for (const Expected& e : rows) times.push_back(e.unix_ns);
+    int flags_set[5] = {};
+    for (CalendarEncoding encoding : {CalendarEncoding::kIndex, CalendarEncoding::kLinear,
+                                      CalendarEncoding::kCyclic}) {
+      block.encoding = encoding;
+      block.min_year = 1900;
+      block.max_year = 2200;
+      int64_t width = 0;
+      const std::vector<double> out = EncodeCalendar64(block, times, &width);
+      // A flag is one column under every encoding; a year too (LINEAR under
+      // CYCLIC).
+      ASSERT_EQ(width, 7);
+      for (size_t r = 0; r < rows.size(); ++r) {
+        const Expected& e = rows[r];
+        SCOPED_TRACE(testing::Message() << zone << " @ " << e.unix_ns);
+        const double* row = &out[r * width];
+        if (encoding == CalendarEncoding::kIndex) {
+          EXPECT_EQ(row[0], e.year);
+          EXPECT_EQ(row[1], e.iso_year);
+        } else {
+          EXPECT_NEAR(row[0], (e.year - 1900) / 300.0 - 0.5, 1e-15);
+          EXPECT_NEAR(row[1], (e.iso_year - 1900) / 300.0 - 0.5, 1e-15);
+        }
+        const std::vector<int> flags = ExpectedFlags(e);
+        for (int f = 0; f < 5; ++f) {
+          EXPECT_EQ(row[2 + f], flags[f]) << CalendarFieldName(block.fields[2 + f]);
+          flags_set[f] += flags[f];
+        }
+      }
+    }
+    // Every flag is seen set (and, far more often, clear) in every zone.
+    for (int f = 0; f < 5; ++f) EXPECT_GT(flags_set[f], 0) << zone << " flag " << f;
+  }
+}
+
+TEST(CalendarEncoder, FlagsFollowTheLocalDate) {
+  // 2026-03-31T23:30-04:00 in New York is 2026-04-01T03:30Z: the local day is
+  // the quarter's last (is_quarter_end, is_month_end), UTC's is a quarter
+  // start; 2026-01-03 is a Saturday.
+  CalendarBlock block;
+  block.time_zone = "America/New_York";
+  block.fields = {CalendarField::kIsQuarterEnd, CalendarField::kIsMonthEnd,
+                  CalendarField::kIsQuarterStart, CalendarField::kIsWeekend};
+  int64_t width = 0;
+  const std::vector<float> ny = EncodeCalendar(
+      block, {UtcNs(2026, 1, 3, 12), UtcNs(2026, 4, 1, 3, 30)}, &width);
+  EXPECT_EQ(ny, (std::vector<float>{0, 0, 0, 1, 1, 1, 0, 0}));
+  block.time_zone = "UTC";
+  const std::vector<float> utc = EncodeCalendar(block, {UtcNs(2026, 4, 1, 3, 30)}, &width);
+  EXPECT_EQ(utc, (std::vector<float>{0, 0, 1, 0}));
+}
+
+TEST(CalendarEncoder, FractionalYearsCountTheElapsedYear) {
+  // 2024-07-02T12:00Z: day 184 of 366, so year 2024 + 183.5/366; ISO week
+  // 27 (Tuesday) of 52: 2024 + (26·7 + 1 + 0.5)/364.
+  CalendarBlock block;
+  block.fields = {CalendarField::kYear, CalendarField::kIsoYear,
+                  CalendarField::kIsMonthStart};
+  block.encoding = CalendarEncoding::kLinear;
+  block.fractional = true;
+  block.min_year = 2000;
+  block.max_year = 2050;
+  int64_t width = 0;
+  const std::vector<double> out =
+      EncodeCalendar64(block, {UtcNs(2024, 7, 2, 12)}, &width);
+  ASSERT_EQ(width, 3);
+  EXPECT_NEAR(out[0], (24 + 183.5 / 366) / 50 - 0.5, 1e-15);
+  EXPECT_NEAR(out[1], (24 + (26 * 7 + 1.5) / 364) / 50 - 0.5, 1e-15);
+  EXPECT_EQ(out[2], 0.0);
+}
+
+TEST(CalendarEncoder, ZeroBasedIndexIsGluonTsIndex) {
+  // gluonts/time_feature/_base.py: DayOfMonthIndex = day − 1,
+  // MonthOfYearIndex = month − 1, WeekOfYearIndex = week − 1, ...
+  for (const auto& [zone, rows] : RowsByZone()) {
+    CalendarBlock block;
+    block.time_zone = zone;
+    block.fields = AllFields();
+    block.fields.push_back(CalendarField::kYear);
+    block.encoding = CalendarEncoding::kIndex;
+    block.zero_based_index = true;
+    block.min_year = 1900;
+    std::vector<int64_t> times;
+    for (const Expected& e : rows) times.push_back(e.unix_ns);
+    int64_t width = 0;
+    const std::vector<float> out = EncodeCalendar(block, times, &width);
+    ASSERT_EQ(width, 10);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      for (size_t f = 0; f < AllFields().size(); ++f) {
+        EXPECT_EQ(out[r * width + f], Truth(AllFields()[f], rows[r]).x)
+            << zone << " " << rows[r].unix_ns << " field " << f;
+      }
+      EXPECT_EQ(out[r * width + 9], rows[r].year - 1900);
+    }
+  }
+}
+
+TEST(CalendarEncoder, FourierHarmonicsOfEachField) {
+  const auto by_zone = RowsByZone();
+  for (const char* zone : {"America/New_York", "Australia/Lord_Howe", "UTC"}) {
+    const std::vector<Expected>& rows = by_zone.at(zone);
+    std::vector<int64_t> times;
+    for (const Expected& e : rows) times.push_back(e.unix_ns);
+    CalendarBlock block;
+    block.time_zone = zone;
+    block.fields = AllFields();
+    block.fields.push_back(CalendarField::kIsWeekend);
+    block.fourier_orders = {3, 1, 4, 3, 2, 10, 5, 6, 2, 0};
+    int64_t orders = 0;
+    for (int64_t k : block.fourier_orders) orders += std::max<int64_t>(k, 1);
+    for (bool fractional : {false, true}) {
+      block.fractional = fractional;
+      int64_t width = 0;
+      const std::vector<double> f64 = EncodeCalendar64(block, times, &width);
+      ASSERT_EQ(width, 2 * orders - 1);  // The flag is one column.
+      const std::vector<float> f32 = EncodeCalendar(block, times, &width);
+      double worst64 = 0, worst32 = 0;
+      for (size_t r = 0; r < rows.size(); ++r) {
+        const Expected& e = rows[r];
+        const double day_seconds = e.hour * 3600.0 + e.minute * 60 + e.second +
+                                   e.subsecond_ns * 1e-9;
+        int64_t column = 0;
+        for (size_t f = 0; f < AllFields().size(); ++f) {
+          const FieldTruth truth = Truth(AllFields()[f], e);
+          // The fraction of the field's unit by the local clock (calendar.h).
+          long double x = truth.x;
+          if (fractional) {
+            const long double day = day_seconds / 86400.0L;
+            switch (AllFields()[f]) {
+              case CalendarField::kSecondOfMinute: x += e.subsecond_ns * 1e-9L; break;
+              case CalendarField::kMinuteOfHour: x += (e.second + e.subsecond_ns * 1e-9L) / 60; break;
+              case CalendarField::kHourOfDay: x += (day_seconds - e.hour * 3600.0L) / 3600; break;
+              case CalendarField::kWeekOfYear: x += (e.weekday + day) / 7; break;
+              case CalendarField::kMonthOfYear: x += (e.day - 1 + day) / e.days_in_month; break;
+              case CalendarField::kQuarter:
+                x += ((e.month - 1) % 3 + (e.day - 1 + day) / e.days_in_month) / 3; break;
+              default: x += day; break;
+            }
+          }
+          const int64_t order = std::max<int64_t>(block.fourier_orders[f], 1);
+          for (int64_t k = 1; k <= order; ++k, column += 2) {
+            const long double angle = 2 * 3.14159265358979323846264338327950288L * k * x / truth.period;
+            const long double s = std::sin(angle), c = std::cos(angle);
+            const double* row = &f64[r * width + column];
+            worst64 = std::max<double>(worst64, std::fabs(row[0] - s));
+            worst64 = std::max<double>(worst64, std::fabs(row[1] - c));
+            const float* row32 = &f32[r * width + column];
+            worst32 = std::max<double>(worst32, std::fabs(row32[0] - s));
+            worst32 = std::max<double>(worst32, std::fabs(row32[1] - c));
+          }
+        }
+        EXPECT_EQ(f64[r * width + column], e.weekday >= 5 ? 1.0 : 0.0);
+      }
+      // long double's own sin is good to ~1e-19; the fractional x above
+      // is a double sum (~1e-16 of a turn) times k <= 10.
+      EXPECT_LT(worst64, fractional ? 4e-15 : 4e-16) << zone;
+      EXPECT_LT(worst32, 1e-7) << zone;
+    }
+  }
+}
+
+TEST(CalendarEncoder, FirstHarmonicIsThePlainCyclicPair) {
+  // Order 1 (or 0) gives the bytes the block gave before orders existed, and
+  // harmonic 1 of a higher order equals them too.
+  CalendarBlock plain;
+  plain.time_zone = "Europe/London";
+  plain.fields = AllFields();
+  CalendarBlock harmonics = plain;
+  harmonics.fourier_orders = {2, 2, 2, 2, 2, 2, 2, 2, 2};
+  std::vector<int64_t> times;
+  std::mt19937_64 rng(7);
+  int64_t t = UtcNs(2020, 1, 1);
+  for (int i = 0; i < 5000; ++i) {
+    t += static_cast<int64_t>(rng() % (7 * 86400)) * 1000000000 + rng() % 1000000000;
+    times.push_back(t);
+  }
+  for (bool fractional : {false, true}) {
+    plain.fractional = harmonics.fractional = fractional;
+    int64_t w1 = 0, w2 = 0;
+    const std::vector<double> a = EncodeCalendar64(plain, times, &w1);
+    const std::vector<double> b = EncodeCalendar64(harmonics, times, &w2);
+    const std::vector<float> a32 = EncodeCalendar(plain, times, &w1);
+    const std::vector<float> b32 = EncodeCalendar(harmonics, times, &w2);
+    ASSERT_EQ(w2, 2 * w1);
+    for (size_t r = 0; r < times.size(); ++r) {
+      for (int f = 0; f < 9; ++f) {
+        for (int j = 0; j < 2; ++j) {
+          ASSERT_EQ(a[r * w1 + 2 * f + j], b[r * w2 + 4 * f + j]) << r << " " << f;
+          ASSERT_EQ(a32[r * w1 + 2 * f + j], b32[r * w2 + 4 * f + j]) << r << " " << f;
+        }
+      }
+    }
+  }
+}
+
+TEST(ValidateCalendarBlock, AdditionsErrorPaths) {
+  const std::string p = "spec.temporal.calendar";
+  const auto expect_error = [&](const CalendarBlock& block, const std::string& field) {
+    EXPECT_THAT(ValidateCalendarBlock(block, p),
+                IsFieldError(absl::StatusCode::kInvalidArgument, p + field));
+  };
+  CalendarBlock year;
+  year.fields = {CalendarField::kHourOfDay, CalendarField::kYear};
+  year.encoding = CalendarEncoding::kLinear;
+  expect_error(year, ".min_year");
+  year.min_year = 2000;
+  expect_error(year, ".max_year");
+  year.max_year = 2000;
+  expect_error(year, ".max_year");
+  year.max_year = 2030;
+  PHASOR_ASSERT_OK(ValidateCalendarBlock(year, p));
+  year.min_year.reset();
+  expect_error(year, ".min_year");  // max_year alone.
+
+  CalendarBlock index;
+  index.fields = {CalendarField::kIsoYear};
+  index.encoding = CalendarEncoding::kIndex;
+  PHASOR_ASSERT_OK(ValidateCalendarBlock(index, p));  // The civil year.
+  index.zero_based_index = true;
+  expect_error(index, ".min_year");
+  index.min_year = 1990;
+  PHASOR_ASSERT_OK(ValidateCalendarBlock(index, p));
+  index.min_year = int64_t{1} << 40;
+  expect_error(index, ".min_year");
+
+  CalendarBlock zero_based;
+  zero_based.fields = {CalendarField::kDayOfMonth};
+  zero_based.zero_based_index = true;  // CYCLIC.
+  expect_error(zero_based, ".zero_based_index");
+
+  CalendarBlock orders;
+  orders.fields = {CalendarField::kHourOfDay, CalendarField::kIsWeekend};
+  orders.fourier_orders = {3};
+  expect_error(orders, ".fourier_orders");
+  orders.fourier_orders = {3, 2};
+  expect_error(orders, ".fourier_orders[1]");
+  orders.fourier_orders = {-1, 0};
+  expect_error(orders, ".fourier_orders[0]");
+  orders.fourier_orders = {kMaxFourierOrder + 1, 1};
+  expect_error(orders, ".fourier_orders[0]");
+  orders.fourier_orders = {kMaxFourierOrder, 1};
+  PHASOR_ASSERT_OK(ValidateCalendarBlock(orders, p));
+  orders.encoding = CalendarEncoding::kLinear;
+  expect_error(orders, ".fourier_orders[0]");
+
+  // Combine SUM: Informer's tables have no years, flags or harmonics.
+  TemporalSpec sum;
+  sum.combine = CombineMode::kSum;
+  sum.d_model = 8;
+  CalendarBlock cal;
+  cal.fields = {CalendarField::kHourOfDay, CalendarField::kIsWeekend};
+  sum.calendar = cal;
+  EXPECT_THAT(ValidateTemporalSpec(sum),
+              IsFieldError(absl::StatusCode::kInvalidArgument,
+                           "spec.temporal.calendar.fields[1]"));
+  cal.fields = {CalendarField::kHourOfDay};
+  cal.fourier_orders = {2};
+  sum.calendar = cal;
+  EXPECT_THAT(ValidateTemporalSpec(sum),
+              IsFieldError(absl::StatusCode::kInvalidArgument,
+                           "spec.temporal.calendar.fourier_orders[0]"));
 }
 
 }  // namespace

@@ -361,7 +361,7 @@ TEST(EncodeObservations, ContentValuesAndMask) {
 
 TEST(EncodeObservations, FirstObservationOriginTravelsInTheState) {
   TemporalSpec spec;
-  spec.time = TimeBlock{2, 40.0, 40.0, OriginKind::kFirstObservation, 0};
+  spec.time = TimeBlock{2, 40.0, 40.0, OriginKind::kFirstObservation, 0, {}};
   const std::vector<int64_t> first = {UtcNs(2026, 1, 1)};
   const std::vector<int64_t> second = {UtcNs(2026, 1, 1) + 10 * kSec};
   ObservationsView a;
@@ -442,7 +442,7 @@ TEST(EncodeObservations, SumAddsBlocksAtDModelWithInformerCalendarTables) {
   sum.combine = CombineMode::kSum;
   sum.d_model = d;
   sum.content = ContentBlock{2.0};
-  sum.time = TimeBlock{0, 60.0, 1e6, OriginKind::kUnixEpoch, 0};
+  sum.time = TimeBlock{0, 60.0, 1e6, OriginKind::kUnixEpoch, 0, {}};
   Time2VecBlock t2v;
   for (int64_t i = 0; i < d; ++i) {
     t2v.omega.push_back(1e-9 * (i + 1));

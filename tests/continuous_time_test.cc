@@ -580,5 +580,95 @@ TEST(ValidateTime2VecBlock, ErrorPaths) {
               IsFieldError(absl::StatusCode::kInvalidArgument, p + ".unit_seconds"));
 }
 
+TEST(ExactPhase, HarmonicIsTheExactStepOfKOverP) {
+  // For whole-nanosecond periods the phase of harmonic k is the integer
+  // remainder (k·elapsed) mod P_ns; the step k/P_ns must agree to ~2^-60
+  // turns over the whole 128-bit-elapsed range, k up to kMaxFourierOrder.
+  std::mt19937_64 rng(17);
+  for (int64_t period_ns : {int64_t{604800} * 1000000000,
+                            int64_t{31557600} * 1000000000, int64_t{86400} * 1000000000,
+                            int64_t{7} * 1000000000}) {
+    for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{10}, kMaxFourierOrder}) {
+      const ExactPhase phase(static_cast<double>(period_ns) / 1e9, k);
+      double worst = 0;
+      for (int i = 0; i < 5000; ++i) {
+        const __int128 elapsed =
+            static_cast<__int128>(static_cast<int64_t>(rng())) * 2 +
+            static_cast<__int128>(rng() & 1);
+        __int128 r = (elapsed % period_ns) * k % period_ns;
+        if (r < 0) r += period_ns;
+        double exact = static_cast<double>(static_cast<long double>(r) /
+                                           static_cast<long double>(period_ns));
+        if (exact >= 0.5) exact -= 1.0;
+        double diff = std::fabs(phase.SignedTurns(elapsed) - exact);
+        diff = std::min(diff, 1.0 - diff);
+        worst = std::max(worst, diff);
+      }
+      EXPECT_LT(worst, 0x1p-52) << period_ns << " ns, k = " << k;
+    }
+  }
+}
+
+TEST(TimeSinusoid, ExplicitPeriodsAreProphetsFourierSeries) {
+  // Prophet (prophet/forecaster.py fourier_series): t in days since the
+  // epoch, columns sin(2π·k·t/P), cos(2π·k·t/P) for k = 1..order, per
+  // seasonality; yearly P = 365.25 d order 10, weekly P = 7 d order 3.
+  const std::vector<TimePeriod> periods = {{365.25 * 86400, 10}, {7 * 86400.0, 3}};
+  for (SinusoidAccuracy accuracy : {SinusoidAccuracy::kFloat32, SinusoidAccuracy::kFloat64}) {
+    const TimeSinusoid s(periods, accuracy);
+    ASSERT_EQ(s.dim(), 26);
+    const std::vector<double> per_pair = s.periods_seconds();
+    ASSERT_EQ(per_pair.size(), 13u);
+    EXPECT_EQ(per_pair[0], 365.25 * 86400);
+    EXPECT_EQ(per_pair[9], 365.25 * 86400 / 10);
+    EXPECT_EQ(per_pair[12], 7 * 86400.0 / 3);
+    double worst = 0;
+    std::vector<double> out(26);
+    for (int64_t t : Instants1900To2200(3000, 5)) {
+      s.Encode(ElapsedNs(t, 0), out.data());
+      int column = 0;
+      for (const TimePeriod& p : periods) {
+        const long double period_ns = static_cast<long double>(p.period_seconds) * 1e9L;
+        for (int64_t k = 1; k <= p.order; ++k, column += 2) {
+          // (k·t) mod P exactly: k·t < 2^74, and period_ns is a whole number.
+          const __int128 r = (static_cast<__int128>(t) * k) %
+                             static_cast<__int128>(period_ns);
+          const long double angle = kTwoPiL * (static_cast<long double>(r) / period_ns);
+          worst = std::max<double>(worst, fabsl(out[column] - sinl(angle)));
+          worst = std::max<double>(worst, fabsl(out[column + 1] - cosl(angle)));
+        }
+      }
+    }
+    EXPECT_LT(worst, accuracy == SinusoidAccuracy::kFloat64 ? 4e-16 : 1e-15);
+  }
+}
+
+TEST(ValidateTimeBlock, ExplicitPeriodsErrorPaths) {
+  const std::string p = "spec.temporal.time";
+  TimeBlock block;
+  block.periods = {{31557600, 10}, {604800, 3}};
+  block.dim = 26;
+  PHASOR_ASSERT_OK(ValidateTimeBlock(block, p));
+  block.dim = 16;
+  EXPECT_THAT(ValidateTimeBlock(block, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument, p + ".dim"));
+  block.dim = 26;
+  block.periods[1].order = 0;
+  EXPECT_THAT(ValidateTimeBlock(block, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument, p + ".periods[1].order"));
+  block.periods[1] = {0.5e-9, 3};
+  EXPECT_THAT(ValidateTimeBlock(block, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument,
+                           p + ".periods[1].period_seconds"));
+  block.periods[1] = {NAN, 3};
+  EXPECT_THAT(ValidateTimeBlock(block, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument,
+                           p + ".periods[1].period_seconds"));
+  block.periods = {{60, kMaxFourierOrder + 1}};
+  block.dim = 2 * (kMaxFourierOrder + 1);
+  EXPECT_THAT(ValidateTimeBlock(block, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument, p + ".periods[0].order"));
+}
+
 }  // namespace
 }  // namespace phasor

@@ -248,6 +248,8 @@ Quad QuadPhase(CalendarField field, const LocalTime& t, bool fractional) {
                                 Quad(3)
                           : 0)) /
              Quad(4);
+    default:  // Years and flags have no cycle.
+      break;
   }
   return 0;
 }

@@ -111,7 +111,7 @@ inline TemporalSpec FullSpec(FirstObservationPolicy policy = FirstObservationPol
                       GapTransform transform = GapTransform::kLog1p) {
   TemporalSpec spec;
   spec.content = ContentBlock{0.5};
-  spec.time = TimeBlock{8, 1.0, 1e7, OriginKind::kFirstObservation, 0};
+  spec.time = TimeBlock{8, 1.0, 1e7, OriginKind::kFirstObservation, 0, {}};
   Time2VecBlock t2v;
   t2v.omega = {1e-6, 2 * M_PI / 86400, 2 * M_PI / 3600};
   t2v.phi = {0.1, 0.2, 0.3};

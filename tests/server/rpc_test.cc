@@ -590,7 +590,7 @@ TEST_F(ProfilesFixture, EncodeObservationsMatchesCoreAndFormulas) {
 
   // Against core/ directly, with the same spec.
   TemporalSpec spec;
-  spec.time = TimeBlock{4, 60, 86400, OriginKind::kFirstObservation, 0};
+  spec.time = TimeBlock{4, 60, 86400, OriginKind::kFirstObservation, 0, {}};
   spec.gaps = GapsBlock{};
   spec.calendar = CalendarBlock{};
   spec.calendar->time_zone = "America/New_York";

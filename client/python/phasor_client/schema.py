@@ -19,7 +19,9 @@ feature_names() spells it out:
   gaps.mask            gaps.mask.<ch>
   gaps.last_value      gaps.last_value.<ch>
   calendar.<field>     CYCLIC: calendar.<field>.sin, calendar.<field>.cos;
-                       LINEAR / INDEX: calendar.<field>
+                       Fourier order K > 1: calendar.<field>.sin_1,
+                       calendar.<field>.cos_1, ... .sin_K, .cos_K;
+                       LINEAR / INDEX, years and flags: calendar.<field>
   calendar.utc_offset, calendar.dst, calendar.holidays
 
 <ch> is the channel's name (channel_names, else its number). Under combine
@@ -96,6 +98,9 @@ def feature_names(schema: Sequence, channel_names: Optional[Sequence] = None
                                             for k in range(1, width)]
         elif block.startswith("calendar.") and width == 2:
             names += [f"{block}.sin", f"{block}.cos"]
+        elif block.startswith("calendar.") and width % 2 == 0:
+            for k in range(1, width // 2 + 1):
+                names += [f"{block}.sin_{k}", f"{block}.cos_{k}"]
         elif width == 1:
             names.append(block)
         else:
