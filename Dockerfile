@@ -38,6 +38,9 @@ RUN apt-get update \
         --home-dir /nonexistent --shell /usr/sbin/nologin phasor
 COPY --from=builder /build/server/phasor-server /build/client/phasor-client \
     /usr/local/bin/
+# The built-in holiday calendars, where phasor-server looks by default
+# (../share/phasor/ from its binary; --builtin_holidays overrides).
+COPY --from=builder /build/server/builtin_holidays.textpb /usr/local/share/phasor/
 
 # Listen on all interfaces inside the container (the binary's defaults too).
 ENV PHASOR_GRPC_ADDRESS=0.0.0.0:50051 \

@@ -767,7 +767,10 @@ CalendarEncoder::CalendarEncoder(const CalendarBlock& block,
   }
   if (include_utc_offset_) utc_offset_column_ = offset++;
   if (include_dst_) dst_column_ = offset++;
-  if (holidays_.has_value()) holiday_column_ = offset++;
+  if (holidays_.has_value()) {
+    holiday_column_ = offset;
+    offset += holidays_->width();
+  }
   width_ = sum_d_model_ > 0 ? sum_d_model_ : offset;
 
   if (encoding_ == CalendarEncoding::kCyclic && !fractional_) {
@@ -902,7 +905,11 @@ void TableHarmonics(const double* table, int x, int period, int64_t order,
 CalendarEncoder::Writer::Writer(const CalendarEncoder& encoder)
     : encoder_(encoder),
       cursor_(encoder.zone_),
-      day_columns_(static_cast<size_t>(encoder.width_), 0.0) {}
+      day_columns_(static_cast<size_t>(encoder.width_), 0.0) {
+  if (encoder.holidays_.has_value() && encoder.holidays_->clock_dependent()) {
+    holidays_after_midnight_.resize(static_cast<size_t>(encoder.holidays_->width()));
+  }
+}
 
 void CalendarEncoder::Writer::FillDay(const LocalTime& local) {
   const CalendarEncoder& e = encoder_;
@@ -929,7 +936,12 @@ void CalendarEncoder::Writer::FillDay(const LocalTime& local) {
       }
     }
     if (e.holiday_column_ >= 0) {
-      day_columns_[e.holiday_column_] = e.holidays_->Value(local.date);
+      e.holidays_->Write(local.date, /*at_local_midnight=*/true,
+                         &day_columns_[e.holiday_column_]);
+      if (!holidays_after_midnight_.empty()) {
+        e.holidays_->Write(local.date, /*at_local_midnight=*/false,
+                           holidays_after_midnight_.data());
+      }
     }
   }
   day_ = local.date;
@@ -973,7 +985,14 @@ void CalendarEncoder::Writer::Encode(int64_t unix_ns, double* out) {
     out[e.utc_offset_column_] = local.utc_offset_seconds / 3600.0;
   }
   if (e.dst_column_ >= 0) out[e.dst_column_] = local.is_dst ? 1.0 : 0.0;
-  if (e.holiday_column_ >= 0) out[e.holiday_column_] = day[e.holiday_column_];
+  if (e.holiday_column_ >= 0) {
+    const bool later = !holidays_after_midnight_.empty() &&
+                       (local.hour != 0 || local.minute != 0 ||
+                        local.second != 0 || local.subsecond_ns != 0);
+    const double* holidays =
+        later ? holidays_after_midnight_.data() : day + e.holiday_column_;
+    std::copy_n(holidays, e.holidays_->width(), out + e.holiday_column_);
+  }
 }
 
 }  // namespace phasor

@@ -124,7 +124,7 @@ struct CalendarBlock {
   bool fractional = false;          // CYCLIC/LINEAR only.
   bool include_utc_offset = false;  // One column, hours east of UTC.
   bool include_dst = false;         // One column, 1 while DST is in effect.
-  std::optional<HolidaysBlock> holidays;  // One column, the kernel.
+  std::optional<HolidaysBlock> holidays;  // holidays.h columns.
   // The years' stated range: needed by their LINEAR column (and CYCLIC,
   // which uses it) and by a zero-based INDEX (min_year only); min < max.
   std::optional<int64_t> min_year;
@@ -245,6 +245,8 @@ class CalendarEncoder final {
     bool has_day_ = false;
     absl::CivilDay day_;
     std::vector<double> day_columns_;  // CONCAT: day-level columns; SUM: their sum.
+    // GLUONTS holidays: their columns for rows after local midnight.
+    std::vector<double> holidays_after_midnight_;
   };
 
  private:

@@ -335,9 +335,14 @@ absl::StatusOr<FeatureLayout> TemporalFeatureLayout(
   FeatureLayout layout;
   std::vector<SchemaEntry>& schema = layout.schema;
   // At most: content values + mask, time, time2vec, six gaps entries, the
-  // calendar fields, utc offset, DST and holidays. Reserved so growing the
-  // vector never moves the entries' strings.
-  schema.reserve(10 + (s.calendar.has_value() ? s.calendar->fields.size() + 3 : 0));
+  // calendar fields, utc offset, DST and holiday columns (at most 3 a set).
+  // Reserved so growing the vector never moves the entries' strings.
+  schema.reserve(10 + (s.calendar.has_value()
+                            ? s.calendar->fields.size() + 3 +
+                                  (s.calendar->holidays.has_value()
+                                       ? 3 * (1 + s.calendar->holidays->sets.size())
+                                       : 0)
+                            : 0));
   int64_t offset = 0;
 
   if (s.content.has_value()) {
@@ -447,16 +452,10 @@ absl::StatusOr<FeatureLayout> TemporalFeatureLayout(
           /*names_zone=*/true);
     }
     if (cal.holidays.has_value()) {
-      const HolidaysBlock& h = *cal.holidays;
-      const char* kernel =
-          h.kernel == HolidayKernel::kIndicator ? "1 if d = 0"
-          : h.kernel == HolidayKernel::kExponential
-              ? "exp(-alpha*|d|)"
-              : "exp(-alpha*d^2)";
-      Add(&schema, &offset, "calendar.holidays", 1,
-          absl::StrFormat("%s, d = local date - nearest holiday in days "
-                          "(ties to the past), alpha = %g",
-                          kernel, h.alpha));
+      for (const HolidayColumn& column : HolidayColumns(*cal.holidays)) {
+        Add(&schema, &offset, absl::StrCat("calendar.", column.name), 1,
+            column.meaning);
+      }
     }
   }
   if (sum) {

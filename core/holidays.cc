@@ -4,16 +4,21 @@
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/civil_time.h"
 #include "core/errors.h"
+#include "core/status_macros.h"
 
 namespace phasor {
 namespace {
@@ -56,52 +61,243 @@ absl::StatusOr<absl::CivilDay> ParseIsoDate(absl::string_view text) {
   return civil;
 }
 
-absl::Status ValidateHolidaysBlock(const HolidaysBlock& block,
-                                   absl::string_view field_prefix) {
-  if (block.dates.empty()) {
-    return InvalidField(absl::StrCat(field_prefix, ".dates"),
-                        "empty; give at least one YYYY-MM-DD date");
-  }
-  for (size_t i = 0; i < block.dates.size(); ++i) {
-    absl::StatusOr<absl::CivilDay> day = ParseIsoDate(block.dates[i]);
+namespace {
+
+absl::Status ValidateDates(const std::vector<std::string>& dates,
+                           absl::string_view field_prefix) {
+  for (size_t i = 0; i < dates.size(); ++i) {
+    absl::StatusOr<absl::CivilDay> day = ParseIsoDate(dates[i]);
     if (!day.ok()) {
       return InvalidField(absl::StrCat(field_prefix, ".dates[", i, "]"),
                           day.status().message());
     }
   }
+  return absl::OkStatus();
+}
+
+// A set's name becomes a schema name ("calendar.holidays.<name>"), so it
+// has no dots and cannot be mistaken for a raw distance column.
+bool ValidSetName(absl::string_view name) {
+  if (name.empty() || name.size() > 64 || name == "days_since" ||
+      name == "days_until") {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(), [](char ch) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+  });
+}
+
+}  // namespace
+
+HolidayDayList MakeHolidayDayList(std::vector<absl::CivilDay> days) {
+  std::sort(days.begin(), days.end());
+  days.erase(std::unique(days.begin(), days.end()), days.end());
+  return std::make_shared<const std::vector<absl::CivilDay>>(std::move(days));
+}
+
+absl::Status ValidateHolidaysBlock(const HolidaysBlock& block,
+                                   absl::string_view field_prefix) {
+  PHASOR_RETURN_IF_ERROR(ValidateDates(block.dates, field_prefix));
   if (block.kernel != HolidayKernel::kIndicator &&
       (!std::isfinite(block.alpha) || block.alpha <= 0)) {
     return InvalidField(absl::StrCat(field_prefix, ".alpha"),
                         absl::StrCat("must be finite and > 0, got ",
                                      block.alpha));
   }
+  if (block.max_distance_days < 0) {
+    return InvalidField(absl::StrCat(field_prefix, ".max_distance_days"),
+                        absl::StrCat("must be >= 0, got ",
+                                     block.max_distance_days));
+  }
+  if (static_cast<int64_t>(block.sets.size()) > kMaxHolidaySets) {
+    return InvalidField(absl::StrCat(field_prefix, ".sets"),
+                        absl::StrCat("at most ", kMaxHolidaySets,
+                                     " sets, got ", block.sets.size()));
+  }
+  if (!block.include_unnamed_set && block.sets.empty()) {
+    return InvalidField(absl::StrCat(field_prefix, ".sets"),
+                        "empty, and no dates or calendar: the block has no "
+                        "column");
+  }
+  absl::flat_hash_set<absl::string_view> names;
+  for (size_t i = 0; i < block.sets.size(); ++i) {
+    const HolidaySet& set = block.sets[i];
+    const std::string entry = absl::StrCat(field_prefix, ".sets[", i, "]");
+    if (!ValidSetName(set.name)) {
+      return InvalidField(
+          absl::StrCat(entry, ".name"),
+          absl::StrCat("must match [A-Za-z0-9_]{1,64} and not be days_since "
+                       "or days_until, got ",
+                       QuoteForError(set.name, /*max_bytes=*/64)));
+    }
+    if (!names.insert(set.name).second) {
+      return InvalidField(absl::StrCat(entry, ".name"),
+                          absl::StrCat("duplicate set name ",
+                                       QuoteForError(set.name, /*max_bytes=*/64)));
+    }
+    PHASOR_RETURN_IF_ERROR(ValidateDates(set.dates, entry));
+  }
   return absl::OkStatus();
 }
 
-HolidayCalendar::HolidayCalendar(const HolidaysBlock& block)
-    : kernel_(block.kernel), alpha_(block.alpha) {
-  days_.reserve(block.dates.size());
-  for (const std::string& date : block.dates) {
-    absl::StatusOr<absl::CivilDay> day = ParseIsoDate(date);
-    assert(day.ok());
-    if (day.ok()) days_.push_back(*day);
+std::vector<HolidayColumn> HolidayColumns(const HolidaysBlock& block) {
+  const std::string d =
+      block.distance_mode == HolidayDistanceMode::kGluonTs
+          ? "d = local date - earliest holiday within 200 days (GluonTS), "
+            "values <= 1e-9 as 0"
+          : "d = local date - nearest holiday in days (ties to the past)";
+  const char* kernel = block.kernel == HolidayKernel::kIndicator ? "1 if d = 0"
+                       : block.kernel == HolidayKernel::kExponential
+                           ? "exp(-alpha*|d|)"
+                           : "exp(-alpha*d^2)";
+  const std::string kernel_meaning =
+      absl::StrFormat("%s, %s, alpha = %g; 0 without a holiday", kernel, d,
+                      block.alpha);
+  std::vector<HolidayColumn> columns;
+  auto add_set = [&](const std::string& name, absl::string_view which) {
+    columns.push_back({name, absl::StrCat(which, kernel_meaning)});
+    if (block.include_days_since) {
+      columns.push_back(
+          {absl::StrCat(name, ".days_since"),
+           absl::StrCat(which, "local days since the last holiday (0 on one), "
+                        "-1 if none within ", block.max_distance_days)});
+    }
+    if (block.include_days_until) {
+      columns.push_back(
+          {absl::StrCat(name, ".days_until"),
+           absl::StrCat(which, "local days until the next holiday (0 on one), "
+                        "-1 if none within ", block.max_distance_days)});
+    }
+  };
+  if (block.include_unnamed_set) add_set("holidays", "");
+  for (const HolidaySet& set : block.sets) {
+    add_set(absl::StrCat("holidays.", set.name),
+            absl::StrCat("set ", set.name, ": "));
   }
-  std::sort(days_.begin(), days_.end());
-  days_.erase(std::unique(days_.begin(), days_.end()), days_.end());
+  return columns;
+}
+
+HolidayCalendar::HolidayCalendar(const HolidaysBlock& block)
+    : kernel_(block.kernel),
+      alpha_(block.alpha),
+      distance_mode_(block.distance_mode),
+      include_days_since_(block.include_days_since),
+      include_days_until_(block.include_days_until),
+      max_distance_days_(block.max_distance_days) {
+  auto add_set = [&](const std::vector<std::string>& dates,
+                     const std::vector<HolidayDayList>& calendars) {
+    Set set;
+    set.own.reserve(dates.size());
+    for (const std::string& date : dates) {
+      absl::StatusOr<absl::CivilDay> day = ParseIsoDate(date);
+      assert(day.ok());
+      if (day.ok()) set.own.push_back(*day);
+    }
+    std::sort(set.own.begin(), set.own.end());
+    set.own.erase(std::unique(set.own.begin(), set.own.end()), set.own.end());
+    for (const HolidayDayList& list : calendars) {
+      if (list != nullptr && !list->empty()) set.calendars.push_back(list);
+    }
+    sets_.push_back(std::move(set));
+  };
+  if (block.include_unnamed_set) add_set(block.dates, block.calendars);
+  for (const HolidaySet& set : block.sets) add_set(set.dates, set.calendars);
+  width_ = static_cast<int64_t>(sets_.size()) *
+           (1 + (include_days_since_ ? 1 : 0) + (include_days_until_ ? 1 : 0));
+}
+
+std::vector<absl::Span<const absl::CivilDay>> HolidayCalendar::Set::Lists()
+    const {
+  std::vector<absl::Span<const absl::CivilDay>> lists;
+  lists.reserve(1 + calendars.size());
+  lists.emplace_back(own);
+  for (const HolidayDayList& list : calendars) lists.emplace_back(*list);
+  return lists;
+}
+
+std::optional<absl::CivilDay> HolidayCalendar::AtOrBefore(const Set& set,
+                                                          absl::CivilDay day) {
+  std::optional<absl::CivilDay> best;
+  for (absl::Span<const absl::CivilDay> list : set.Lists()) {
+    auto it = std::upper_bound(list.begin(), list.end(), day);
+    if (it == list.begin()) continue;
+    if (!best.has_value() || *(it - 1) > *best) best = *(it - 1);
+  }
+  return best;
+}
+
+std::optional<absl::CivilDay> HolidayCalendar::AtOrAfter(const Set& set,
+                                                         absl::CivilDay day) {
+  std::optional<absl::CivilDay> best;
+  for (absl::Span<const absl::CivilDay> list : set.Lists()) {
+    auto it = std::lower_bound(list.begin(), list.end(), day);
+    if (it == list.end()) continue;
+    if (!best.has_value() || *it < *best) best = *it;
+  }
+  return best;
+}
+
+double HolidayCalendar::Kernel(const Set& set, absl::CivilDay day,
+                               bool at_local_midnight) const {
+  if (distance_mode_ == HolidayDistanceMode::kGluonTs) {
+    // pandas' Holiday.dates(index − 200 days, index + 200 days) keeps
+    // holiday midnights inside the closed window; GluonTS takes the first.
+    const absl::CivilDay first =
+        day - (at_local_midnight ? kGluonTsWindowDays : kGluonTsWindowDays - 1);
+    const std::optional<absl::CivilDay> earliest = AtOrAfter(set, first);
+    if (!earliest.has_value() || *earliest > day + kGluonTsWindowDays) {
+      return 0.0;
+    }
+    const double value = KernelValue(kernel_, alpha_, day - *earliest);
+    return kernel_ != HolidayKernel::kIndicator &&
+                   !(value > kGluonTsKernelTolerance)
+               ? 0.0
+               : value;
+  }
+  const std::optional<absl::CivilDay> past = AtOrBefore(set, day);
+  const std::optional<absl::CivilDay> future = AtOrAfter(set, day);
+  if (!past.has_value() && !future.has_value()) return 0.0;
+  const int64_t after_past = past.has_value() ? day - *past : 0;
+  const int64_t before_future = future.has_value() ? *future - day : 0;
+  const int64_t d = past.has_value() &&
+                            (!future.has_value() || after_past <= before_future)
+                        ? after_past
+                        : -before_future;
+  return KernelValue(kernel_, alpha_, d);
+}
+
+void HolidayCalendar::Write(absl::CivilDay day, bool at_local_midnight,
+                            double* out) const {
+  for (const Set& set : sets_) {
+    *out++ = Kernel(set, day, at_local_midnight);
+    if (include_days_since_) {
+      const std::optional<absl::CivilDay> past = AtOrBefore(set, day);
+      *out++ = past.has_value() && day - *past <= max_distance_days_
+                   ? static_cast<double>(day - *past)
+                   : kNoHolidayInWindow;
+    }
+    if (include_days_until_) {
+      const std::optional<absl::CivilDay> future = AtOrAfter(set, day);
+      *out++ = future.has_value() && *future - day <= max_distance_days_
+                   ? static_cast<double>(*future - day)
+                   : kNoHolidayInWindow;
+    }
+  }
 }
 
 int64_t HolidayCalendar::SignedDistanceDays(absl::CivilDay day) const {
-  assert(!days_.empty());
-  const auto next = std::lower_bound(days_.begin(), days_.end(), day);
-  if (next != days_.end() && *next == day) return 0;
-  const bool has_past = next != days_.begin();
-  const bool has_future = next != days_.end();
-  const int64_t after_past = has_past ? day - *(next - 1) : 0;
-  const int64_t before_future = has_future ? *next - day : 0;
-  if (has_past && (!has_future || after_past <= before_future)) {
-    return after_past;
-  }
-  return -before_future;
+  assert(!sets_.empty());
+  const std::optional<absl::CivilDay> past = AtOrBefore(sets_[0], day);
+  const std::optional<absl::CivilDay> future = AtOrAfter(sets_[0], day);
+  assert(past.has_value() || future.has_value());
+  if (!past.has_value()) return day - *future;
+  if (!future.has_value()) return day - *past;
+  return day - *past <= *future - day ? day - *past : day - *future;
+}
+
+double HolidayCalendar::Value(absl::CivilDay day) const {
+  assert(!sets_.empty());
+  return Kernel(sets_[0], day, /*at_local_midnight=*/true);
 }
 
 double HolidayCalendar::KernelValue(HolidayKernel kernel, double alpha,
@@ -113,7 +309,9 @@ double HolidayCalendar::KernelValue(HolidayKernel kernel, double alpha,
     case HolidayKernel::kExponential:
       return std::exp(-alpha * std::fabs(d));
     case HolidayKernel::kSquaredExponential:
-      return std::exp(-alpha * d * d);
+      // d² is exact (|d| < 2^26 for any date pair), then one rounding, as
+      // GluonTS's exp(−alpha · |d|**2).
+      return std::exp(-alpha * (d * d));
   }
   return 0.0;
 }

@@ -1,22 +1,42 @@
-// Holiday proximity features: a kernel of the signed distance, in whole local
-// days, from a row's local date to the nearest holiday.
+// Holiday features of a row's local date: per holiday set, a kernel of the
+// signed distance in whole local days to a holiday of the set, and
+// optionally the raw distances since the last and until the next holiday.
 //
-//   d = local_date − nearest_holiday  (positive after the holiday; when a past
-//       and a future holiday are equally near, the past one wins: d > 0)
+// Kernel distance d (positive after the holiday), by distance mode:
+//   NEAREST  d = local_date − nearest holiday of the set at any distance;
+//            when a past and a future holiday are equally near, the past one
+//            wins (d > 0). No holiday at all: the kernel is 0.
+//   GLUONTS  GluonTS's distance_to_holiday
+//            (gluonts/time_feature/holiday.py, MAX_WINDOW = 183 + 17):
+//            d = local_date − the EARLIEST holiday in the window
+//            [instant − 200 days, instant + 200 days], so a day between two
+//            holidays may see the farther, earlier one. Holidays are at
+//            local midnight, so the window is local dates [D − 200, D + 200]
+//            for a row at local midnight and [D − 199, D + 200] for a row
+//            later that day (pandas compares timestamps, not dates). No
+//            holiday in the window (GluonTS asserts): the kernel is 0.
+//            EXPONENTIAL and SQUARED_EXPONENTIAL values ≤ 1e-9 become 0
+//            (GluonTS's kernels' tol = 1e-9).
+// Kernels (gluonts/time_feature/holiday.py: indicator, exponential_kernel,
+// squared_exponential_kernel):
 //   INDICATOR            1 if d = 0, else 0
 //   EXPONENTIAL          exp(−α·|d|)
-//   SQUARED_EXPONENTIAL  exp(−α·d²)
+//   SQUARED_EXPONENTIAL  exp(−α·d²)      (d² formed exactly, as GluonTS's
+//                                         integer |d|**2)
+// Raw distance columns (independent of the mode), in whole local days:
+//   days_since  local_date − latest holiday ≤ local_date (0 on a holiday)
+//   days_until  earliest holiday ≥ local_date − local_date (0 on a holiday)
+//   Only holidays within max_distance_days count; with none, the column
+//   holds −1 (kNoHolidayInWindow), which no real distance equals.
 //
-// The kernels are GluonTS's holiday-feature kernels
-// (gluonts/time_feature/holiday.py: indicator, exponential_kernel,
-// squared_exponential_kernel). GluonTS's distance_to_holiday takes the
-// earliest holiday date within ±MAX_WINDOW (183) days; here it is the nearest
-// holiday at any distance, so a day between two holidays sees the closer one
-// (DESIGN §2). The local date comes from the calendar
-// block's time zone (calendar.h); this file knows only civil days.
+// Columns, per set, in order: the kernel, then days_since, then days_until
+// (those two when asked). Sets: the unnamed one (`dates` plus `calendars`)
+// first, then `sets` in order.
 //
-// Dates are ISO-8601 civil dates "YYYY-MM-DD" (named calendars from a profile
-// file are expanded to dates by the server before they reach core/).
+// Dates are ISO-8601 civil dates "YYYY-MM-DD"; named calendars (a profile's
+// or a built-in country calendar) reach core/ as shared, parsed day lists,
+// so naming a calendar copies no dates. The local date comes from the
+// calendar block's time zone (calendar.h); this file knows only civil days.
 //
 // Thread-safety: HolidayCalendar is immutable after construction; concurrent
 // calls are safe.
@@ -24,6 +44,8 @@
 #define PHASOR_CORE_HOLIDAYS_H_
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,10 +53,36 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/civil_time.h"
+#include "absl/types/span.h"
 
 namespace phasor {
 
 enum class HolidayKernel { kIndicator, kExponential, kSquaredExponential };
+enum class HolidayDistanceMode { kNearest, kGluonTs };
+
+// A named calendar's dates: sorted, unique, immutable, shared by every
+// request that names it.
+using HolidayDayList = std::shared_ptr<const std::vector<absl::CivilDay>>;
+
+// Sorts and deduplicates `days` into a shared list.
+HolidayDayList MakeHolidayDayList(std::vector<absl::CivilDay> days);
+
+// GluonTS's MAX_WINDOW (183 days, half a year both ways, plus 17 for
+// Easter's range from March 22 to April 25).
+inline constexpr int64_t kGluonTsWindowDays = 183 + 17;
+// GluonTS's kernels' tol: values not above it are 0.
+inline constexpr double kGluonTsKernelTolerance = 1e-9;
+// days_since / days_until with no holiday within max_distance_days.
+inline constexpr double kNoHolidayInWindow = -1.0;
+// At most this many named sets in one block (each adds up to 3 columns).
+inline constexpr int64_t kMaxHolidaySets = 256;
+
+// One column per set: its dates are the union of `dates` and `calendars`.
+struct HolidaySet {
+  std::string name;                     // [A-Za-z0-9_]+, at most 64 bytes.
+  std::vector<std::string> dates;       // "YYYY-MM-DD"; any order.
+  std::vector<HolidayDayList> calendars = {};
+};
 
 struct HolidaysBlock {
   std::vector<std::string> dates;  // "YYYY-MM-DD", local dates; any order.
@@ -42,33 +90,83 @@ struct HolidaysBlock {
   // Decay per day (EXPONENTIAL) or per day² (SQUARED_EXPONENTIAL); > 0.
   // Unused by INDICATOR.
   double alpha = 1.0;
+  HolidayDistanceMode distance_mode = HolidayDistanceMode::kNearest;
+  // The unnamed set: `dates` plus these calendars. Without it only `sets`
+  // give columns (at least one set is then required).
+  bool include_unnamed_set = true;
+  std::vector<HolidayDayList> calendars = {};
+  std::vector<HolidaySet> sets = {};
+  bool include_days_since = false;
+  bool include_days_until = false;
+  // Window of the raw distance columns, days; ≥ 0. 366: a yearly holiday
+  // is always found.
+  int64_t max_distance_days = 366;
 };
 
-// Errors name `field_prefix`.dates[i] (not a date), .dates (empty), .alpha.
+// Errors name `field_prefix`.dates[i] (not a date), .alpha, .sets[i].name,
+// .sets[i].dates[j], .sets, .max_distance_days. An empty date list is valid:
+// its kernel column is 0 everywhere.
 absl::Status ValidateHolidaysBlock(const HolidaysBlock& block,
                                    absl::string_view field_prefix);
 
 // Parses exactly "YYYY-MM-DD" (four-digit year, a day that exists).
 absl::StatusOr<absl::CivilDay> ParseIsoDate(absl::string_view text);
 
+// The block's columns in output order: the schema name under the calendar
+// block ("holidays", "holidays.days_since", "holidays.christmas", ...) and
+// what the column holds.
+struct HolidayColumn {
+  std::string name;
+  std::string meaning;
+};
+std::vector<HolidayColumn> HolidayColumns(const HolidaysBlock& block);
+
 class HolidayCalendar final {
  public:
   // REQUIRES: ValidateHolidaysBlock(block, ...).ok().
   explicit HolidayCalendar(const HolidaysBlock& block);
 
-  // d = day − nearest holiday, ties to the past (see above).
-  int64_t SignedDistanceDays(absl::CivilDay day) const;
-  // The kernel at `day`.
-  double Value(absl::CivilDay day) const {
-    return KernelValue(kernel_, alpha_, SignedDistanceDays(day));
+  // Columns Write fills.
+  int64_t width() const { return width_; }
+  // True when a row's columns depend on more than its local date (GLUONTS:
+  // local midnight or not); otherwise Write ignores `at_local_midnight`.
+  bool clock_dependent() const {
+    return distance_mode_ == HolidayDistanceMode::kGluonTs;
   }
+  // Writes width() values for a row on local date `day`.
+  void Write(absl::CivilDay day, bool at_local_midnight, double* out) const;
+
+  // Of the first set: NEAREST's d, ties to the past.
+  // REQUIRES: the first set has a holiday.
+  int64_t SignedDistanceDays(absl::CivilDay day) const;
+  // Of the first set: its kernel column for a row at local midnight.
+  double Value(absl::CivilDay day) const;
   static double KernelValue(HolidayKernel kernel, double alpha,
                             int64_t distance_days);
 
  private:
-  std::vector<absl::CivilDay> days_;  // Sorted, unique.
+  // One set's holidays: its own sorted dates plus shared calendar lists.
+  struct Set {
+    std::vector<absl::CivilDay> own;
+    std::vector<HolidayDayList> calendars;
+    std::vector<absl::Span<const absl::CivilDay>> Lists() const;
+  };
+  // The latest holiday ≤ day / earliest ≥ day, when any.
+  static std::optional<absl::CivilDay> AtOrBefore(const Set& set,
+                                                  absl::CivilDay day);
+  static std::optional<absl::CivilDay> AtOrAfter(const Set& set,
+                                                 absl::CivilDay day);
+  double Kernel(const Set& set, absl::CivilDay day,
+                bool at_local_midnight) const;
+
+  std::vector<Set> sets_;
   HolidayKernel kernel_;
   double alpha_;
+  HolidayDistanceMode distance_mode_;
+  bool include_days_since_;
+  bool include_days_until_;
+  int64_t max_distance_days_;
+  int64_t width_;
 };
 
 }  // namespace phasor

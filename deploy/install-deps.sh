@@ -37,6 +37,10 @@ packages=(
   python3-pip python3-venv python3-setuptools python3-wheel
   # The package's DataFrame API (encode_frame, DatetimeIndex timestamps).
   python3-pandas
+  # The built-in country holiday calendars, generated at build time by
+  # server/holidays/gen_builtin_holidays.py (python3-holidays 0.10.1), and
+  # the test that compares them with the library.
+  python3-holidays
 )
 case "${1:-}" in
   "") ;;

@@ -30,6 +30,11 @@ ABSL_FLAG(int, threads, 0,
           "requests always run on one thread.");
 ABSL_FLAG(std::string, profiles, "",
           "Text-format phasor.v1.ProfileSet file naming encoder configurations.");
+ABSL_FLAG(std::string, builtin_holidays, "",
+          "Built-in holiday calendars file (text-format "
+          "phasor.v1.BuiltinHolidayCalendars, generated at build time); empty "
+          "= builtin_holidays.textpb beside the binary, else "
+          "../share/phasor/builtin_holidays.textpb from it, else none.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain (enables TLS).");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -126,6 +131,7 @@ ServerOptions ServerOptionsFromFlags() {
   options.max_elements_per_request = absl::GetFlag(FLAGS_max_elements_per_request);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.profiles_path = absl::GetFlag(FLAGS_profiles);
+  options.builtin_holidays_path = absl::GetFlag(FLAGS_builtin_holidays);
   options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);

@@ -33,6 +33,10 @@ struct ServerOptions {
   int threads = 0;
   // Text-format phasor.v1.ProfileSet file; empty = no profiles.
   std::string profiles_path;
+  // Built-in holiday calendars (phasor.v1.BuiltinHolidayCalendars text
+  // file); empty = the build or install location next to the binary
+  // (DefaultBuiltinHolidaysPath), or none when that file is absent.
+  std::string builtin_holidays_path;
   // PEM files. With cert and key the server speaks TLS; adding a client CA
   // makes it require and verify client certificates (mTLS).
   std::string tls_cert_path;

@@ -1,5 +1,7 @@
 #include "server/profiles.h"
 
+#include <unistd.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -48,12 +50,11 @@ absl::StatusOr<std::vector<double>> ReadVector(const v1::TensorFile& file,
   return std::move(array->values);
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<ProfileRegistry>> ProfileRegistry::Load(
-    const std::string& path) {
-  PHASOR_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path, "profiles"));
-  v1::ProfileSet set;
+// Parses the text-format file at `path` into `out`; errors start with
+// "<what>: <path>: ".
+absl::Status ParseTextFile(const std::string& path, absl::string_view what,
+                           google::protobuf::Message* out) {
+  PHASOR_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path, what));
   // Collect parse errors instead of letting protobuf print them.
   class Collector final : public google::protobuf::io::ErrorCollector {
    public:
@@ -66,10 +67,72 @@ absl::StatusOr<std::unique_ptr<ProfileRegistry>> ProfileRegistry::Load(
   } collector;
   google::protobuf::TextFormat::Parser parser;
   parser.RecordErrorsTo(&collector);
-  if (!parser.ParseFromString(text, &set)) {
+  if (!parser.ParseFromString(text, out)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("profiles: ", path, ": ", collector.error));
+        absl::StrCat(what, ": ", path, ": ", collector.error));
   }
+  return absl::OkStatus();
+}
+
+// Parses and sorts a calendar's dates; errors name `entry` dates[i].
+absl::StatusOr<HolidayDayList> ParseCalendarDates(
+    const google::protobuf::RepeatedPtrField<std::string>& dates,
+    absl::string_view entry) {
+  std::vector<absl::CivilDay> days;
+  days.reserve(static_cast<size_t>(dates.size()));
+  for (int i = 0; i < dates.size(); ++i) {
+    absl::StatusOr<absl::CivilDay> day = ParseIsoDate(dates.Get(i));
+    if (!day.ok()) {
+      return InEntry(day.status(), absl::StrCat(entry, " dates[", i, "]"));
+    }
+    days.push_back(*day);
+  }
+  return MakeHolidayDayList(std::move(days));
+}
+
+}  // namespace
+
+std::string DefaultBuiltinHolidaysPath() {
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return "";
+  const std::string path(exe, static_cast<size_t>(n));
+  const std::string dir = path.substr(0, path.rfind('/'));
+  for (const std::string& candidate :
+       {absl::StrCat(dir, "/", kBuiltinHolidaysFile),
+        absl::StrCat(dir, "/../share/phasor/", kBuiltinHolidaysFile)}) {
+    if (access(candidate.c_str(), R_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+absl::Status ProfileRegistry::LoadBuiltinHolidayCalendars(
+    const std::string& path) {
+  v1::BuiltinHolidayCalendars file;
+  PHASOR_RETURN_IF_ERROR(ParseTextFile(path, "builtin_holidays", &file));
+  for (const v1::BuiltinHolidayCalendar& calendar : file.calendars()) {
+    const std::string entry =
+        absl::StrCat("builtin_holidays: ", path, ": calendar '", calendar.name(), "'");
+    if (!ValidName(calendar.name())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(entry, ": name must match [A-Za-z0-9._-]+"));
+    }
+    PHASOR_ASSIGN_OR_RETURN(HolidayDayList days,
+                            ParseCalendarDates(calendar.dates(), entry));
+    if (!builtin_calendars_.emplace(calendar.name(), std::move(days)).second) {
+      return absl::InvalidArgumentError(absl::StrCat(entry, ": duplicate name"));
+    }
+  }
+  builtin_holidays_source_ =
+      absl::StrCat(path, " (", file.library_version(), ", ", file.first_year(),
+                   "-", file.last_year(), ", ", file.calendars_size(), " calendars)");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ProfileRegistry>> ProfileRegistry::Load(
+    const std::string& path) {
+  v1::ProfileSet set;
+  PHASOR_RETURN_IF_ERROR(ParseTextFile(path, "profiles", &set));
   const size_t slash = path.rfind('/');
   const std::string base_dir =
       slash == std::string::npos ? std::string(".") : path.substr(0, slash);
@@ -144,15 +207,9 @@ absl::StatusOr<std::unique_ptr<ProfileRegistry>> ProfileRegistry::FromProto(
         return absl::InvalidArgumentError(
             absl::StrCat(calendar_entry, ": name must match [A-Za-z0-9._-]+"));
       }
-      for (int i = 0; i < calendar.dates_size(); ++i) {
-        absl::StatusOr<absl::CivilDay> day = ParseIsoDate(calendar.dates(i));
-        if (!day.ok()) {
-          return InEntry(day.status(), absl::StrCat(calendar_entry, " dates[", i, "]"));
-        }
-      }
-      std::vector<std::string> dates(calendar.dates().begin(),
-                                     calendar.dates().end());
-      if (!registry->calendars_.emplace(calendar.name(), std::move(dates)).second) {
+      PHASOR_ASSIGN_OR_RETURN(HolidayDayList days,
+                              ParseCalendarDates(calendar.dates(), calendar_entry));
+      if (!registry->calendars_.emplace(calendar.name(), std::move(days)).second) {
         return absl::InvalidArgumentError(
             absl::StrCat(calendar_entry, ": duplicate holiday calendar name"));
       }
@@ -201,15 +258,16 @@ absl::StatusOr<const Time2VecParameters*> ProfileRegistry::FindTime2Vec(
   return &it->second;
 }
 
-absl::StatusOr<const std::vector<std::string>*>
-ProfileRegistry::FindHolidayCalendar(absl::string_view name,
-                                     absl::string_view field) const {
-  auto it = calendars_.find(name);
-  if (it == calendars_.end()) {
-    return FieldError(absl::StatusCode::kNotFound, field,
-                      absl::StrCat("unknown holiday calendar ", QuoteName(name)));
+absl::StatusOr<HolidayDayList> ProfileRegistry::FindHolidayCalendar(
+    absl::string_view name, absl::string_view field) const {
+  // A profile's calendar shadows a built-in one of the same name.
+  if (auto it = calendars_.find(name); it != calendars_.end()) return it->second;
+  if (auto it = builtin_calendars_.find(name); it != builtin_calendars_.end()) {
+    return it->second;
   }
-  return &it->second;
+  return FieldError(absl::StatusCode::kNotFound, field,
+                    absl::StrCat("unknown holiday calendar ", QuoteName(name),
+                                 " (ListProfiles shows the available ones)"));
 }
 
 std::vector<const v1::Profile*> ProfileRegistry::profiles() const {
@@ -220,6 +278,9 @@ std::vector<const v1::Profile*> ProfileRegistry::profiles() const {
 }
 
 void ProfileRegistry::ListInto(v1::ListProfilesResponse* response) const {
+  for (const auto& [name, days] : builtin_calendars_) {
+    response->add_builtin_holiday_calendars(name);
+  }
   for (const auto& [name, profile] : profiles_) {
     v1::ProfileInfo* info = response->add_profiles();
     info->set_name(profile.name());

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/holidays.h"
 #include "core/learned.h"
 #include "phasor/v1/encoder.pb.h"
 
@@ -29,6 +30,15 @@ struct Time2VecParameters {
   std::vector<double> omega;
   std::vector<double> phi;
 };
+
+// The file name gen_builtin_holidays.py writes at build time and CMake
+// installs under share/phasor/.
+inline constexpr absl::string_view kBuiltinHolidaysFile = "builtin_holidays.textpb";
+
+// The built-in calendars file beside the running binary (the build tree) or
+// in ../share/phasor/ from it (the install layout), whichever is readable
+// first; "" when neither is.
+std::string DefaultBuiltinHolidaysPath();
 
 class ProfileRegistry final {
  public:
@@ -51,8 +61,19 @@ class ProfileRegistry final {
       absl::string_view name, absl::string_view field) const;
   absl::StatusOr<const Time2VecParameters*> FindTime2Vec(
       absl::string_view name, absl::string_view field) const;
-  absl::StatusOr<const std::vector<std::string>*> FindHolidayCalendar(
+  // A profile's calendar, else a built-in one of that name.
+  absl::StatusOr<HolidayDayList> FindHolidayCalendar(
       absl::string_view name, absl::string_view field) const;
+
+  // Adds the built-in calendars of a text-format
+  // phasor.v1.BuiltinHolidayCalendars file (server/holidays/); call before
+  // the registry is shared. Errors name the file and the calendar.
+  absl::Status LoadBuiltinHolidayCalendars(const std::string& path);
+  // "<path> (<library version>, <years>, <n> calendars)", or "" when none
+  // were loaded; for the startup log.
+  const std::string& builtin_holidays_source() const {
+    return builtin_holidays_source_;
+  }
 
   // All profiles, sorted by name.
   std::vector<const v1::Profile*> profiles() const;
@@ -63,7 +84,9 @@ class ProfileRegistry final {
   std::map<std::string, v1::Profile, std::less<>> profiles_;
   std::map<std::string, LearnedTable, std::less<>> learned_tables_;
   std::map<std::string, Time2VecParameters, std::less<>> time2vec_;
-  std::map<std::string, std::vector<std::string>, std::less<>> calendars_;
+  std::map<std::string, HolidayDayList, std::less<>> calendars_;
+  std::map<std::string, HolidayDayList, std::less<>> builtin_calendars_;
+  std::string builtin_holidays_source_;
 };
 
 }  // namespace phasor::server

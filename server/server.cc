@@ -135,6 +135,19 @@ absl::StatusOr<std::unique_ptr<PhasorServer>> PhasorServer::Start(
         ProfileRegistry::Load(options.profiles_path);
     if (!profiles.ok()) return profiles.status();
     server->profiles_ = *std::move(profiles);
+  }
+  {
+    // Before the profiles are checked: they may name a built-in calendar.
+    const std::string builtin = options.builtin_holidays_path.empty()
+                                    ? DefaultBuiltinHolidaysPath()
+                                    : options.builtin_holidays_path;
+    if (!builtin.empty()) {
+      const absl::Status loaded =
+          server->profiles_->LoadBuiltinHolidayCalendars(builtin);
+      if (!loaded.ok()) return loaded;
+    }
+  }
+  if (!options.profiles_path.empty()) {
     const absl::Status valid = ValidateProfiles(*server->profiles_);
     if (!valid.ok()) {
       return absl::Status(valid.code(), absl::StrCat("profiles: ", options.profiles_path,
@@ -253,6 +266,7 @@ LogRecord ConfigurationRecord(const ServerOptions& options, const PhasorServer& 
       .Add("auth_token_required", !options.auth_token_path.empty())
       .Add("profiles_file", options.profiles_path)
       .Add("profiles", profile_names)
+      .Add("builtin_holidays", server.profiles().builtin_holidays_source())
       .Add("shutdown_grace_seconds", absl::ToDoubleSeconds(options.shutdown_grace))
       .Add("max_connection_age_seconds", absl::ToDoubleSeconds(options.max_connection_age))
       .Add("max_connection_age_grace_seconds",

@@ -329,14 +329,37 @@ absl::StatusOr<CalendarBlock> CalendarFromProto(const v1::CalendarBlock& block,
   out.fourier_orders.assign(block.fourier_orders().begin(), block.fourier_orders().end());
   if (block.has_holidays()) {
     const v1::HolidayFeatures& in = block.holidays();
+    const std::string hp = absl::StrCat(prefix, ".holidays");
     HolidaysBlock holidays;
     holidays.dates.assign(in.dates().begin(), in.dates().end());
     if (!in.calendar().empty()) {
       PHASOR_ASSIGN_OR_RETURN(
-          const std::vector<std::string>* dates,
-          profiles.FindHolidayCalendar(in.calendar(),
-                                       absl::StrCat(prefix, ".holidays.calendar")));
-      holidays.dates.insert(holidays.dates.end(), dates->begin(), dates->end());
+          HolidayDayList days,
+          profiles.FindHolidayCalendar(in.calendar(), absl::StrCat(hp, ".calendar")));
+      holidays.calendars.push_back(std::move(days));
+    }
+    // Sets alone give only their own columns; a block with nothing else
+    // keeps its one (then all-zero) unnamed column.
+    holidays.include_unnamed_set =
+        in.sets().empty() || !in.dates().empty() || !in.calendar().empty();
+    if (in.sets_size() > kMaxHolidaySets) {
+      return InvalidField(absl::StrCat(hp, ".sets"),
+                          absl::StrCat("at most ", kMaxHolidaySets,
+                                       " sets, got ", in.sets_size()));
+    }
+    for (int i = 0; i < in.sets_size(); ++i) {
+      const v1::HolidaySet& set_in = in.sets(i);
+      HolidaySet set;
+      set.name = set_in.name();
+      set.dates.assign(set_in.dates().begin(), set_in.dates().end());
+      if (!set_in.calendar().empty()) {
+        PHASOR_ASSIGN_OR_RETURN(
+            HolidayDayList days,
+            profiles.FindHolidayCalendar(
+                set_in.calendar(), absl::StrCat(hp, ".sets[", i, "].calendar")));
+        set.calendars.push_back(std::move(days));
+      }
+      holidays.sets.push_back(std::move(set));
     }
     switch (in.kernel()) {
       case v1::HolidayFeatures::KERNEL_UNSPECIFIED:
@@ -350,10 +373,25 @@ absl::StatusOr<CalendarBlock> CalendarFromProto(const v1::CalendarBlock& block,
         holidays.kernel = HolidayKernel::kSquaredExponential;
         break;
       default:
-        return InvalidField(absl::StrCat(prefix, ".holidays.kernel"),
+        return InvalidField(absl::StrCat(hp, ".kernel"),
                             absl::StrCat("unknown kernel ", in.kernel()));
     }
+    switch (in.distance_mode()) {
+      case v1::HolidayFeatures::DISTANCE_MODE_UNSPECIFIED:
+      case v1::HolidayFeatures::NEAREST:
+        holidays.distance_mode = HolidayDistanceMode::kNearest;
+        break;
+      case v1::HolidayFeatures::GLUONTS:
+        holidays.distance_mode = HolidayDistanceMode::kGluonTs;
+        break;
+      default:
+        return InvalidField(absl::StrCat(hp, ".distance_mode"),
+                            absl::StrCat("unknown distance mode ", in.distance_mode()));
+    }
     if (in.has_alpha()) holidays.alpha = in.alpha();
+    holidays.include_days_since = in.include_days_since();
+    holidays.include_days_until = in.include_days_until();
+    if (in.has_max_distance_days()) holidays.max_distance_days = in.max_distance_days();
     out.holidays = std::move(holidays);
   }
   return out;

@@ -1,6 +1,8 @@
 #include "core/holidays.h"
 
 #include <cmath>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,8 @@ namespace phasor {
 namespace {
 
 using absl::CivilDay;
+using ::testing::DoubleEq;
+using ::testing::ElementsAre;
 
 HolidaysBlock Block(std::vector<std::string> dates,
                     HolidayKernel kernel = HolidayKernel::kIndicator,
@@ -85,8 +89,8 @@ TEST(ValidateHolidaysBlock, ErrorPaths) {
   // INDICATOR ignores alpha.
   PHASOR_ASSERT_OK(
       ValidateHolidaysBlock(Block({"2026-01-01"}, HolidayKernel::kIndicator, 0), p));
-  EXPECT_THAT(ValidateHolidaysBlock(Block({}), p),
-              IsFieldError(absl::StatusCode::kInvalidArgument, p + ".dates"));
+  // An empty list is valid (a country with no holidays in range).
+  PHASOR_ASSERT_OK(ValidateHolidaysBlock(Block({}), p));
   EXPECT_THAT(ValidateHolidaysBlock(Block({"2026-01-01", "2026-1-2"}), p),
               IsFieldError(absl::StatusCode::kInvalidArgument, p + ".dates[1]"));
   EXPECT_THAT(ValidateHolidaysBlock(
@@ -96,6 +100,187 @@ TEST(ValidateHolidaysBlock, ErrorPaths) {
                   Block({"2026-01-01"}, HolidayKernel::kSquaredExponential, NAN),
                   p),
               IsFieldError(absl::StatusCode::kInvalidArgument, p + ".alpha"));
+  HolidaysBlock window = Block({});
+  window.max_distance_days = -1;
+  EXPECT_THAT(ValidateHolidaysBlock(window, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument,
+                           p + ".max_distance_days"));
+  HolidaysBlock sets = Block({});
+  sets.sets = {{"christmas", {"2026-12-25"}, {}}, {"easter", {"2026-04-5"}, {}}};
+  EXPECT_THAT(ValidateHolidaysBlock(sets, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument,
+                           p + ".sets[1].dates[0]"));
+  for (const char* bad : {"", "a.b", "days_since", "days_until", "x y"}) {
+    sets.sets = {{"christmas", {}, {}}, {bad, {}, {}}};
+    EXPECT_THAT(ValidateHolidaysBlock(sets, p),
+                IsFieldError(absl::StatusCode::kInvalidArgument,
+                             p + ".sets[1].name"))
+        << bad;
+  }
+  sets.sets = {{"christmas", {}, {}}, {"christmas", {}, {}}};
+  EXPECT_THAT(ValidateHolidaysBlock(sets, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument,
+                           p + ".sets[1].name"));
+  sets.sets.assign(kMaxHolidaySets + 1, HolidaySet{"x", {}, {}});
+  EXPECT_THAT(ValidateHolidaysBlock(sets, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument, p + ".sets"));
+  HolidaysBlock none = Block({});
+  none.include_unnamed_set = false;
+  EXPECT_THAT(ValidateHolidaysBlock(none, p),
+              IsFieldError(absl::StatusCode::kInvalidArgument, p + ".sets"));
+}
+
+// Writes one row's columns at midnight (or later) of `day`.
+std::vector<double> Row(const HolidayCalendar& cal, CivilDay day,
+                        bool at_local_midnight = true) {
+  std::vector<double> out(static_cast<size_t>(cal.width()), -99.0);
+  cal.Write(day, at_local_midnight, out.data());
+  return out;
+}
+
+TEST(HolidayCalendar, EmptyListGivesZeros) {
+  for (HolidayKernel kernel :
+       {HolidayKernel::kIndicator, HolidayKernel::kExponential,
+        HolidayKernel::kSquaredExponential}) {
+    HolidaysBlock block = Block({}, kernel, 0.5);
+    block.include_days_since = true;
+    block.include_days_until = true;
+    for (HolidayDistanceMode mode :
+         {HolidayDistanceMode::kNearest, HolidayDistanceMode::kGluonTs}) {
+      block.distance_mode = mode;
+      const HolidayCalendar cal(block);
+      ASSERT_EQ(cal.width(), 3);
+      for (CivilDay day : {CivilDay(1900, 1, 1), CivilDay(2026, 7, 4)}) {
+        EXPECT_THAT(Row(cal, day),
+                    ElementsAre(0.0, kNoHolidayInWindow, kNoHolidayInWindow));
+      }
+    }
+  }
+}
+
+TEST(HolidayCalendar, DaysSinceAndUntilWithinTheWindow) {
+  HolidaysBlock block = Block({"2026-01-01", "2026-12-25"});
+  block.include_days_since = true;
+  block.include_days_until = true;
+  block.max_distance_days = 200;
+  const HolidayCalendar cal(block);
+  ASSERT_EQ(cal.width(), 3);
+  // [kernel, since, until]
+  EXPECT_THAT(Row(cal, CivilDay(2026, 1, 1)), ElementsAre(1.0, 0.0, 0.0));
+  EXPECT_THAT(Row(cal, CivilDay(2026, 1, 11)), ElementsAre(0.0, 10.0, -1.0));
+  EXPECT_THAT(Row(cal, CivilDay(2026, 12, 20)), ElementsAre(0.0, -1.0, 5.0));
+  // 200 days after Jan 1 is July 20 (in the window), 201 is not; Dec 25
+  // is 158 days ahead.
+  EXPECT_THAT(Row(cal, CivilDay(2026, 7, 20)), ElementsAre(0.0, 200.0, 158.0));
+  EXPECT_THAT(Row(cal, CivilDay(2026, 7, 21)), ElementsAre(0.0, -1.0, 157.0));
+  EXPECT_THAT(Row(cal, CivilDay(2025, 12, 31)), ElementsAre(0.0, -1.0, 1.0));
+  // A window of 0 finds only the holiday itself.
+  block.max_distance_days = 0;
+  EXPECT_THAT(Row(HolidayCalendar(block), CivilDay(2026, 1, 2)),
+              ElementsAre(0.0, -1.0, -1.0));
+  EXPECT_THAT(Row(HolidayCalendar(block), CivilDay(2026, 12, 25)),
+              ElementsAre(1.0, 0.0, 0.0));
+}
+
+TEST(HolidayCalendar, OneColumnGroupPerNamedSet) {
+  HolidaysBlock block = Block({"2026-07-04"}, HolidayKernel::kExponential, 0.5);
+  block.include_days_until = true;
+  // Christmas from inline dates; "newyear" from a shared calendar list plus
+  // a date of its own.
+  const HolidayDayList newyear = MakeHolidayDayList(
+      {CivilDay(2027, 1, 1), CivilDay(2026, 1, 1), CivilDay(2027, 1, 1)});
+  ASSERT_EQ(newyear->size(), 2u);
+  block.sets = {{"christmas", {"2026-12-25"}, {}},
+                {"newyear", {"2028-01-01"}, {newyear}}};
+  const HolidayCalendar cal(block);
+  ASSERT_EQ(cal.width(), 6);
+  const std::vector<HolidayColumn> columns = HolidayColumns(block);
+  std::vector<std::string> names;
+  for (const HolidayColumn& column : columns) names.push_back(column.name);
+  EXPECT_THAT(names, ElementsAre("holidays", "holidays.days_until",
+                                 "holidays.christmas",
+                                 "holidays.christmas.days_until",
+                                 "holidays.newyear",
+                                 "holidays.newyear.days_until"));
+  const CivilDay day(2026, 12, 28);
+  // Nearest: July 4 is 177 days back; Dec 25 three back (none after it);
+  // Jan 1 four ahead.
+  EXPECT_THAT(Row(cal, day),
+              ElementsAre(DoubleEq(std::exp(-0.5 * 177)), -1.0,
+                          DoubleEq(std::exp(-0.5 * 3)), -1.0,
+                          DoubleEq(std::exp(-0.5 * 4)), 4.0));
+  // Between 2027-01-01 (calendar) and 2028-01-01 (own date): both lists
+  // count.
+  EXPECT_EQ(Row(cal, CivilDay(2027, 12, 30))[5], 2.0);
+  // Only the sets, no unnamed column.
+  block.include_unnamed_set = false;
+  EXPECT_EQ(HolidayCalendar(block).width(), 4);
+  EXPECT_EQ(HolidayColumns(block).front().name, "holidays.christmas");
+}
+
+// GluonTS's distance_to_holiday, written out the slow way: every holiday
+// timestamp (a date's midnight) within [t − 200 d, t + 200 d] of the row's
+// instant t = day + clock, and the first of them.
+std::optional<int64_t> GluonTsDistance(const std::vector<CivilDay>& holidays,
+                                       CivilDay day, int64_t clock_seconds) {
+  const int64_t t = (day - CivilDay(1970, 1, 1)) * 86400 + clock_seconds;
+  std::optional<int64_t> best;
+  for (CivilDay h : holidays) {
+    const int64_t ht = (h - CivilDay(1970, 1, 1)) * 86400;
+    if (ht < t - 200 * 86400 || ht > t + 200 * 86400) continue;
+    if (!best.has_value() || ht < *best) best = ht;
+  }
+  if (!best.has_value()) return std::nullopt;
+  // Timedelta.days floors.
+  const int64_t diff = t - *best;
+  return diff >= 0 ? diff / 86400 : -((-diff + 86399) / 86400);
+}
+
+TEST(HolidayCalendar, GluonTsModeTakesTheEarliestWithin200Days) {
+  // Uneven gaps, so earliest and nearest often differ.
+  const std::vector<std::string> dates = {"2025-12-25", "2026-04-05",
+                                          "2026-04-06", "2026-11-26",
+                                          "2027-03-01"};
+  std::vector<CivilDay> days;
+  for (const std::string& date : dates) days.push_back(*ParseIsoDate(date));
+  int differs_from_nearest = 0;
+  int clipped = 0;
+  int after_midnight_differs = 0;
+  for (HolidayKernel kernel :
+       {HolidayKernel::kIndicator, HolidayKernel::kExponential,
+        HolidayKernel::kSquaredExponential}) {
+    HolidaysBlock block = Block(dates, kernel, 0.1);
+    block.distance_mode = HolidayDistanceMode::kGluonTs;
+    const HolidayCalendar gluonts(block);
+    block.distance_mode = HolidayDistanceMode::kNearest;
+    const HolidayCalendar nearest(block);
+    for (CivilDay day = CivilDay(2025, 4, 1); day < CivilDay(2027, 11, 1); ++day) {
+      for (bool midnight : {true, false}) {
+        const std::optional<int64_t> d =
+            GluonTsDistance(days, day, midnight ? 0 : 13 * 3600);
+        double want = 0.0;
+        if (d.has_value()) {
+          const auto dd = static_cast<double>(*d);
+          want = kernel == HolidayKernel::kIndicator ? (*d == 0 ? 1.0 : 0.0)
+                 : kernel == HolidayKernel::kExponential
+                     ? std::exp(-0.1 * std::fabs(dd))
+                     : std::exp(-0.1 * (dd * dd));
+          if (kernel != HolidayKernel::kIndicator && want <= 1e-9) {
+            want = 0.0;
+            ++clipped;
+          }
+        }
+        const double got = Row(gluonts, day, midnight)[0];
+        EXPECT_EQ(got, want) << absl::FormatCivilTime(day) << " " << midnight;
+        if (got != Row(nearest, day)[0]) ++differs_from_nearest;
+        if (!midnight && got != Row(gluonts, day, true)[0]) ++after_midnight_differs;
+      }
+    }
+  }
+  // The cases that make the mode a mode happened.
+  EXPECT_GT(differs_from_nearest, 100);
+  EXPECT_GT(clipped, 100);
+  EXPECT_GT(after_midnight_differs, 0);
 }
 
 }  // namespace

@@ -123,6 +123,9 @@ class ContainerTest(unittest.TestCase):
         # IANA zones for calendar features.
         self.assertTrue(os.path.exists(os.path.join(
             root, "usr/share/zoneinfo/Europe/Berlin")))
+        # The built-in holiday calendars, where the server looks by default.
+        self.assertTrue(os.path.exists(os.path.join(
+            root, "usr/local/share/phasor/builtin_holidays.textpb")))
 
     # -- the image running -------------------------------------------------
 

@@ -218,6 +218,10 @@ class DockerfileTest(unittest.TestCase):
         self.assertIn("phasor-server", runs)
         copies = " ".join(self.instructions("COPY"))
         self.assertIn("--from=builder", copies)
+        # The built-in holiday calendars, at the path the server looks at
+        # by default from /usr/local/bin (server/profiles.h).
+        self.assertIn("/build/server/builtin_holidays.textpb "
+                      "/usr/local/share/phasor/", copies)
 
     def test_runtime_has_only_runtime_libraries(self):
         runs = " ".join(self.instructions("RUN"))
