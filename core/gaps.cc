@@ -477,10 +477,11 @@ void GapsEncoder::ScaleGaps(double* out, int64_t rows, int64_t stride) const {
       }
     }
   };
-  // Walks the runs of rows [r0, r1) from value `skip` of the first row's
-  // first run: copy == true gathers into the stage, false scatters back.
+  // Walks `count` gap values from (walk_row, walk_run, walk_index), the
+  // first not yet transformed, in row-major order: gather copies them into
+  // the stage, !gather copies the stage back; returns where it stopped.
   int64_t staged = 0;
-  int64_t walk_row = 0, walk_run = 0, walk_index = 0;  // Where staging began.
+  int64_t walk_row = 0, walk_run = 0, walk_index = 0;
   const auto walk = [&](bool gather, int64_t count) {
     int64_t row = walk_row, run = walk_run, index = walk_index;
     for (int64_t i = 0; i < count;) {
