@@ -221,16 +221,27 @@ void LadderRowsFloat32(const int64_t* HWY_RESTRICT elapsed, size_t rows,
                        const uint64_t* HWY_RESTRICT step_hi, size_t periods,
                        double* HWY_RESTRICT out, int64_t stride) {
   const hn::ScalableTag<double> full;
+  const hn::CappedTag<double, 4> four;
+  const hn::CappedTag<double, 2> two;
   const hn::CappedTag<double, 1> one;
   for (size_t r = 0; r < rows; ++r) {
     double* row = out + static_cast<int64_t>(r) * stride;
     size_t k = 0;
 #if HWY_TARGET != HWY_SCALAR
+    // Full vectors, then narrower ones for the rest (a dim-8 ladder is 4
+    // periods, half an AVX-512 vector).
     for (; k + hn::Lanes(full) <= periods; k += hn::Lanes(full)) {
       LadderVector(full, elapsed[r], step_lo, step_hi, k, row);
     }
+    for (; k + hn::Lanes(four) <= periods; k += hn::Lanes(four)) {
+      LadderVector(four, elapsed[r], step_lo, step_hi, k, row);
+    }
+    for (; k + hn::Lanes(two) <= periods; k += hn::Lanes(two)) {
+      LadderVector(two, elapsed[r], step_lo, step_hi, k, row);
+    }
+    for (; k < periods; ++k) LadderVector(one, elapsed[r], step_lo, step_hi, k, row);
 #endif
-    // The rest one lane at a time, the product in 128 bits.
+    // HWY_SCALAR: one lane at a time, the product in 128 bits.
     for (; k < periods; ++k) {
       const unsigned __int128 step =
           (static_cast<unsigned __int128>(step_hi[k]) << 64) | step_lo[k];
@@ -244,7 +255,12 @@ void LadderRowsFloat32(const int64_t* HWY_RESTRICT elapsed, size_t rows,
     }
   }
   (void)full;
+  (void)four;
+  (void)two;
 }
+
+// Doubles per full vector of the target.
+size_t DoubleLanes() { return hn::Lanes(hn::ScalableTag<double>()); }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
@@ -255,6 +271,7 @@ HWY_AFTER_NAMESPACE();
 namespace phasor {
 HWY_EXPORT(SinCosSmallAngles);
 HWY_EXPORT(LadderRowsFloat32);
+HWY_EXPORT(DoubleLanes);
 namespace {
 
 // The Time2Vec phase reduction needs more than double's 53 bits.
@@ -612,10 +629,14 @@ template <SinusoidAccuracy kAccuracy>
 void TimeSinusoid::EncodeRowsImpl(absl::Span<const int64_t> times_ns,
                                   int64_t origin_ns, double* out,
                                   int64_t row_stride) const {
-  if constexpr (kAccuracy == SinusoidAccuracy::kFloat32) {
-    // Whole rows through the vector ladder, kRows at a time; a row whose
-    // elapsed time does not fit int64 (t and the origin ~292 years apart)
-    // is redone by the scalar path.
+  // kFloat32 ladders of at least a full vector of periods: whole rows
+  // through the vector ladder, kRows at a time; a row whose elapsed time
+  // does not fit int64 (t and the origin ~292 years apart) is redone by the
+  // scalar path. Narrower ladders (dim 8 is 4 periods, half an AVX-512
+  // vector) fill whole vectors with the angles of several rows below
+  // instead. Both give the same bits.
+  if (kAccuracy == SinusoidAccuracy::kFloat32 &&
+      phases_.size() >= HWY_DYNAMIC_DISPATCH(DoubleLanes)()) {
     constexpr int64_t kRows = 64;
     int64_t elapsed[kRows];
     const auto ladder = HWY_DYNAMIC_DISPATCH(LadderRowsFloat32);
