@@ -62,17 +62,15 @@ constexpr double kC6 = -1.13596475577881948265e-11;  // 0xBDA8FAE9 BE8838D4
 // Adding 1.5·2^52 leaves no fraction bits: rounds to nearest, ties to
 // even, and leaves q in two's complement in the low significand bits.
 constexpr double kShifter = 6755399441055744.0;
+// 2π as the scalar path's kTwoPi (below) rounds it.
+constexpr double kLadderTwoPi = 6.283185307179586476925286766559;
 
-// The kernel on one vector of Lanes(d) angles at angle[i..].
-template <class D>
-HWY_INLINE void SinCosVector(D d, const double* HWY_RESTRICT angle,
-                             double* HWY_RESTRICT sin_out,
-                             double* HWY_RESTRICT cos_out, size_t i) {
+// The kernel on one vector of Lanes(d) angles x: *sin_x, *cos_x.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE void SinCosOf(D d, V x, V* sin_x, V* cos_x) {
   const hn::RebindToUnsigned<D> du;
-  using V = hn::Vec<D>;
   const V one = hn::Set(d, 1.0);
   const V half = hn::Set(d, 0.5);
-  const V x = hn::LoadU(d, angle + i);
   const V shifted = hn::Add(hn::Mul(x, hn::Set(d, kInvPio2)), hn::Set(d, kShifter));
   const V q = hn::Sub(shifted, hn::Set(d, kShifter));
   // e_rem_pio2.c, medium case, second round.
@@ -121,8 +119,19 @@ HWY_INLINE void SinCosVector(D d, const double* HWY_RESTRICT angle,
   const auto sin_sign = hn::ShiftLeft<62>(hn::And(quadrant, hn::Set(du, 2)));
   const auto cos_sign = hn::ShiftLeft<62>(
       hn::And(hn::Add(quadrant, hn::Set(du, 1)), hn::Set(du, 2)));
-  hn::StoreU(hn::BitCast(d, hn::Xor(hn::BitCast(du, s), sin_sign)), d, sin_out + i);
-  hn::StoreU(hn::BitCast(d, hn::Xor(hn::BitCast(du, c), cos_sign)), d, cos_out + i);
+  *sin_x = hn::BitCast(d, hn::Xor(hn::BitCast(du, s), sin_sign));
+  *cos_x = hn::BitCast(d, hn::Xor(hn::BitCast(du, c), cos_sign));
+}
+
+// The kernel on one vector of Lanes(d) angles at angle[i..].
+template <class D>
+HWY_INLINE void SinCosVector(D d, const double* HWY_RESTRICT angle,
+                             double* HWY_RESTRICT sin_out,
+                             double* HWY_RESTRICT cos_out, size_t i) {
+  hn::Vec<D> s, c;
+  SinCosOf(d, hn::LoadU(d, angle + i), &s, &c);
+  hn::StoreU(s, d, sin_out + i);
+  hn::StoreU(c, d, cos_out + i);
 }
 
 // sin and cos of `count` angles |x| <= π in double. fdlibm's algorithm
@@ -161,6 +170,98 @@ void SinCosSmallAngles(const double* HWY_RESTRICT angle, size_t count,
   }
 }
 
+// Periods k.. k + Lanes(d) of one row of the float32-path ladder:
+// row[2k] = sin, row[2k + 1] = cos of 2π·SignedTurns(e) (ExactPhase), the
+// top 64 bits of the 128-bit product e·step_k formed from 32-bit pieces
+// (an int64 e sign-extended: e·step_lo's high half + e·step_hi's low half
+// − step_lo when e < 0, all mod 2^64) — the same integer, so the same
+// double angle and the same bits as the scalar path.
+template <class D>
+HWY_INLINE void LadderVector(D d, int64_t e, const uint64_t* HWY_RESTRICT step_lo,
+                             const uint64_t* HWY_RESTRICT step_hi, size_t k,
+                             double* HWY_RESTRICT row) {
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const hn::Repartition<uint32_t, decltype(du)> du32;
+  using VU = hn::Vec<decltype(du)>;
+  const VU a = hn::Set(du, static_cast<uint64_t>(e));
+  const VU lo = hn::LoadU(du, step_lo + k);
+  const VU hi = hn::LoadU(du, step_hi + k);
+  // MulEven multiplies the low 32 bits of each 64-bit lane.
+  const auto low32 = [&](VU v) { return hn::BitCast(du32, v); };
+  const auto high32 = [&](VU v) { return hn::BitCast(du32, hn::ShiftRight<32>(v)); };
+  const VU p00 = hn::MulEven(low32(a), low32(lo));
+  const VU p01 = hn::MulEven(low32(a), high32(lo));
+  const VU p10 = hn::MulEven(high32(a), low32(lo));
+  const VU p11 = hn::MulEven(high32(a), high32(lo));
+  const VU mask32 = hn::Set(du, 0xffffffffu);
+  const VU mid = hn::Add(hn::Add(hn::ShiftRight<32>(p00), hn::And(p01, mask32)),
+                         hn::And(p10, mask32));
+  const VU product_high =
+      hn::Add(hn::Add(hn::Add(p11, hn::ShiftRight<32>(p01)), hn::ShiftRight<32>(p10)),
+              hn::ShiftRight<32>(mid));
+  const VU cross = hn::Add(hn::MulEven(low32(a), high32(hi)),
+                           hn::MulEven(high32(a), low32(hi)));
+  const VU product_low =
+      hn::Add(hn::MulEven(low32(a), low32(hi)), hn::ShiftLeft<32>(cross));
+  VU top = hn::Add(product_high, product_low);
+  if (e < 0) top = hn::Sub(top, lo);
+  const auto turns =
+      hn::Mul(hn::ConvertTo(d, hn::BitCast(di, top)), hn::Set(d, 0x1p-64));
+  hn::Vec<D> s, c;
+  SinCosOf(d, hn::Mul(hn::Set(d, kLadderTwoPi), turns), &s, &c);
+  hn::StoreInterleaved2(s, c, d, row + 2 * k);
+}
+
+// The float32-path ladder of whole rows: row r at out + r·stride gets
+// 2·periods values (LadderVector), for elapsed times that fit int64.
+// Each lane is computed alone: any vector width gives the same bits.
+void LadderRowsFloat32(const int64_t* HWY_RESTRICT elapsed, size_t rows,
+                       const uint64_t* HWY_RESTRICT step_lo,
+                       const uint64_t* HWY_RESTRICT step_hi, size_t periods,
+                       double* HWY_RESTRICT out, int64_t stride) {
+  const hn::ScalableTag<double> full;
+  const hn::CappedTag<double, 4> four;
+  const hn::CappedTag<double, 2> two;
+  const hn::CappedTag<double, 1> one;
+  for (size_t r = 0; r < rows; ++r) {
+    double* row = out + static_cast<int64_t>(r) * stride;
+    size_t k = 0;
+#if HWY_TARGET != HWY_SCALAR
+    // Full vectors, then narrower ones for the rest (a dim-8 ladder is 4
+    // periods, half an AVX-512 vector).
+    for (; k + hn::Lanes(full) <= periods; k += hn::Lanes(full)) {
+      LadderVector(full, elapsed[r], step_lo, step_hi, k, row);
+    }
+    for (; k + hn::Lanes(four) <= periods; k += hn::Lanes(four)) {
+      LadderVector(four, elapsed[r], step_lo, step_hi, k, row);
+    }
+    for (; k + hn::Lanes(two) <= periods; k += hn::Lanes(two)) {
+      LadderVector(two, elapsed[r], step_lo, step_hi, k, row);
+    }
+    for (; k < periods; ++k) LadderVector(one, elapsed[r], step_lo, step_hi, k, row);
+#endif
+    // HWY_SCALAR: one lane at a time, the product in 128 bits.
+    for (; k < periods; ++k) {
+      const unsigned __int128 step =
+          (static_cast<unsigned __int128>(step_hi[k]) << 64) | step_lo[k];
+      const auto top = static_cast<uint64_t>(
+          (static_cast<unsigned __int128>(static_cast<__int128>(elapsed[r])) * step) >> 64);
+      const double turns = static_cast<double>(static_cast<int64_t>(top)) * 0x1p-64;
+      hn::Vec<decltype(one)> s, c;
+      SinCosOf(one, hn::Set(one, kLadderTwoPi * turns), &s, &c);
+      row[2 * k] = hn::GetLane(s);
+      row[2 * k + 1] = hn::GetLane(c);
+    }
+  }
+  (void)full;
+  (void)four;
+  (void)two;
+}
+
+// Doubles per full vector of the target.
+size_t DoubleLanes() { return hn::Lanes(hn::ScalableTag<double>()); }
+
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace phasor
@@ -169,6 +270,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace phasor {
 HWY_EXPORT(SinCosSmallAngles);
+HWY_EXPORT(LadderRowsFloat32);
+HWY_EXPORT(DoubleLanes);
 namespace {
 
 // The Time2Vec phase reduction needs more than double's 53 bits.
@@ -423,9 +526,13 @@ TimeSinusoid::TimeSinusoid(int64_t dim, double min_period_seconds,
       accuracy_(accuracy) {
   const int64_t num_periods = dim / 2;
   phases_.reserve(static_cast<size_t>(num_periods));
+  step_lo_.reserve(static_cast<size_t>(num_periods));
+  step_hi_.reserve(static_cast<size_t>(num_periods));
   for (int64_t k = 0; k < num_periods; ++k) {
     phases_.emplace_back(LadderPeriodSeconds(k, num_periods, min_period_seconds,
                                              max_period_seconds));
+    step_lo_.push_back(static_cast<uint64_t>(phases_.back().step()));
+    step_hi_.push_back(static_cast<uint64_t>(phases_.back().step() >> 64));
   }
 }
 
@@ -456,9 +563,15 @@ std::vector<double> TimeSinusoid::periods_seconds() const {
 void TimeSinusoid::Encode(__int128 elapsed_ns, double* out) const {
   if (accuracy_ == SinusoidAccuracy::kFloat64) {
     EncodeImpl<SinusoidAccuracy::kFloat64>(elapsed_ns, out);
-  } else {
-    EncodeImpl<SinusoidAccuracy::kFloat32>(elapsed_ns, out);
+    return;
   }
+  const auto narrow = static_cast<int64_t>(elapsed_ns);
+  if (narrow != elapsed_ns) {
+    EncodeImpl<SinusoidAccuracy::kFloat32>(elapsed_ns, out);
+    return;
+  }
+  HWY_DYNAMIC_DISPATCH(LadderRowsFloat32)(&narrow, 1, step_lo_.data(), step_hi_.data(),
+                                          phases_.size(), out, dim());
 }
 
 void TimeSinusoid::EncodeRows(absl::Span<const int64_t> times_ns,
@@ -580,6 +693,38 @@ template <SinusoidAccuracy kAccuracy>
 void TimeSinusoid::EncodeRowsImpl(absl::Span<const int64_t> times_ns,
                                   int64_t origin_ns, double* out,
                                   int64_t row_stride) const {
+  // kFloat32 ladders of at least a full vector of periods: whole rows
+  // through the vector ladder, kRows at a time; a row whose elapsed time
+  // does not fit int64 (t and the origin ~292 years apart) is redone by the
+  // scalar path. Narrower ladders (dim 8 is 4 periods, half an AVX-512
+  // vector) fill whole vectors with the angles of several rows below
+  // instead. Both give the same bits.
+  if (kAccuracy == SinusoidAccuracy::kFloat32 &&
+      phases_.size() >= HWY_DYNAMIC_DISPATCH(DoubleLanes)()) {
+    constexpr int64_t kRows = 64;
+    int64_t elapsed[kRows];
+    const auto ladder = HWY_DYNAMIC_DISPATCH(LadderRowsFloat32);
+    const auto rows = static_cast<int64_t>(times_ns.size());
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      const int64_t n = std::min(kRows, rows - r0);
+      bool overflow = false;
+      for (int64_t r = 0; r < n; ++r) {
+        overflow |= __builtin_sub_overflow(times_ns[r0 + r], origin_ns, &elapsed[r]);
+      }
+      ladder(elapsed, static_cast<size_t>(n), step_lo_.data(), step_hi_.data(),
+             phases_.size(), out + r0 * row_stride, row_stride);
+      if (overflow) {
+        for (int64_t r = 0; r < n; ++r) {
+          int64_t unused = 0;
+          if (__builtin_sub_overflow(times_ns[r0 + r], origin_ns, &unused)) {
+            EncodeImpl<kAccuracy>(ElapsedNs(times_ns[r0 + r], origin_ns),
+                                  out + (r0 + r) * row_stride);
+          }
+        }
+      }
+    }
+    return;
+  }
   const auto num_periods = static_cast<int64_t>(phases_.size());
   const auto rows = static_cast<int64_t>(times_ns.size());
   // Angles of whole rows, kAngles at most per kernel call.

@@ -177,6 +177,8 @@ class ExactPhase final {
         static_cast<unsigned __int128>(elapsed_ns) * step_;
     return static_cast<uint64_t>(turns >> 64);
   }
+  // The step, in 2^-128 turns per nanosecond.
+  unsigned __int128 step() const { return step_; }
 
  private:
   unsigned __int128 step_;
@@ -212,10 +214,11 @@ class TimeSinusoid final {
   void Encode(__int128 elapsed_ns, double* out) const;
 
   // Row r of many: Encode(ElapsedNs(times_ns[r], origin_ns),
-  // out + r·row_stride), the same bits. Faster per row: one row's sin/cos is
-  // a dependency chain (~40 ns for dim 8) the CPU cannot overlap with the
-  // next row's when other work lies between the calls; here the angles of
-  // up to 64/(dim/2) rows go through the vector kernel together.
+  // out + r·row_stride), the same bits. kFloat32 (and Encode's kFloat32)
+  // takes a row's whole ladder in vectors: the exact 128-bit phases of
+  // Lanes periods at once from 32-bit multiplies, the sin/cos kernel in
+  // registers, sin and cos stored interleaved. kFloat64 sends the angles
+  // of up to 64/(dim/2) rows through the vector kernel together.
   // REQUIRES: row_stride >= dim(); out holds (rows − 1)·row_stride + dim()
   // values.
   void EncodeRows(absl::Span<const int64_t> times_ns, int64_t origin_ns,
@@ -235,6 +238,10 @@ class TimeSinusoid final {
   SinusoidAccuracy accuracy_;
   std::vector<TimePeriod> explicit_periods_;  // Empty for the ladder.
   std::vector<ExactPhase> phases_;
+  // The phases' steps split in 64-bit halves, for the vector ladder of the
+  // kFloat32 path (continuous_time.cc LadderRowsFloat32).
+  std::vector<uint64_t> step_lo_;
+  std::vector<uint64_t> step_hi_;
 };
 
 // out[i] = sin(angles[i]), < 1 ulp: the time sinusoid's vector kernel (the

@@ -362,10 +362,10 @@ template <typename Tracker, typename Reader>
   // A gap is t_ns − reference: the earlier event, or with no earlier event
   // the origin (SINCE_ORIGIN) or t_ns itself (a gap of 0).
   const int64_t no_history_ns = since_origin ? origin_ns : t_ns;
-  // RAW / LOG1P: the gap in ns as a double, rounded once (the transform
-  // pass scales it); computed in int64 with the overflow noted, and the
-  // row's gaps redone in 128 bits in the rare case one overflows.
-  // SINUSOIDAL: the transform, from the exact 128-bit gap.
+  // RAW / LOG1P: the gap in ns as a double, rounded once, over unit_ns_
+  // (ScaleGaps then takes LOG1P's log1p); computed in int64 with the
+  // overflow noted, and the row's gaps redone in 128 bits in the rare case
+  // one overflows. SINUSOIDAL: the transform, from the exact 128-bit gap.
   bool overflow = false;
   const auto gap = [&](bool seen, int64_t reference_ns, double* p) {
     const int64_t reference = seen ? reference_ns : no_history_ns;
@@ -374,7 +374,7 @@ template <typename Tracker, typename Reader>
     } else {
       int64_t g = 0;
       overflow |= __builtin_sub_overflow(t_ns, reference, &g);
-      *p = static_cast<double>(g);
+      *p = static_cast<double>(g) / unit_ns_;
     }
   };
   double* p = out;
@@ -399,7 +399,8 @@ template <typename Tracker, typename Reader>
     // 128-bit differences, rounded once (a library conversion).
     double* q = out;
     const auto wide_gap = [&](bool seen, int64_t reference_ns) {
-      *q = static_cast<double>(ElapsedNs(t_ns, seen ? reference_ns : no_history_ns));
+      *q = static_cast<double>(ElapsedNs(t_ns, seen ? reference_ns : no_history_ns)) /
+           unit_ns_;
       q += 1;
     };
     if (block_.global_delta) {
@@ -443,7 +444,7 @@ template <typename Tracker, typename Reader>
 }
 
 void GapsEncoder::ScaleGaps(double* out, int64_t rows, int64_t stride) const {
-  if (sinusoid_.has_value()) return;
+  if (block_.transform != GapTransform::kLog1p) return;
   // The gap columns of a row: Δt at 0, δ_0..δ_{C−1} after Δt and its flag;
   // one run when there is no flag between them.
   const int64_t flag =
@@ -464,10 +465,7 @@ void GapsEncoder::ScaleGaps(double* out, int64_t rows, int64_t stride) const {
   // whole vectors whatever C and the stride; the same walk writes back.
   constexpr int64_t kStage = 256;
   double stage[kStage];
-  const bool log1p = block_.transform == GapTransform::kLog1p;
   const auto transform = [&](int64_t count) {
-    for (int64_t i = 0; i < count; ++i) stage[i] /= unit_ns_;
-    if (!log1p) return;
     if (accuracy_ == SinusoidAccuracy::kFloat32) {
       SignedLog1p(absl::MakeSpan(stage, count));
     } else {
@@ -477,10 +475,11 @@ void GapsEncoder::ScaleGaps(double* out, int64_t rows, int64_t stride) const {
       }
     }
   };
-  // Walks the runs of rows [r0, r1) from value `skip` of the first row's
-  // first run: copy == true gathers into the stage, false scatters back.
+  // Walks `count` gap values from (walk_row, walk_run, walk_index), the
+  // first not yet transformed, in row-major order: gather copies them into
+  // the stage, !gather copies the stage back; returns where it stopped.
   int64_t staged = 0;
-  int64_t walk_row = 0, walk_run = 0, walk_index = 0;  // Where staging began.
+  int64_t walk_row = 0, walk_run = 0, walk_index = 0;
   const auto walk = [&](bool gather, int64_t count) {
     int64_t row = walk_row, run = walk_run, index = walk_index;
     for (int64_t i = 0; i < count;) {

@@ -176,22 +176,22 @@ class GapsEncoder final {
 
   // BeginRow, EncodeRow and ObserveRow for rows [begin, begin + n), row i's
   // values at out + i·stride: one call per tile. The rows' memory is
-  // serial; their RAW / LOG1P gaps are then scaled and transformed together
-  // (vectorised), the same bits as row by row.
+  // serial; their LOG1P gaps then take their log1p together (vectorised),
+  // the same float32 values as row by row.
   void EncodeRows(GapTracker* tracker, const ObservationsView& observations,
                   int64_t begin, int64_t n, int64_t origin_ns, double* out,
                   int64_t stride) const;
 
  private:
-  // One row's columns, with RAW / LOG1P gaps left in nanoseconds for
-  // ScaleGaps (SINUSOIDAL gaps are final). Reader reads the row's
+  // One row's columns, with LOG1P gaps left before their log1p for
+  // ScaleGaps (RAW and SINUSOIDAL gaps are final). Reader reads the row's
   // observations (gaps.cc); with a non-const tracker the row's observations
   // are also recorded (ObserveRow), which the getters it reads do not see.
   template <typename Tracker, typename Reader>
   void RowPass(Tracker& tracker, const Reader& reader, int64_t row,
                int64_t t_ns, int64_t origin_ns, double* out) const;
-  // RAW / LOG1P: the gaps of `rows` rows written by RowPass (row i at
-  // out + i·stride) divided by unit_seconds and, for LOG1P, transformed.
+  // LOG1P: sign(x)·log1p(|x|) of the gaps x of `rows` rows written by
+  // RowPass (row i at out + i·stride), all in one pass.
   void ScaleGaps(double* out, int64_t rows, int64_t stride) const;
 
   GapsBlock block_;

@@ -361,27 +361,35 @@ TEST(TimeSinusoid, SameBitsOnEverySimdTarget) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
+// encoder.EncodeRows over `rows` random instants and a random origin gives
+// the bytes of encoder.Encode row by row (rows `width` values apart in a
+// wider stride; nothing past a row written).
+template <typename Encoder>
+void ExpectEncodeRowsIsRowByRow(const Encoder& encoder, int64_t width, int64_t rows,
+                                std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> pick(INT64_MIN + 1, INT64_MAX);
+  std::vector<int64_t> times(rows);
+  for (int64_t& t : times) t = pick(rng);
+  const int64_t origin = pick(rng);
+  const int64_t stride = width + 3;
+  std::vector<double> want(rows * stride, -7.0);
+  std::vector<double> got(rows * stride, -7.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    encoder.Encode(ElapsedNs(times[r], origin), &want[r * stride]);
+  }
+  encoder.EncodeRows(times, origin, got.data(), stride);
+  // An empty vector's data() may be null, which memcmp must not see.
+  EXPECT_TRUE(got.empty() ||
+              std::memcmp(want.data(), got.data(), got.size() * sizeof(double)) == 0)
+      << "width " << width << " rows " << rows;
+}
+
 TEST(TimeSinusoid, EncodeRowsIsEncodeRowByRow) {
   std::mt19937_64 rng(13);
-  std::uniform_int_distribution<int64_t> pick(INT64_MIN + 1, INT64_MAX);
   // dim 130: 65 periods, more than one kernel call holds (row by row).
   for (int64_t dim : {2, 6, 8, 10, 130}) {
     for (int64_t rows : {0, 1, 37, 1000}) {
-      const TimeSinusoid sinusoid(dim, 1e-3, 3.0e9);
-      std::vector<int64_t> times(rows);
-      for (int64_t& t : times) t = pick(rng);
-      const int64_t origin = pick(rng);
-      const int64_t stride = dim + 3;
-      std::vector<double> want(rows * stride, -7.0);
-      std::vector<double> got(rows * stride, -7.0);
-      for (int64_t r = 0; r < rows; ++r) {
-        sinusoid.Encode(ElapsedNs(times[r], origin), &want[r * stride]);
-      }
-      sinusoid.EncodeRows(times, origin, got.data(), stride);
-      // An empty vector's data() may be null, which memcmp must not see.
-      EXPECT_TRUE(got.empty() ||
-                  std::memcmp(want.data(), got.data(), got.size() * sizeof(double)) == 0)
-          << "dim " << dim << " rows " << rows;
+      ExpectEncodeRowsIsRowByRow(TimeSinusoid(dim, 1e-3, 3.0e9), dim, rows, rng);
     }
   }
 }
@@ -466,7 +474,6 @@ TEST(SinOfAngles, WithinTwoUlpOfLibmAndTheSameFloat32) {
 
 TEST(Time2Vec, EncodeRowsIsEncodeRowByRow) {
   std::mt19937_64 rng(15);
-  std::uniform_int_distribution<int64_t> pick(INT64_MIN + 1, INT64_MAX);
   for (SinusoidAccuracy accuracy :
        {SinusoidAccuracy::kFloat32, SinusoidAccuracy::kFloat64}) {
     // 1, 9 and 70 terms: no sine, 8 sines (8 rows per kernel call) and more
@@ -478,21 +485,8 @@ TEST(Time2Vec, EncodeRowsIsEncodeRowByRow) {
         block.phi.push_back(0.1 * static_cast<double>(i));
       }
       block.unit_seconds = 60;
-      const Time2Vec t2v(block, accuracy);
       for (int64_t rows : {0, 1, 7, 8, 9, 1000}) {
-        std::vector<int64_t> times(rows);
-        for (int64_t& t : times) t = pick(rng);
-        const int64_t origin = pick(rng);
-        const int64_t stride = terms + 2;
-        std::vector<double> want(rows * stride, -7.0);
-        std::vector<double> got(rows * stride, -7.0);
-        for (int64_t r = 0; r < rows; ++r) {
-          t2v.Encode(ElapsedNs(times[r], origin), &want[r * stride]);
-        }
-        t2v.EncodeRows(times, origin, got.data(), stride);
-        EXPECT_TRUE(got.empty() || std::memcmp(want.data(), got.data(),
-                                               got.size() * sizeof(double)) == 0)
-            << "terms " << terms << " rows " << rows;
+        ExpectEncodeRowsIsRowByRow(Time2Vec(block, accuracy), terms, rows, rng);
       }
     }
   }
