@@ -155,11 +155,27 @@ int CyclePeriod(CalendarField field, const LocalTime& t) {
   }
 }
 
-// The elapsed part of the field's unit by the local clock, in [0, 1).
-double FieldFraction(CalendarField field, const LocalTime& t) {
+}  // namespace
+
+// The local clock in FieldFraction's units, computed once per row for all
+// of its fractional fields.
+struct CalendarEncoder::RowClock {
+  double seconds;       // second + subsecond, in seconds.
+  double day_fraction;  // Elapsed part of the local day.
+};
+
+namespace {
+
+CalendarEncoder::RowClock ClockOf(const LocalTime& t) {
   const double seconds = t.second + static_cast<double>(t.subsecond_ns) * 1e-9;
-  const double day_fraction =
-      (t.hour * 3600.0 + t.minute * 60.0 + seconds) / 86400.0;
+  return {seconds, (t.hour * 3600.0 + t.minute * 60.0 + seconds) / 86400.0};
+}
+
+// The elapsed part of the field's unit by the local clock, in [0, 1).
+double FieldFraction(CalendarField field, const LocalTime& t,
+                     const CalendarEncoder::RowClock& clock) {
+  const double seconds = clock.seconds;
+  const double day_fraction = clock.day_fraction;
   switch (field) {
     case CalendarField::kSecondOfMinute:
       return static_cast<double>(t.subsecond_ns) * 1e-9;
@@ -822,7 +838,7 @@ int64_t CalendarEncoder::FieldWidth(const CalendarBlock& block, size_t i) {
 }
 
 void CalendarEncoder::EncodeField(const Slot& slot, const LocalTime& local,
-                                  double* out) const {
+                                  const RowClock& clock, double* out) const {
   const CalendarField field = slot.field;
   if (IsFlagField(field)) {
     out[0] = CivilValue(field, local);
@@ -836,7 +852,7 @@ void CalendarEncoder::EncodeField(const Slot& slot, const LocalTime& local,
     }
     // LINEAR (also under CYCLIC: a year has no period) on the stated range.
     const double position =
-        static_cast<double>(x) + (fractional_ ? FieldFraction(field, local) : 0.0);
+        static_cast<double>(x) + (fractional_ ? FieldFraction(field, local, clock) : 0.0);
     out[0] = position / static_cast<double>(year_span_) - 0.5;
     return;
   }
@@ -846,7 +862,7 @@ void CalendarEncoder::EncodeField(const Slot& slot, const LocalTime& local,
   }
   const int value = CivilValue(field, local);
   double x = value - FieldBase(field);
-  if (fractional_) x += FieldFraction(field, local);
+  if (fractional_) x += FieldFraction(field, local, clock);
   switch (encoding_) {
     case CalendarEncoding::kCyclic: {
       const int period = CyclePeriod(field, local);
@@ -925,7 +941,7 @@ void CalendarEncoder::Writer::FillDay(const LocalTime& local) {
         const int x = CivilValue(slot.field, local) - FieldBase(slot.field);
         TableHarmonics(table, x, LinearCount(slot.field), slot.order, column);
       } else {
-        e.EncodeField(slot, local, column);
+        e.EncodeField(slot, local, ClockOf(local), column);
       }
     }
     if (e.holiday_column_ >= 0) {
@@ -952,6 +968,8 @@ void CalendarEncoder::Writer::Encode(int64_t unix_ns, double* out) {
   // day's cache (column by column: a memcpy of a few doubles was a library
   // call, ~3 ns of a ~20 ns row).
   const double* day = day_columns_.data();
+  // Fractional fields share the row's clock (computed once, not per field).
+  const RowClock clock = e.fractional_ ? ClockOf(local) : RowClock{0, 0};
   for (const Slot& slot : e.slots_) {
     double* column = out + slot.offset;
     if (slot.day_level) {
@@ -966,7 +984,7 @@ void CalendarEncoder::Writer::Encode(int64_t unix_ns, double* out) {
       TableHarmonics(hour ? e.clock_cycle24_ : e.clock_cycle60_, x, hour ? 24 : 60,
                      slot.order, column);
     } else {
-      e.EncodeField(slot, local, column);
+      e.EncodeField(slot, local, clock, column);
     }
   }
   if (e.utc_offset_column_ >= 0) {

@@ -230,6 +230,8 @@ class CalendarEncoder final {
   // Columns of fields[i]: 2K for a cyclic field under CYCLIC, else 1.
   static int64_t FieldWidth(const CalendarBlock& block, size_t i);
 
+  struct RowClock;  // A row's local clock, shared by its fractional fields.
+
   // One per thread: holds the cursor and the per-day cache.
   class Writer final {
    public:
@@ -255,8 +257,10 @@ class CalendarEncoder final {
     int64_t order;    // Fourier order K of a cyclic field, else 1.
     bool day_level;   // Constant over a local day (and not fractional).
   };
-  // Writes the slot's encoded column(s) for `local` at out[0..slot.width).
-  void EncodeField(const Slot& slot, const LocalTime& local, double* out) const;
+  // Writes the slot's encoded column(s) for `local` at out[0..slot.width);
+  // `clock` is `local`'s clock (read by fractional fields).
+  void EncodeField(const Slot& slot, const LocalTime& local, const RowClock& clock,
+                   double* out) const;
   // EncodeField's CYCLIC columns on the float64 path; out of line, so the
   // float32 path's code is what it was.
   [[gnu::noinline]] void EncodeExactCycle(const Slot& slot, const LocalTime& local,

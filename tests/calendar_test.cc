@@ -146,10 +146,11 @@ LocalTime In(const std::string& zone, int64_t unix_ns) {
   return LocalTimeAt(Zone(zone), unix_ns);
 }
 
-// Features of a calendar-only spec over `times` (non-decreasing).
-std::vector<float> EncodeCalendar(const CalendarBlock& block,
-                                  const std::vector<int64_t>& times,
-                                  int64_t* width) {
+// Features of a calendar-only spec over `times` (non-decreasing), float32
+// or (T = double) float64, the exact CYCLIC path.
+template <typename T = float>
+std::vector<T> EncodeCalendar(const CalendarBlock& block,
+                              const std::vector<int64_t>& times, int64_t* width) {
   TemporalSpec spec;
   spec.calendar = block;
   ObservationsView obs;
@@ -157,11 +158,17 @@ std::vector<float> EncodeCalendar(const CalendarBlock& block,
   absl::StatusOr<FeatureLayout> layout = TemporalFeatureLayout(spec, 0, 0);
   EXPECT_TRUE(layout.ok()) << layout.status();
   *width = layout->width;
-  std::vector<float> out(times.size() * layout->width);
+  std::vector<T> out(times.size() * layout->width);
   const absl::Status s = EncodeObservations(spec, obs, nullptr, {},
                                             absl::MakeSpan(out), nullptr);
   EXPECT_TRUE(s.ok()) << s;
   return out;
+}
+
+std::vector<double> EncodeCalendar64(const CalendarBlock& block,
+                                     const std::vector<int64_t>& times,
+                                     int64_t* width) {
+  return EncodeCalendar<double>(block, times, width);
 }
 
 const std::vector<CalendarField>& AllFields() {
@@ -822,24 +829,6 @@ TEST(CalendarEncoder, SumRowsWithAndWithoutTablesAreIdentical) {
     ASSERT_EQ(std::memcmp(x.data(), y.data(), d * sizeof(double)), 0) << t;
     ASSERT_EQ(std::memcmp(x.data(), z.data(), d * sizeof(double)), 0) << t;
   }
-}
-
-// Features of a calendar-only spec as float64 (the exact CYCLIC path).
-std::vector<double> EncodeCalendar64(const CalendarBlock& block,
-                                     const std::vector<int64_t>& times,
-                                     int64_t* width) {
-  TemporalSpec spec;
-  spec.calendar = block;
-  ObservationsView obs;
-  obs.timestamps = times;
-  absl::StatusOr<FeatureLayout> layout = TemporalFeatureLayout(spec, 0, 0);
-  EXPECT_TRUE(layout.ok()) << layout.status();
-  *width = layout->width;
-  std::vector<double> out(times.size() * layout->width);
-  const absl::Status s = EncodeObservations(spec, obs, nullptr, {},
-                                            absl::MakeSpan(out), nullptr);
-  EXPECT_TRUE(s.ok()) << s;
-  return out;
 }
 
 const std::vector<CalendarField>& YearAndFlagFields() {
