@@ -779,6 +779,7 @@ CalendarEncoder::CalendarEncoder(const CalendarBlock& block,
         IsFlagField(field) || (!IsClockField(field) && !block.fractional);
     slots_.push_back({field, offset, width, std::max<int64_t>(width / 2, 1),
                       day_level});
+    (day_level ? day_slots_ : row_slots_).push_back(slots_.back());
     offset += width;
   }
   if (include_utc_offset_) utc_offset_column_ = offset++;
@@ -902,8 +903,8 @@ namespace {
 
 // The harmonics k = 1..order of a fixed-period table's entry x: entry
 // (k·x) mod P, the bits EncodeField computes for harmonic k.
-void TableHarmonics(const double* table, int x, int period, int64_t order,
-                    double* out) {
+inline void TableHarmonics(const double* table, int x, int period, int64_t order,
+                           double* out) {
   out[0] = table[2 * x];
   out[1] = table[2 * x + 1];
   for (int64_t k = 2; k <= order; ++k) {
@@ -967,24 +968,33 @@ void CalendarEncoder::Writer::Encode(int64_t unix_ns, double* out) {
   // CONCAT: every column is written once, the day-level ones copied from the
   // day's cache (column by column: a memcpy of a few doubles was a library
   // call, ~3 ns of a ~20 ns row).
+  // Day-level and per-row slots are kept apart (no test per slot and row).
   const double* day = day_columns_.data();
-  // Fractional fields share the row's clock (computed once, not per field).
-  const RowClock clock = e.fractional_ ? ClockOf(local) : RowClock{0, 0};
-  for (const Slot& slot : e.slots_) {
+  for (const Slot& slot : e.day_slots_) {
+    const double* from = day + slot.offset;
     double* column = out + slot.offset;
-    if (slot.day_level) {
-      column[0] = day[slot.offset];
-      for (int64_t j = 1; j < slot.width; ++j) column[j] = day[slot.offset + j];
-      continue;
+    column[0] = from[0];
+    if (slot.width > 1) {
+      column[1] = from[1];
+      for (int64_t j = 2; j < slot.width; ++j) column[j] = from[j];  // Harmonics.
     }
-    if (e.clock_cycle60_ != nullptr) {
-      // CYCLIC integer clock fields: precomputed sin/cos.
-      const int x = CivilValue(slot.field, local);
+  }
+  if (e.clock_cycle60_ != nullptr) {
+    // CYCLIC integer clock fields: precomputed sin/cos. (Without
+    // `fractional` the clock fields are the only per-row ones.)
+    for (const Slot& slot : e.row_slots_) {
+      const int x = slot.field == CalendarField::kHourOfDay     ? local.hour
+                    : slot.field == CalendarField::kMinuteOfHour ? local.minute
+                                                                 : local.second;
       const bool hour = slot.field == CalendarField::kHourOfDay;
       TableHarmonics(hour ? e.clock_cycle24_ : e.clock_cycle60_, x, hour ? 24 : 60,
-                     slot.order, column);
-    } else {
-      e.EncodeField(slot, local, clock, column);
+                     slot.order, out + slot.offset);
+    }
+  } else {
+    // Fractional fields share the row's clock (computed once, not per field).
+    const RowClock clock = e.fractional_ ? ClockOf(local) : RowClock{0, 0};
+    for (const Slot& slot : e.row_slots_) {
+      e.EncodeField(slot, local, clock, out + slot.offset);
     }
   }
   if (e.utc_offset_column_ >= 0) {

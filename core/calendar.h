@@ -282,6 +282,8 @@ class CalendarEncoder final {
   int64_t sum_d_model_;
   int64_t width_;
   std::vector<Slot> slots_;
+  std::vector<Slot> day_slots_;  // The day_level slots_, then the others.
+  std::vector<Slot> row_slots_;
   int64_t utc_offset_column_ = -1;
   int64_t dst_column_ = -1;
   int64_t holiday_column_ = -1;
