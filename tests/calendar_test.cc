@@ -831,6 +831,13 @@ TEST(CalendarEncoder, SumRowsWithAndWithoutTablesAreIdentical) {
   }
 }
 
+// The instants of zoneinfo rows, in order.
+std::vector<int64_t> TimesOf(const std::vector<Expected>& rows) {
+  std::vector<int64_t> times;
+  for (const Expected& e : rows) times.push_back(e.unix_ns);
+  return times;
+}
+
 const std::vector<CalendarField>& YearAndFlagFields() {
   static const std::vector<CalendarField> fields = {
       CalendarField::kYear,           CalendarField::kIsoYear,
@@ -854,8 +861,7 @@ TEST(CalendarEncoder, YearsAndFlagsMatchZoneinfo) {
     CalendarBlock block;
     block.time_zone = zone;
     block.fields = YearAndFlagFields();
-    std::vector<int64_t> times;
-    for (const Expected& e : rows) times.push_back(e.unix_ns);
+    const std::vector<int64_t> times = TimesOf(rows);
     int flags_set[5] = {};
     for (CalendarEncoding encoding : {CalendarEncoding::kIndex, CalendarEncoding::kLinear,
                                       CalendarEncoding::kCyclic}) {
@@ -937,8 +943,7 @@ TEST(CalendarEncoder, ZeroBasedIndexIsGluonTsIndex) {
     block.encoding = CalendarEncoding::kIndex;
     block.zero_based_index = true;
     block.min_year = 1900;
-    std::vector<int64_t> times;
-    for (const Expected& e : rows) times.push_back(e.unix_ns);
+    const std::vector<int64_t> times = TimesOf(rows);
     int64_t width = 0;
     const std::vector<float> out = EncodeCalendar(block, times, &width);
     ASSERT_EQ(width, 10);
@@ -956,8 +961,7 @@ TEST(CalendarEncoder, FourierHarmonicsOfEachField) {
   const auto by_zone = RowsByZone();
   for (const char* zone : {"America/New_York", "Australia/Lord_Howe", "UTC"}) {
     const std::vector<Expected>& rows = by_zone.at(zone);
-    std::vector<int64_t> times;
-    for (const Expected& e : rows) times.push_back(e.unix_ns);
+    const std::vector<int64_t> times = TimesOf(rows);
     CalendarBlock block;
     block.time_zone = zone;
     block.fields = AllFields();
