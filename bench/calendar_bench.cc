@@ -28,7 +28,8 @@
 // items_per_second is timestamps per second.
 //
 // --phasor_dump=DIR writes the encode configuration's features for the first
-// 10^4 dense timestamps to DIR/calendar_dense_N10000.bin (float32, 14 per row).
+// 10^4 dense timestamps to DIR/calendar_dense_N10000.bin (float32, 14 per row),
+// and the fractional one's to DIR/calendar_dense_fractional_N10000.bin.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -111,9 +112,11 @@ void BM_AbslAt(benchmark::State& state, bool dense) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(times.size()));
 }
 
-void BM_Encode(benchmark::State& state, bool dense, bool fractional, int threads) {
+// Times EncodeObservations of `spec` over 10^6 timestamps (float32 out);
+// returns the output values per call.
+int64_t TimeEncode(benchmark::State& state, const TemporalSpec& spec, bool dense,
+                   int threads) {
   const std::vector<int64_t> times = Timestamps(dense, 1000000);
-  const TemporalSpec spec = CalendarSpec(fractional);
   ObservationsView obs;
   obs.timestamps = times;
   const int64_t width = TemporalFeatureLayout(spec, 0, 0)->width;
@@ -126,7 +129,12 @@ void BM_Encode(benchmark::State& state, bool dense, bool fractional, int threads
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(times.size()));
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.size()) * 4);
+  return static_cast<int64_t>(out.size());
+}
+
+void BM_Encode(benchmark::State& state, bool dense, bool fractional, int threads) {
+  const int64_t values = TimeEncode(state, CalendarSpec(fractional), dense, threads);
+  state.SetBytesProcessed(state.iterations() * values * 4);
 }
 
 // The per-value comparison's configurations (see the file comment).
@@ -174,35 +182,27 @@ TemporalSpec ColumnsSpec(const std::string& config) {
 }
 
 void BM_Columns(benchmark::State& state, const std::string& config, bool dense) {
-  const std::vector<int64_t> times = Timestamps(dense, 1000000);
-  const TemporalSpec spec = ColumnsSpec(config);
-  ObservationsView obs;
-  obs.timestamps = times;
-  const int64_t width = TemporalFeatureLayout(spec, 0, 0)->width;
-  std::vector<float> out(times.size() * width);
-  const ExecutionOptions options{.max_threads = 1};
-  for (auto _ : state) {
-    const absl::Status status =
-        EncodeObservations(spec, obs, nullptr, options, absl::MakeSpan(out), nullptr);
-    if (!status.ok()) state.SkipWithError(std::string(status.message()).c_str());
-    benchmark::ClobberMemory();
-  }
-  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(times.size()));
+  const int64_t values = TimeEncode(state, ColumnsSpec(config), dense, /*threads=*/1);
   state.counters["value_rate"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * static_cast<double>(out.size()),
+      static_cast<double>(state.iterations()) * static_cast<double>(values),
       benchmark::Counter::kIsRate);
 }
 
 void Dump(const std::string& dir) {
   const std::vector<int64_t> times = Timestamps(/*dense=*/true, 10000);
-  const TemporalSpec spec = CalendarSpec(/*fractional=*/false);
-  ObservationsView obs;
-  obs.timestamps = times;
-  std::vector<float> out(times.size() * TemporalFeatureLayout(spec, 0, 0)->width);
-  if (!EncodeObservations(spec, obs, nullptr, {}, absl::MakeSpan(out), nullptr).ok()) {
-    std::abort();
+  for (bool fractional : {false, true}) {
+    const TemporalSpec spec = CalendarSpec(fractional);
+    ObservationsView obs;
+    obs.timestamps = times;
+    std::vector<float> out(times.size() * TemporalFeatureLayout(spec, 0, 0)->width);
+    if (!EncodeObservations(spec, obs, nullptr, {}, absl::MakeSpan(out), nullptr).ok()) {
+      std::abort();
+    }
+    WriteRaw(dir,
+             fractional ? "calendar_dense_fractional_N10000.bin"
+                        : "calendar_dense_N10000.bin",
+             out.data(), out.size() * sizeof(float));
   }
-  WriteRaw(dir, "calendar_dense_N10000.bin", out.data(), out.size() * sizeof(float));
 }
 
 void RegisterAll(const BenchFlags& flags) {

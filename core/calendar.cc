@@ -155,11 +155,27 @@ int CyclePeriod(CalendarField field, const LocalTime& t) {
   }
 }
 
-// The elapsed part of the field's unit by the local clock, in [0, 1).
-double FieldFraction(CalendarField field, const LocalTime& t) {
+}  // namespace
+
+// The local clock in FieldFraction's units, computed once per row for all
+// of its fractional fields.
+struct CalendarEncoder::RowClock {
+  double seconds;       // second + subsecond, in seconds.
+  double day_fraction;  // Elapsed part of the local day.
+};
+
+namespace {
+
+CalendarEncoder::RowClock ClockOf(const LocalTime& t) {
   const double seconds = t.second + static_cast<double>(t.subsecond_ns) * 1e-9;
-  const double day_fraction =
-      (t.hour * 3600.0 + t.minute * 60.0 + seconds) / 86400.0;
+  return {seconds, (t.hour * 3600.0 + t.minute * 60.0 + seconds) / 86400.0};
+}
+
+// The elapsed part of the field's unit by the local clock, in [0, 1).
+double FieldFraction(CalendarField field, const LocalTime& t,
+                     const CalendarEncoder::RowClock& clock) {
+  const double seconds = clock.seconds;
+  const double day_fraction = clock.day_fraction;
   switch (field) {
     case CalendarField::kSecondOfMinute:
       return static_cast<double>(t.subsecond_ns) * 1e-9;
@@ -763,6 +779,7 @@ CalendarEncoder::CalendarEncoder(const CalendarBlock& block,
         IsFlagField(field) || (!IsClockField(field) && !block.fractional);
     slots_.push_back({field, offset, width, std::max<int64_t>(width / 2, 1),
                       day_level});
+    (day_level ? day_slots_ : row_slots_).push_back(slots_.back());
     offset += width;
   }
   if (include_utc_offset_) utc_offset_column_ = offset++;
@@ -825,7 +842,7 @@ int64_t CalendarEncoder::FieldWidth(const CalendarBlock& block, size_t i) {
 }
 
 void CalendarEncoder::EncodeField(const Slot& slot, const LocalTime& local,
-                                  double* out) const {
+                                  const RowClock& clock, double* out) const {
   const CalendarField field = slot.field;
   if (IsFlagField(field)) {
     out[0] = CivilValue(field, local);
@@ -839,7 +856,7 @@ void CalendarEncoder::EncodeField(const Slot& slot, const LocalTime& local,
     }
     // LINEAR (also under CYCLIC: a year has no period) on the stated range.
     const double position =
-        static_cast<double>(x) + (fractional_ ? FieldFraction(field, local) : 0.0);
+        static_cast<double>(x) + (fractional_ ? FieldFraction(field, local, clock) : 0.0);
     out[0] = position / static_cast<double>(year_span_) - 0.5;
     return;
   }
@@ -849,7 +866,7 @@ void CalendarEncoder::EncodeField(const Slot& slot, const LocalTime& local,
   }
   const int value = CivilValue(field, local);
   double x = value - FieldBase(field);
-  if (fractional_) x += FieldFraction(field, local);
+  if (fractional_) x += FieldFraction(field, local, clock);
   switch (encoding_) {
     case CalendarEncoding::kCyclic: {
       const int period = CyclePeriod(field, local);
@@ -889,8 +906,8 @@ namespace {
 
 // The harmonics k = 1..order of a fixed-period table's entry x: entry
 // (k·x) mod P, the bits EncodeField computes for harmonic k.
-void TableHarmonics(const double* table, int x, int period, int64_t order,
-                    double* out) {
+inline void TableHarmonics(const double* table, int x, int period, int64_t order,
+                           double* out) {
   out[0] = table[2 * x];
   out[1] = table[2 * x + 1];
   for (int64_t k = 2; k <= order; ++k) {
@@ -932,7 +949,7 @@ void CalendarEncoder::Writer::FillDay(const LocalTime& local) {
         const int x = CivilValue(slot.field, local) - FieldBase(slot.field);
         TableHarmonics(table, x, LinearCount(slot.field), slot.order, column);
       } else {
-        e.EncodeField(slot, local, column);
+        e.EncodeField(slot, local, ClockOf(local), column);
       }
     }
     if (e.holiday_column_ >= 0) {
@@ -963,22 +980,33 @@ void CalendarEncoder::Writer::Encode(int64_t unix_ns, double* out) {
   // CONCAT: every column is written once, the day-level ones copied from the
   // day's cache (column by column: a memcpy of a few doubles was a library
   // call, ~3 ns of a ~20 ns row).
+  // Day-level and per-row slots are kept apart (no test per slot and row).
   const double* day = day_columns_.data();
-  for (const Slot& slot : e.slots_) {
+  for (const Slot& slot : e.day_slots_) {
+    const double* from = day + slot.offset;
     double* column = out + slot.offset;
-    if (slot.day_level) {
-      column[0] = day[slot.offset];
-      for (int64_t j = 1; j < slot.width; ++j) column[j] = day[slot.offset + j];
-      continue;
+    column[0] = from[0];
+    if (slot.width > 1) {
+      column[1] = from[1];
+      for (int64_t j = 2; j < slot.width; ++j) column[j] = from[j];  // Harmonics.
     }
-    if (e.clock_cycle60_ != nullptr) {
-      // CYCLIC integer clock fields: precomputed sin/cos.
-      const int x = CivilValue(slot.field, local);
+  }
+  if (e.clock_cycle60_ != nullptr) {
+    // CYCLIC integer clock fields: precomputed sin/cos. (Without
+    // `fractional` the clock fields are the only per-row ones.)
+    for (const Slot& slot : e.row_slots_) {
+      const int x = slot.field == CalendarField::kHourOfDay     ? local.hour
+                    : slot.field == CalendarField::kMinuteOfHour ? local.minute
+                                                                 : local.second;
       const bool hour = slot.field == CalendarField::kHourOfDay;
       TableHarmonics(hour ? e.clock_cycle24_ : e.clock_cycle60_, x, hour ? 24 : 60,
-                     slot.order, column);
-    } else {
-      e.EncodeField(slot, local, column);
+                     slot.order, out + slot.offset);
+    }
+  } else {
+    // Fractional fields share the row's clock (computed once, not per field).
+    const RowClock clock = e.fractional_ ? ClockOf(local) : RowClock{0, 0};
+    for (const Slot& slot : e.row_slots_) {
+      e.EncodeField(slot, local, clock, out + slot.offset);
     }
   }
   if (e.utc_offset_column_ >= 0) {

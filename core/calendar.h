@@ -230,6 +230,8 @@ class CalendarEncoder final {
   // Columns of fields[i]: 2K for a cyclic field under CYCLIC, else 1.
   static int64_t FieldWidth(const CalendarBlock& block, size_t i);
 
+  struct RowClock;  // A row's local clock, shared by its fractional fields.
+
   // One per thread: holds the cursor and the per-day cache.
   class Writer final {
    public:
@@ -257,8 +259,10 @@ class CalendarEncoder final {
     int64_t order;    // Fourier order K of a cyclic field, else 1.
     bool day_level;   // Constant over a local day (and not fractional).
   };
-  // Writes the slot's encoded column(s) for `local` at out[0..slot.width).
-  void EncodeField(const Slot& slot, const LocalTime& local, double* out) const;
+  // Writes the slot's encoded column(s) for `local` at out[0..slot.width);
+  // `clock` is `local`'s clock (read by fractional fields).
+  void EncodeField(const Slot& slot, const LocalTime& local, const RowClock& clock,
+                   double* out) const;
   // EncodeField's CYCLIC columns on the float64 path; out of line, so the
   // float32 path's code is what it was.
   [[gnu::noinline]] void EncodeExactCycle(const Slot& slot, const LocalTime& local,
@@ -280,6 +284,8 @@ class CalendarEncoder final {
   int64_t sum_d_model_;
   int64_t width_;
   std::vector<Slot> slots_;
+  std::vector<Slot> day_slots_;  // The day_level slots_, then the others.
+  std::vector<Slot> row_slots_;
   int64_t utc_offset_column_ = -1;
   int64_t dst_column_ = -1;
   int64_t holiday_column_ = -1;

@@ -146,10 +146,11 @@ LocalTime In(const std::string& zone, int64_t unix_ns) {
   return LocalTimeAt(Zone(zone), unix_ns);
 }
 
-// Features of a calendar-only spec over `times` (non-decreasing).
-std::vector<float> EncodeCalendar(const CalendarBlock& block,
-                                  const std::vector<int64_t>& times,
-                                  int64_t* width) {
+// Features of a calendar-only spec over `times` (non-decreasing), float32
+// or (T = double) float64, the exact CYCLIC path.
+template <typename T = float>
+std::vector<T> EncodeCalendar(const CalendarBlock& block,
+                              const std::vector<int64_t>& times, int64_t* width) {
   TemporalSpec spec;
   spec.calendar = block;
   ObservationsView obs;
@@ -157,11 +158,17 @@ std::vector<float> EncodeCalendar(const CalendarBlock& block,
   absl::StatusOr<FeatureLayout> layout = TemporalFeatureLayout(spec, 0, 0);
   EXPECT_TRUE(layout.ok()) << layout.status();
   *width = layout->width;
-  std::vector<float> out(times.size() * layout->width);
+  std::vector<T> out(times.size() * layout->width);
   const absl::Status s = EncodeObservations(spec, obs, nullptr, {},
                                             absl::MakeSpan(out), nullptr);
   EXPECT_TRUE(s.ok()) << s;
   return out;
+}
+
+std::vector<double> EncodeCalendar64(const CalendarBlock& block,
+                                     const std::vector<int64_t>& times,
+                                     int64_t* width) {
+  return EncodeCalendar<double>(block, times, width);
 }
 
 const std::vector<CalendarField>& AllFields() {
@@ -824,22 +831,11 @@ TEST(CalendarEncoder, SumRowsWithAndWithoutTablesAreIdentical) {
   }
 }
 
-// Features of a calendar-only spec as float64 (the exact CYCLIC path).
-std::vector<double> EncodeCalendar64(const CalendarBlock& block,
-                                     const std::vector<int64_t>& times,
-                                     int64_t* width) {
-  TemporalSpec spec;
-  spec.calendar = block;
-  ObservationsView obs;
-  obs.timestamps = times;
-  absl::StatusOr<FeatureLayout> layout = TemporalFeatureLayout(spec, 0, 0);
-  EXPECT_TRUE(layout.ok()) << layout.status();
-  *width = layout->width;
-  std::vector<double> out(times.size() * layout->width);
-  const absl::Status s = EncodeObservations(spec, obs, nullptr, {},
-                                            absl::MakeSpan(out), nullptr);
-  EXPECT_TRUE(s.ok()) << s;
-  return out;
+// The instants of zoneinfo rows, in order.
+std::vector<int64_t> TimesOf(const std::vector<Expected>& rows) {
+  std::vector<int64_t> times;
+  for (const Expected& e : rows) times.push_back(e.unix_ns);
+  return times;
 }
 
 const std::vector<CalendarField>& YearAndFlagFields() {
@@ -865,8 +861,7 @@ TEST(CalendarEncoder, YearsAndFlagsMatchZoneinfo) {
     CalendarBlock block;
     block.time_zone = zone;
     block.fields = YearAndFlagFields();
-    std::vector<int64_t> times;
-    for (const Expected& e : rows) times.push_back(e.unix_ns);
+    const std::vector<int64_t> times = TimesOf(rows);
     int flags_set[5] = {};
     for (CalendarEncoding encoding : {CalendarEncoding::kIndex, CalendarEncoding::kLinear,
                                       CalendarEncoding::kCyclic}) {
@@ -948,8 +943,7 @@ TEST(CalendarEncoder, ZeroBasedIndexIsGluonTsIndex) {
     block.encoding = CalendarEncoding::kIndex;
     block.zero_based_index = true;
     block.min_year = 1900;
-    std::vector<int64_t> times;
-    for (const Expected& e : rows) times.push_back(e.unix_ns);
+    const std::vector<int64_t> times = TimesOf(rows);
     int64_t width = 0;
     const std::vector<float> out = EncodeCalendar(block, times, &width);
     ASSERT_EQ(width, 10);
@@ -967,8 +961,7 @@ TEST(CalendarEncoder, FourierHarmonicsOfEachField) {
   const auto by_zone = RowsByZone();
   for (const char* zone : {"America/New_York", "Australia/Lord_Howe", "UTC"}) {
     const std::vector<Expected>& rows = by_zone.at(zone);
-    std::vector<int64_t> times;
-    for (const Expected& e : rows) times.push_back(e.unix_ns);
+    const std::vector<int64_t> times = TimesOf(rows);
     CalendarBlock block;
     block.time_zone = zone;
     block.fields = AllFields();

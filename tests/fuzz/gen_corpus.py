@@ -196,6 +196,14 @@ ENCODE_OBSERVATIONS = [
     'spec { temporal { gaps {} calendar { fields: DAY_OF_WEEK } } }'
     % (tensor("INT64", [4], [0, NS, 0, 3 * NS]), tensor("INT32", [4], [0, 1, 1, 0]),
        tensor("FLOAT64", [4], [1, 2, 3, 4]), tensor("INT64", [3], [0, 2, 4])),
+    # Explicit time periods with harmonics; years, flags, Fourier orders.
+    "observations { timestamps %s } spec { temporal { time { origin: UNIX_EPOCH "
+    "periods { period_seconds: 31557600 order: 10 } periods { period_seconds: 604800 "
+    "order: 3 } } calendar { time_zone: \"Europe/Berlin\" fields: YEAR fields: ISO_YEAR "
+    "fields: IS_WEEKEND fields: IS_QUARTER_END fields: DAY_OF_YEAR fields: HOUR_OF_DAY "
+    "fourier_orders: 0 fourier_orders: 0 fourier_orders: 0 fourier_orders: 0 "
+    "fourier_orders: 10 fourier_orders: 4 min_year: 1990 max_year: 2040 } } }"
+    % tensor("INT64", [3], [0, 86400 * NS, 400 * 86400 * NS]),
 ]
 
 STREAM_CHUNK = "observations { timestamps %s values %s }"
