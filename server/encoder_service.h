@@ -18,6 +18,7 @@
 #ifndef PHASOR_SERVER_ENCODER_SERVICE_H_
 #define PHASOR_SERVER_ENCODER_SERVICE_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -30,6 +31,7 @@
 #include "core/parallel.h"
 #include "phasor/v1/encoder.grpc.pb.h"
 #include "server/convert.h"
+#include "server/handlers.h"
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/profiles.h"
@@ -110,6 +112,8 @@ class EncoderService final : public RawEncoderService {
   ServerMetrics* metrics() const { return metrics_; }
   const ExecutionOptions& execution() const { return execution_; }
   const RequestLimits& limits() const { return limits_; }
+  // Shared by every call (thread-safe, bounded; server/spec_cache.h).
+  ObservationsCaches* observations_caches() const { return observations_caches_.get(); }
 
  private:
   class StreamReactor;
@@ -130,6 +134,8 @@ class EncoderService final : public RawEncoderService {
   ExecutionOptions execution_;
   RequestLimits limits_;
   bool enable_echo_;
+  const std::unique_ptr<ObservationsCaches> observations_caches_ =
+      std::make_unique<ObservationsCaches>();
   std::string expected_authorization_;  // "Bearer <token>", or empty.
 
   absl::Mutex streams_mu_;
