@@ -24,7 +24,6 @@ Variants (channel arguments on top of the client's message limits):
 """
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
