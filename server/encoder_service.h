@@ -148,7 +148,17 @@ class EncoderService final : public RawEncoderService {
 // the flag that raises it. gRPC compares the serialized message (without its
 // 5-byte frame header) with the limit, so the same comparison here means a
 // response that passes is never refused by the transport.
-absl::Status SerializeWithinLimit(const google::protobuf::MessageLite& message,
+//
+// Tensor bytes are not copied: every phasor.v1.Tensor field of `message`
+// itself (not nested deeper) whose data is at least kZeroCopyTensorBytes is
+// taken out of `message` (which is left without it), the rest serialized,
+// and the tensor appended as a field of its own whose data is a slice over
+// the tensor's own buffer. Fields may come in any order on the wire
+// (protobuf encoding: "fields can appear in any order"), so the bytes parse
+// to the same message in every language; only the field order differs from
+// protobuf's own serializer.
+inline constexpr size_t kZeroCopyTensorBytes = size_t{64} << 10;
+absl::Status SerializeWithinLimit(google::protobuf::Message* message,
                                   int64_t max_message_bytes,
                                   absl::string_view size_field,
                                   grpc::ByteBuffer* buffer);
