@@ -32,6 +32,7 @@
 // server for cores, equally for Echo and for the encoders.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -40,6 +41,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -71,6 +73,9 @@ ABSL_FLAG(double, warmup_seconds, 0.3, "Unmeasured seconds before each run.");
 ABSL_FLAG(int, connections, 4, "Channels (TCP connections) in throughput mode.");
 ABSL_FLAG(int, concurrency, 16, "Calls in flight in throughput mode.");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "Client send/receive limit, bytes.");
+ABSL_FLAG(std::string, channel_args, "",
+          "Extra integer channel arguments, name=value,... (e.g. "
+          "grpc.http2.lookahead_bytes=67108864), to measure transport settings.");
 ABSL_FLAG(double, wait_seconds, 30.0, "How long to wait for the server to be up.");
 ABSL_FLAG(std::string, out, "", "Write the JSON here instead of stdout.");
 
@@ -244,6 +249,17 @@ std::unique_ptr<EncoderClient> Connect(const std::string& target, int index) {
   args.SetMaxSendMessageSize(max_bytes);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetInt("phasor.load.connection", index);
+  for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_channel_args), ',',
+                                               absl::SkipEmpty())) {
+    const std::pair<std::string, std::string> name_value = absl::StrSplit(item, '=');
+    int value = 0;
+    if (!absl::SimpleAtoi(name_value.second, &value)) {
+      std::fprintf(stderr, "phasor_load: --channel_args: %s is not name=integer\n",
+                   std::string(item).c_str());
+      std::exit(2);
+    }
+    args.SetInt(name_value.first, value);
+  }
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
   ClientOptions options;

@@ -74,7 +74,7 @@ log "build ($build)"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DPHASOR_BUILD_BENCH=ON \
   -DPHASOR_BUILD_SERVER=ON -DPHASOR_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j"$cores" --target rope_bench sinusoidal_bench \
-  observations_bench phasor-server phasor_load
+  observations_bench phasor-server phasor_load phasor-server-glibc phasor_load_glibc
 
 mkdir -p "$results"
 {
@@ -142,29 +142,34 @@ $python calendar_peer.py "${peer_args[@]}" "${peer_sizes[@]}" --out "$results/ca
 cd "$root"
 
 # --- 6. Transport ------------------------------------------------------------
-# Twice: with glibc's default allocator (every large message buffer is fresh,
-# page-faulting memory) and with the warm settings above on both server and
-# load generator (freed buffers reused), which shows the transport itself.
-run_load() {  # $1: output file; the rest: command prefix (e.g. env VAR=...)
-  local out=$1
-  shift
+# Twice: the programs as shipped (linked with tcmalloc, PHASOR_ALLOCATOR; no
+# environment), and their glibc-linked twins with the warm settings above on
+# both server and load generator (freed buffers reused), the reference the
+# design's RPC targets were first measured against. bench/allocators.sh adds
+# glibc's default, jemalloc and tcmalloc preloaded, side by side.
+run_load() {  # $1: output file; $2: program suffix ("" or _glibc); the rest: command prefix
+  local out=$1 server=$build/server/phasor-server load=$build/bench/phasor_load
+  if [[ $2 == _glibc ]]; then
+    server=$build/bench/phasor-server-glibc load=$build/bench/phasor_load_glibc
+  fi
+  shift 2
   local port
   port=$($python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  "$@" "$build/server/phasor-server" --grpc_address="127.0.0.1:$port" --metrics_address= \
+  "$@" "$server" --grpc_address="127.0.0.1:$port" --metrics_address= \
     --enable_echo --max_message_bytes=$((64 << 20)) --threads="$cores" \
     2>>"$results/server.log" &
   server_pid=$!
   trap 'kill "$server_pid" 2>/dev/null || true; rm -rf "$dump"' EXIT
-  "$@" "$build/bench/phasor_load" --target="127.0.0.1:$port" --payloads="$payloads" \
+  "$@" "$load" --target="127.0.0.1:$port" --payloads="$payloads" \
     --seconds="$load_seconds" --max_message_bytes=$((64 << 20)) --out="$out"
   kill "$server_pid"
   wait "$server_pid" || true
   trap 'rm -rf "$dump"' EXIT
 }
-log "RPC: encoders against Echo on 127.0.0.1, default allocator"
-run_load "$results/load.json" env
-log "RPC: encoders against Echo on 127.0.0.1, allocator warm"
-run_load "$results/load_warm.json" "${warm[@]}"
+log "RPC: encoders against Echo on 127.0.0.1, as shipped (tcmalloc)"
+run_load "$results/load.json" "" env
+log "RPC: encoders against Echo on 127.0.0.1, glibc with the allocator warm"
+run_load "$results/load_warm.json" _glibc "${warm[@]}"
 
 echo "load after:  $(cut -d' ' -f1-3 /proc/loadavg)" >>"$results/machine.txt"
 

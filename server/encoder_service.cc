@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -42,6 +44,7 @@ absl::Status RunHandler(const EncoderService& service,
   HandlerContext handler_context{service.profiles(), service.execution(),
                                  service.limits(), service.metrics(), alive};
   handler_context.execution.stop_requested = &stop;
+  handler_context.observations_caches = service.observations_caches();
   return handler(handler_context);
 }
 
@@ -196,7 +199,7 @@ class EncoderService::StreamReactor final
         stream_.started ? stream_.config.profile() : request.profile();
     if (!status.ok() && !profile.empty()) status = SpecErrorsToProfile(status, profile);
     if (status.ok()) {
-      status = SerializeWithinLimit(response, service_->limits().max_message_bytes,
+      status = SerializeWithinLimit(&response, service_->limits().max_message_bytes,
                                     "observations", &response_bytes_);
     }
     return status;
@@ -215,11 +218,46 @@ class EncoderService::StreamReactor final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-absl::Status SerializeWithinLimit(const google::protobuf::MessageLite& message,
+namespace {
+
+// A tensor field moved out of a response: its number, the tensor without
+// its data serialized, and the data.
+struct DetachedTensor {
+  int field_number = 0;
+  std::string meta;
+  std::unique_ptr<std::string> data;
+};
+
+void AppendVarint(uint64_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+size_t VarintSize(uint64_t value) {
+  size_t size = 1;
+  while (value >= 0x80) {
+    value >>= 7;
+    ++size;
+  }
+  return size;
+}
+
+// Frees a detached tensor's data once gRPC has sent the slice over it.
+void DeleteString(void* owned) { delete static_cast<std::string*>(owned); }
+
+// Length-delimited wire type (protobuf encoding, "Message Structure").
+constexpr uint64_t kLengthDelimited = 2;
+
+}  // namespace
+
+absl::Status SerializeWithinLimit(google::protobuf::Message* message,
                                   int64_t max_message_bytes,
                                   absl::string_view size_field,
                                   grpc::ByteBuffer* buffer) {
-  const size_t size = message.ByteSizeLong();
+  const size_t size = message->ByteSizeLong();
   if (size > static_cast<size_t>(max_message_bytes)) {
     return FieldError(
         absl::StatusCode::kResourceExhausted, size_field,
@@ -230,13 +268,56 @@ absl::Status SerializeWithinLimit(const google::protobuf::MessageLite& message,
                      "PHASOR_MAX_MESSAGE_BYTES raises it; the client's receive "
                      "limit must allow it too)"));
   }
+  std::vector<DetachedTensor> detached;
+  const google::protobuf::Descriptor* descriptor = message->GetDescriptor();
+  const google::protobuf::Reflection* reflection = message->GetReflection();
+  const google::protobuf::Descriptor* tensor_type = v1::Tensor::descriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
+    if (field->is_repeated() || field->message_type() != tensor_type ||
+        !reflection->HasField(*message, field)) {
+      continue;
+    }
+    auto* tensor = static_cast<v1::Tensor*>(reflection->MutableMessage(message, field));
+    if (tensor->data().size() < kZeroCopyTensorBytes) continue;
+    DetachedTensor out;
+    out.field_number = field->number();
+    out.data = std::make_unique<std::string>();
+    out.data->swap(*tensor->mutable_data());  // The buffer moves; no copy.
+    tensor->SerializeToString(&out.meta);
+    reflection->ClearField(message, field);
+    detached.push_back(std::move(out));
+  }
   bool own_buffer = false;
   const grpc::Status serialized = grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::MessageLite>(
-      message, buffer, &own_buffer);
+      *message, buffer, &own_buffer);
   if (!serialized.ok()) {
     return absl::InternalError(
         absl::StrCat("cannot serialize the response: ", serialized.error_message()));
   }
+  if (detached.empty()) return absl::OkStatus();
+  std::vector<grpc::Slice> slices;
+  if (!buffer->Dump(&slices).ok()) {
+    return absl::InternalError("cannot read back the serialized response");
+  }
+  const uint64_t data_tag =
+      (static_cast<uint64_t>(v1::Tensor::kDataFieldNumber) << 3) | kLengthDelimited;
+  for (DetachedTensor& tensor : detached) {
+    const uint64_t data_size = tensor.data->size();
+    const uint64_t tensor_size = tensor.meta.size() + VarintSize(data_tag) +
+                                 VarintSize(data_size) + data_size;
+    std::string head;
+    AppendVarint((static_cast<uint64_t>(tensor.field_number) << 3) | kLengthDelimited, &head);
+    AppendVarint(tensor_size, &head);
+    head += tensor.meta;
+    AppendVarint(data_tag, &head);
+    AppendVarint(data_size, &head);
+    slices.emplace_back(head);
+    std::string* data = tensor.data.release();
+    slices.emplace_back(data->data(), data->size(), &DeleteString, data);
+  }
+  grpc::ByteBuffer joined(slices.data(), slices.size());
+  buffer->Swap(&joined);
   return absl::OkStatus();
 }
 
@@ -353,7 +434,7 @@ grpc::ServerUnaryReactor* EncoderService::Unary(
     }
   }
   if (status.ok()) {
-    status = SerializeWithinLimit(response, limits_.max_message_bytes, size_field,
+    status = SerializeWithinLimit(&response, limits_.max_message_bytes, size_field,
                                   response_bytes);
   }
   RecordBytes(metrics_, method, *request_bytes, status.ok() ? response_bytes : nullptr);

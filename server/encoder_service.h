@@ -18,6 +18,7 @@
 #ifndef PHASOR_SERVER_ENCODER_SERVICE_H_
 #define PHASOR_SERVER_ENCODER_SERVICE_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -30,6 +31,7 @@
 #include "core/parallel.h"
 #include "phasor/v1/encoder.grpc.pb.h"
 #include "server/convert.h"
+#include "server/handlers.h"
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/profiles.h"
@@ -110,6 +112,8 @@ class EncoderService final : public RawEncoderService {
   ServerMetrics* metrics() const { return metrics_; }
   const ExecutionOptions& execution() const { return execution_; }
   const RequestLimits& limits() const { return limits_; }
+  // Shared by every call (thread-safe, bounded; server/spec_cache.h).
+  ObservationsCaches* observations_caches() const { return observations_caches_.get(); }
 
  private:
   class StreamReactor;
@@ -130,6 +134,8 @@ class EncoderService final : public RawEncoderService {
   ExecutionOptions execution_;
   RequestLimits limits_;
   bool enable_echo_;
+  const std::unique_ptr<ObservationsCaches> observations_caches_ =
+      std::make_unique<ObservationsCaches>();
   std::string expected_authorization_;  // "Bearer <token>", or empty.
 
   absl::Mutex streams_mu_;
@@ -142,7 +148,17 @@ class EncoderService final : public RawEncoderService {
 // the flag that raises it. gRPC compares the serialized message (without its
 // 5-byte frame header) with the limit, so the same comparison here means a
 // response that passes is never refused by the transport.
-absl::Status SerializeWithinLimit(const google::protobuf::MessageLite& message,
+//
+// Tensor bytes are not copied: every phasor.v1.Tensor field of `message`
+// itself (not nested deeper) whose data is at least kZeroCopyTensorBytes is
+// taken out of `message` (which is left without it), the rest serialized,
+// and the tensor appended as a field of its own whose data is a slice over
+// the tensor's own buffer. Fields may come in any order on the wire
+// (protobuf encoding: "fields can appear in any order"), so the bytes parse
+// to the same message in every language; only the field order differs from
+// protobuf's own serializer.
+inline constexpr size_t kZeroCopyTensorBytes = size_t{64} << 10;
+absl::Status SerializeWithinLimit(google::protobuf::Message* message,
                                   int64_t max_message_bytes,
                                   absl::string_view size_field,
                                   grpc::ByteBuffer* buffer);

@@ -28,8 +28,18 @@
 #include "server/convert.h"
 #include "server/metrics.h"
 #include "server/profiles.h"
+#include "server/spec_cache.h"
 
 namespace phasor::server {
+
+// What EncodeObservations keeps across calls (server/spec_cache.h): the
+// converted, validated spec under its request's config (an inline spec's
+// bytes, or a profile's name), and the feature layout under the config plus
+// the channel count and content width it was built for. One per server.
+struct ObservationsCaches {
+  SpecCache<TemporalSpec> specs{SpecCacheLimits{}};
+  SpecCache<FeatureLayout> layouts{SpecCacheLimits{/*max_entries=*/1024}};
+};
 
 struct HandlerContext {
   const ProfileRegistry* profiles = nullptr;
@@ -43,6 +53,8 @@ struct HandlerContext {
   // DEADLINE_EXCEEDED otherwise. Called between the heavy steps of a handler:
   // conversion, validation, the kernel, response conversion.
   absl::FunctionRef<absl::Status()> check_alive;
+  // Null: every call converts its spec and builds its layout itself.
+  ObservationsCaches* observations_caches = nullptr;
 };
 
 // Runs `kernel` (absl::Status(absl::Span<float>), or a generic one that also
@@ -107,10 +119,11 @@ absl::Status HandleDescribe(const HandlerContext& context,
 // first message fixed, and the series states after the last chunk.
 struct ObservationStream {
   bool started = false;
-  // The first message's spec or profile (other fields cleared), and that
-  // spec converted for core.
+  // The first message's spec or profile (other fields cleared), that spec
+  // converted for core, and its key in ObservationsCaches.
   v1::EncodeObservationsRequest config;
-  TemporalSpec spec;
+  std::shared_ptr<const TemporalSpec> spec;
+  std::string config_key;
   // Whether the stream carries a panel; every message then has as many
   // series as `states`.
   bool panel = false;

@@ -1,5 +1,7 @@
 // EncodeObservations and EncodeObservationsStream: request tensors -> a core
 // ObservationsView, the series state in and out, and the schema.
+#include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -354,6 +356,97 @@ absl::StatusOr<TemporalSpec> ResolveTemporal(const HandlerContext& context,
   return temporal;
 }
 
+// The memory a cached TemporalSpec holds (SpecCache charges it): the
+// structure and what its blocks own. A profile's holiday calendar can make a
+// short request key stand for many dates, hence the dates count.
+size_t CachedBytes(const TemporalSpec& spec) {
+  size_t bytes = sizeof(TemporalSpec);
+  if (spec.time2vec.has_value()) {
+    bytes += (spec.time2vec->omega.capacity() + spec.time2vec->phi.capacity()) *
+             sizeof(double);
+  }
+  if (spec.calendar.has_value()) {
+    bytes += spec.calendar->time_zone.capacity() +
+             spec.calendar->fields.capacity() * sizeof(CalendarField);
+    if (spec.calendar->holidays.has_value()) {
+      for (const std::string& date : spec.calendar->holidays->dates) {
+        bytes += sizeof(std::string) + date.capacity();
+      }
+    }
+  }
+  return bytes;
+}
+
+size_t CachedBytes(const FeatureLayout& layout) {
+  size_t bytes = sizeof(FeatureLayout);
+  for (const SchemaEntry& entry : layout.schema) {
+    bytes += sizeof(SchemaEntry) + entry.block.capacity() + entry.meaning.capacity();
+  }
+  return bytes;
+}
+
+// The key of a request's config in ObservationsCaches: "p" and a profile's
+// name, or "s" and the inline spec's bytes (profiles do not change while
+// the server runs). False for a request that configures nothing.
+bool ConfigKey(const v1::EncodeObservationsRequest& request, std::string* key) {
+  key->clear();
+  switch (request.config_case()) {
+    case v1::EncodeObservationsRequest::kSpec:
+      key->push_back('s');
+      return request.spec().AppendToString(key);
+    case v1::EncodeObservationsRequest::kProfile:
+      key->push_back('p');
+      key->append(request.profile());
+      return true;
+    default:
+      return false;
+  }
+}
+
+// ResolveTemporal through the cache; `key` is set to the config's key
+// (empty without a cache). Only specs that resolved and validated are
+// cached, so a hit returns what ResolveTemporal would.
+absl::StatusOr<std::shared_ptr<const TemporalSpec>> ResolveTemporalCached(
+    const HandlerContext& context, const v1::EncodeObservationsRequest& request,
+    std::string* key) {
+  ObservationsCaches* caches = context.observations_caches;
+  if (caches == nullptr || !ConfigKey(request, key)) {
+    key->clear();
+    PHASOR_ASSIGN_OR_RETURN(TemporalSpec spec, ResolveTemporal(context, request));
+    return std::make_shared<const TemporalSpec>(std::move(spec));
+  }
+  if (std::shared_ptr<const TemporalSpec> hit = caches->specs.Find(*key)) return hit;
+  PHASOR_ASSIGN_OR_RETURN(TemporalSpec spec, ResolveTemporal(context, request));
+  auto resolved = std::make_shared<const TemporalSpec>(std::move(spec));
+  caches->specs.Insert(*key, resolved, CachedBytes(*resolved));
+  return resolved;
+}
+
+// TemporalFeatureLayout through the cache, under the config's key plus C
+// and the content width (everything the layout depends on besides the
+// spec). `config_key` empty: not cached.
+absl::StatusOr<std::shared_ptr<const FeatureLayout>> LayoutCached(
+    const HandlerContext& context, absl::string_view config_key,
+    const TemporalSpec& spec, int64_t num_channels, int64_t content_dim) {
+  ObservationsCaches* caches = context.observations_caches;
+  std::string key;
+  if (caches != nullptr && !config_key.empty()) {
+    key.reserve(config_key.size() + 2 * sizeof(int64_t));
+    key.append(config_key.data(), config_key.size());
+    for (const int64_t value : {num_channels, content_dim}) {
+      char bytes[sizeof(int64_t)];
+      std::memcpy(bytes, &value, sizeof(value));
+      key.append(bytes, sizeof(bytes));
+    }
+    if (std::shared_ptr<const FeatureLayout> hit = caches->layouts.Find(key)) return hit;
+  }
+  PHASOR_ASSIGN_OR_RETURN(FeatureLayout layout,
+                          TemporalFeatureLayout(spec, num_channels, content_dim));
+  auto built = std::make_shared<const FeatureLayout>(std::move(layout));
+  if (!key.empty()) caches->layouts.Insert(key, built, CachedBytes(*built));
+  return built;
+}
+
 
 // The panel parts of a request: series offsets, time zones, states in.
 struct DecodedPanel {
@@ -480,8 +573,9 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
   const bool continues = stream != nullptr && stream->started;
   const bool is_panel = request.observations().has_series_offsets();
   // The spec, and the states this chunk continues from.
-  TemporalSpec resolved;
-  const TemporalSpec* spec = &resolved;
+  std::shared_ptr<const TemporalSpec> resolved;
+  std::string config_key;
+  const TemporalSpec* spec = nullptr;
   if (continues) {
     if (request.config_case() != v1::EncodeObservationsRequest::CONFIG_NOT_SET &&
         !SameConfig(request, stream->config)) {
@@ -501,9 +595,10 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
                                    : "the stream began with a panel; every "
                                      "message must be one, with the same series");
     }
-    spec = &stream->spec;
+    spec = stream->spec.get();
   } else {
-    PHASOR_ASSIGN_OR_RETURN(resolved, ResolveTemporal(context, request));
+    PHASOR_ASSIGN_OR_RETURN(resolved, ResolveTemporalCached(context, request, &config_key));
+    spec = resolved.get();
     if (is_panel && request.has_state()) {
       return InvalidField("state",
                           "a panel (observations.series_offsets) takes one state "
@@ -581,12 +676,13 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
       PHASOR_RETURN_IF_ERROR(ValidateSeriesState(*panel.state_ptrs[0], view));
     }
   }
-  // Built once: the kernel reads its width, and its schema strings are then
-  // moved (not copied) into the response.
+  // Built once per spec, channel count and content width (cached): the
+  // kernel reads its width, the response copies its schema.
   PHASOR_ASSIGN_OR_RETURN(
-      FeatureLayout layout,
-      TemporalFeatureLayout(*spec, view.num_channels,
-                            view.has_content() ? view.content_dim : 0));
+      const std::shared_ptr<const FeatureLayout> layout_ptr,
+      LayoutCached(context, continues ? absl::string_view(stream->config_key) : config_key,
+                   *spec, view.num_channels, view.has_content() ? view.content_dim : 0));
+  const FeatureLayout& layout = *layout_ptr;
   PHASOR_RETURN_IF_ERROR(CheckWidth(layout.width, "spec.temporal", context.limits));
   const int64_t shape[] = {rows, layout.width};
   // The states, the offsets and the channel names (repeated in every
@@ -625,20 +721,27 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
           : std::string();
   const bool zone_list = !panel.zones.empty();
   response->mutable_schema()->Reserve(static_cast<int>(layout.schema.size()));
-  for (SchemaEntry& entry : layout.schema) {
+  for (const SchemaEntry& entry : layout.schema) {
     v1::SchemaEntry* out = response->add_schema();
-    out->set_block(std::move(entry.block));
+    out->set_block(entry.block);
     out->set_offset(entry.offset);
     out->set_width(entry.width);
-    if (entry.per_channel && !channel_list.empty()) entry.meaning += channel_list;
-    if (zone_list && entry.names_zone) {
+    const bool add_channels = entry.per_channel && !channel_list.empty();
+    const bool name_zones = zone_list && entry.names_zone;
+    if (!add_channels && !name_zones) {
+      out->set_meaning(entry.meaning);
+      continue;
+    }
+    std::string meaning = entry.meaning;
+    if (add_channels) meaning += channel_list;
+    if (name_zones) {
       const std::string& zone = spec->calendar->time_zone;
       // Core ends these meanings with " in <zone>".
-      entry.meaning = absl::StrReplaceAll(
-          entry.meaning, {{absl::StrCat(" in ", zone.empty() ? "UTC" : zone),
-                           " in the series' zone (observations.time_zones)"}});
+      meaning = absl::StrReplaceAll(
+          meaning, {{absl::StrCat(" in ", zone.empty() ? "UTC" : zone),
+                     " in the series' zone (observations.time_zones)"}});
     }
-    out->set_meaning(std::move(entry.meaning));
+    out->set_meaning(std::move(meaning));
   }
   if (is_panel) {
     response->mutable_states()->Reserve(static_cast<int>(num_series));
@@ -651,6 +754,7 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
     if (!stream->started) {
       stream->started = true;
       stream->spec = std::move(resolved);
+      stream->config_key = std::move(config_key);
       stream->panel = is_panel;
       if (request.has_profile()) {
         stream->config.set_profile(request.profile());

@@ -8,8 +8,8 @@ Reads, from the results directory:
   rope_peer_default.json, sinusoidal_peer_default.json   the same peers with
       the default allocator (fresh pages every call), headline sizes only
   calendar_peer.json                       pandas peer
-  load.json, load_warm.json                bench/phasor_load, default allocator and
-                                           allocator warm (server and client)
+  load.json, load_warm.json                bench/phasor_load, as shipped (tcmalloc)
+                                           and glibc twins with the allocator warm
   check.txt                                output of the check step (ACCURACY lines)
   machine.txt                              what the run was on
 and prints a Markdown report: one table per family, then DESIGN §5's targets
@@ -103,8 +103,8 @@ def main():
     sin_peer = load_gbench(os.path.join(d, "sinusoidal_peer.json"))
     sin_peer_default = load_gbench(os.path.join(d, "sinusoidal_peer_default.json"))
     cal_peer = load_gbench(os.path.join(d, "calendar_peer.json"))
-    loads = [("default allocator", load_rows(os.path.join(d, "load.json"))),
-             ("allocator warm", load_rows(os.path.join(d, "load_warm.json")))]
+    loads = [("shipped (tcmalloc)", load_rows(os.path.join(d, "load.json"))),
+             ("glibc, allocator warm", load_rows(os.path.join(d, "load_warm.json")))]
     acc = load_accuracy(os.path.join(d, "check.txt"))
     out = []
     summary = []  # (target, config, value text, met)

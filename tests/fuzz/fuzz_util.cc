@@ -118,6 +118,11 @@ void CheckTensors(const google::protobuf::Message& message) {
   }
 }
 
+server::ObservationsCaches& Caches() {
+  static server::ObservationsCaches* const caches = new server::ObservationsCaches();
+  return *caches;
+}
+
 const server::ProfileRegistry& Profiles() {
   // Leaked on purpose: it lives as long as the fuzzing process.
   static const server::ProfileRegistry* const registry = LoadProfiles().release();

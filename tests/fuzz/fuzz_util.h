@@ -25,9 +25,15 @@ namespace phasor::fuzz {
 // that is a broken build, not a finding.
 const server::ProfileRegistry& Profiles();
 
+// EncodeObservations' spec caches, shared by every input as the server
+// shares them between calls, so the fuzzers reach the cached paths too (an
+// input may hit an entry an earlier one left; a crash that needs one
+// replays with both inputs).
+server::ObservationsCaches& Caches();
+
 // Runs `handler(const server::HandlerContext&)` with the fuzzers' context:
 // Profiles(), 1 thread, max_elements 2^16, max_message_bytes 1 MiB, no
-// metrics, a call that is always still wanted.
+// metrics, a call that is always still wanted, Caches().
 template <typename Handler>
 absl::Status RunHandler(Handler&& handler) {
   const auto alive = [] { return absl::OkStatus(); };
@@ -36,9 +42,10 @@ absl::Status RunHandler(Handler&& handler) {
   limits.max_message_bytes = int64_t{1} << 20;
   ExecutionOptions execution;
   execution.max_threads = 1;
-  const server::HandlerContext context{&Profiles(), execution, limits,
-                                       /*metrics=*/nullptr, alive};
-  return handler(context);
+  server::HandlerContext context{&Profiles(), execution, limits,
+                                 /*metrics=*/nullptr, alive};
+  context.observations_caches = &Caches();
+  return handler(static_cast<const server::HandlerContext&>(context));
 }
 
 // Aborts (a finding) unless every phasor.v1.Tensor inside `message`, at
