@@ -70,6 +70,29 @@ constexpr int64_t kMaxLadderStep = int64_t{1} << 20;
 // single-token call allocates nothing.
 constexpr size_t kInlinePairs = 256;
 
+// `n` uninitialised values (every user writes them before reading): on the
+// stack up to kInline, else on the heap. Not zero-filled: at one token the
+// memsets of value-initialised rows cost a quarter of the call.
+template <typename T, size_t kInline>
+class Scratch final {
+ public:
+  explicit Scratch(size_t n) {
+    if (n > kInline) {
+      heap_.reset(new T[n]);
+      data_ = heap_.get();
+    }
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T* data() { return data_; }
+  T& operator[](size_t i) { return data_[i]; }
+
+ private:
+  T inline_[kInline];
+  std::unique_ptr<T[]> heap_;
+  T* data_ = inline_;
+};
+
 // M-RoPE: pairs [begin, begin + count) take their angles from position
 // axis `axis` (0 temporal, 1 height, 2 width).
 struct AxisRun {
@@ -569,8 +592,8 @@ class TrigWalker final {
   }
 
   const TrigPlan& plan_;
-  absl::InlinedVector<double, kInlinePairs> cos_;  // Row row_, before the factor.
-  absl::InlinedVector<double, kInlinePairs> sin_;
+  Scratch<double, kInlinePairs> cos_;  // Row row_, before the factor.
+  Scratch<double, kInlinePairs> sin_;
   int64_t row_ = -2;
 };
 
@@ -614,11 +637,11 @@ HWY_INLINE void RotateChunk(const ApplyJob& job, int64_t begin, int64_t end) {
   const hn::CappedTag<Math, 32 / sizeof(Math)> d;
   const TrigPlan& plan = *job.trig;
   const size_t half = static_cast<size_t>(plan.half);
-  absl::InlinedVector<Math, kInlinePairs> cos(half), sin(half);
+  Scratch<Math, kInlinePairs> cos(half), sin(half);
   // INTERLEAVED rotates with per-lane rows (RotateLanesInterleaved).
   const bool interleaved = job.layout == RopeLayout::kInterleaved;
-  absl::InlinedVector<Math, 2 * kInlinePairs> cos2(interleaved ? 2 * half : 0);
-  absl::InlinedVector<Math, 2 * kInlinePairs> sin2(interleaved ? 2 * half : 0);
+  Scratch<Math, 2 * kInlinePairs> cos2(interleaved ? 2 * half : 0);
+  Scratch<Math, 2 * kInlinePairs> sin2(interleaved ? 2 * half : 0);
   const Math* c = interleaved ? cos2.data() : cos.data();
   const Math* s = interleaved ? sin2.data() : sin.data();
   TrigWalker trig(plan);
