@@ -634,7 +634,12 @@ HWY_INLINE void RotateToken(D d, const RopeOperand& operand, int64_t token,
 // query and key heads. Math is float (float32 and 16-bit storage) or double.
 template <class Codec, typename Math>
 HWY_INLINE void RotateChunk(const ApplyJob& job, int64_t begin, int64_t end) {
-  const hn::CappedTag<Math, 32 / sizeof(Math)> d;
+  // 16-bit storage is compute-bound in cache and uses the widest vectors;
+  // float32/float64 rows are often not 64-byte aligned (a vector split
+  // across cache lines on every access), and measured faster at 256 bits.
+  using Tag = std::conditional_t<sizeof(typename Codec::Elem) == 2, hn::ScalableTag<Math>,
+                                 hn::CappedTag<Math, 32 / sizeof(Math)>>;
+  const Tag d;
   const TrigPlan& plan = *job.trig;
   const size_t half = static_cast<size_t>(plan.half);
   Scratch<Math, kInlinePairs> cos(half), sin(half);
