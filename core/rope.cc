@@ -520,30 +520,31 @@ HWY_INLINE void RotateHeads(D d, RopeLayout layout, const typename Codec::Elem* 
 
 // ---------------------------------------------------------------------------
 // Layer 2 in vectors: the angle-addition step and the rounding of a row.
-// cos' = cos·cos(δθ) − sin·sin(δθ), sin' = sin·cos(δθ) + cos·sin(δθ).
+// cos' = cos·cos(δθ) − sin·sin(δθ), sin' = sin·cos(δθ) + cos·sin(δθ), for
+// the Lanes(d) pairs at i.
+template <class D>
+HWY_INLINE void StepLanes(D d, const double* HWY_RESTRICT step_cos,
+                          const double* HWY_RESTRICT step_sin, size_t i,
+                          double* HWY_RESTRICT cos_row, double* HWY_RESTRICT sin_row) {
+  const auto c = hn::LoadU(d, cos_row + i);
+  const auto s = hn::LoadU(d, sin_row + i);
+  const auto sc = hn::LoadU(d, step_cos + i);
+  const auto ss = hn::LoadU(d, step_sin + i);
+  hn::StoreU(hn::MulSub(c, sc, hn::Mul(s, ss)), d, cos_row + i);
+  hn::StoreU(hn::MulAdd(s, sc, hn::Mul(c, ss)), d, sin_row + i);
+}
+
 HWY_INLINE void StepTrig(const double* HWY_RESTRICT step_cos,
                          const double* HWY_RESTRICT step_sin, int64_t half,
                          double* HWY_RESTRICT cos_row, double* HWY_RESTRICT sin_row) {
   const hn::ScalableTag<double> d;
-  const hn::CappedTag<double, 1> d1;
-  const size_t lanes = hn::Lanes(d);
-  size_t i = 0;
   const size_t n = static_cast<size_t>(half);
-  for (; i + lanes <= n; i += lanes) {
-    const auto c = hn::LoadU(d, cos_row + i);
-    const auto s = hn::LoadU(d, sin_row + i);
-    const auto sc = hn::LoadU(d, step_cos + i);
-    const auto ss = hn::LoadU(d, step_sin + i);
-    hn::StoreU(hn::MulSub(c, sc, hn::Mul(s, ss)), d, cos_row + i);
-    hn::StoreU(hn::MulAdd(s, sc, hn::Mul(c, ss)), d, sin_row + i);
+  size_t i = 0;
+  for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d)) {
+    StepLanes(d, step_cos, step_sin, i, cos_row, sin_row);
   }
   for (; i < n; ++i) {
-    const auto c = hn::LoadU(d1, cos_row + i);
-    const auto s = hn::LoadU(d1, sin_row + i);
-    const auto sc = hn::LoadU(d1, step_cos + i);
-    const auto ss = hn::LoadU(d1, step_sin + i);
-    hn::StoreU(hn::MulSub(c, sc, hn::Mul(s, ss)), d1, cos_row + i);
-    hn::StoreU(hn::MulAdd(s, sc, hn::Mul(c, ss)), d1, sin_row + i);
+    StepLanes(hn::CappedTag<double, 1>(), step_cos, step_sin, i, cos_row, sin_row);
   }
 }
 
