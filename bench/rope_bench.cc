@@ -14,7 +14,13 @@
 // dtype=fp64 (T <= 4096) times the double path beside fp32: every row's
 // cos/sin evaluated exactly (no angle-addition runs) and the rotation in
 // double, against a copy of its own (twice as many) bytes;
-// rope_tables/dtype=fp64 likewise.
+// rope_tables/dtype=fp64 likewise. dtype=fp16 beside bf16 (same bytes).
+// .../freq=cached takes the spec's plan from a RopePlanCache, as the
+// server's ApplyRope does, instead of computing the frequencies per call.
+// Every rope/ benchmark reports max_abs_err: the largest |out − reference|
+// over the first min(T, 1024) tokens, the reference being the float64 path
+// on the same inputs widened exactly. --phasor_simd=AVX2 (AVX3, SSE4, ...)
+// runs the kernels on that Highway target instead of the best one.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

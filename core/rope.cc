@@ -70,6 +70,29 @@ constexpr int64_t kMaxLadderStep = int64_t{1} << 20;
 // single-token call allocates nothing.
 constexpr size_t kInlinePairs = 256;
 
+// `n` uninitialised values (every user writes them before reading): on the
+// stack up to kInline, else on the heap. Not zero-filled: at one token the
+// memsets of value-initialised rows cost a quarter of the call.
+template <typename T, size_t kInline>
+class Scratch final {
+ public:
+  explicit Scratch(size_t n) {
+    if (n > kInline) {
+      heap_.reset(new T[n]);
+      data_ = heap_.get();
+    }
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T* data() { return data_; }
+  T& operator[](size_t i) { return data_[i]; }
+
+ private:
+  T inline_[kInline];
+  std::unique_ptr<T[]> heap_;
+  T* data_ = inline_;
+};
+
 // M-RoPE: pairs [begin, begin + count) take their angles from position
 // axis `axis` (0 temporal, 1 height, 2 width).
 struct AxisRun {
@@ -497,30 +520,31 @@ HWY_INLINE void RotateHeads(D d, RopeLayout layout, const typename Codec::Elem* 
 
 // ---------------------------------------------------------------------------
 // Layer 2 in vectors: the angle-addition step and the rounding of a row.
-// cos' = cos·cos(δθ) − sin·sin(δθ), sin' = sin·cos(δθ) + cos·sin(δθ).
+// cos' = cos·cos(δθ) − sin·sin(δθ), sin' = sin·cos(δθ) + cos·sin(δθ), for
+// the Lanes(d) pairs at i.
+template <class D>
+HWY_INLINE void StepLanes(D d, const double* HWY_RESTRICT step_cos,
+                          const double* HWY_RESTRICT step_sin, size_t i,
+                          double* HWY_RESTRICT cos_row, double* HWY_RESTRICT sin_row) {
+  const auto c = hn::LoadU(d, cos_row + i);
+  const auto s = hn::LoadU(d, sin_row + i);
+  const auto sc = hn::LoadU(d, step_cos + i);
+  const auto ss = hn::LoadU(d, step_sin + i);
+  hn::StoreU(hn::MulSub(c, sc, hn::Mul(s, ss)), d, cos_row + i);
+  hn::StoreU(hn::MulAdd(s, sc, hn::Mul(c, ss)), d, sin_row + i);
+}
+
 HWY_INLINE void StepTrig(const double* HWY_RESTRICT step_cos,
                          const double* HWY_RESTRICT step_sin, int64_t half,
                          double* HWY_RESTRICT cos_row, double* HWY_RESTRICT sin_row) {
   const hn::ScalableTag<double> d;
-  const hn::CappedTag<double, 1> d1;
-  const size_t lanes = hn::Lanes(d);
-  size_t i = 0;
   const size_t n = static_cast<size_t>(half);
-  for (; i + lanes <= n; i += lanes) {
-    const auto c = hn::LoadU(d, cos_row + i);
-    const auto s = hn::LoadU(d, sin_row + i);
-    const auto sc = hn::LoadU(d, step_cos + i);
-    const auto ss = hn::LoadU(d, step_sin + i);
-    hn::StoreU(hn::MulSub(c, sc, hn::Mul(s, ss)), d, cos_row + i);
-    hn::StoreU(hn::MulAdd(s, sc, hn::Mul(c, ss)), d, sin_row + i);
+  size_t i = 0;
+  for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d)) {
+    StepLanes(d, step_cos, step_sin, i, cos_row, sin_row);
   }
   for (; i < n; ++i) {
-    const auto c = hn::LoadU(d1, cos_row + i);
-    const auto s = hn::LoadU(d1, sin_row + i);
-    const auto sc = hn::LoadU(d1, step_cos + i);
-    const auto ss = hn::LoadU(d1, step_sin + i);
-    hn::StoreU(hn::MulSub(c, sc, hn::Mul(s, ss)), d1, cos_row + i);
-    hn::StoreU(hn::MulAdd(s, sc, hn::Mul(c, ss)), d1, sin_row + i);
+    StepLanes(hn::CappedTag<double, 1>(), step_cos, step_sin, i, cos_row, sin_row);
   }
 }
 
@@ -569,8 +593,8 @@ class TrigWalker final {
   }
 
   const TrigPlan& plan_;
-  absl::InlinedVector<double, kInlinePairs> cos_;  // Row row_, before the factor.
-  absl::InlinedVector<double, kInlinePairs> sin_;
+  Scratch<double, kInlinePairs> cos_;  // Row row_, before the factor.
+  Scratch<double, kInlinePairs> sin_;
   int64_t row_ = -2;
 };
 
@@ -611,14 +635,19 @@ HWY_INLINE void RotateToken(D d, const RopeOperand& operand, int64_t token,
 // query and key heads. Math is float (float32 and 16-bit storage) or double.
 template <class Codec, typename Math>
 HWY_INLINE void RotateChunk(const ApplyJob& job, int64_t begin, int64_t end) {
-  const hn::CappedTag<Math, 32 / sizeof(Math)> d;
+  // 16-bit storage is compute-bound in cache and uses the widest vectors;
+  // float32/float64 rows are often not 64-byte aligned (a vector split
+  // across cache lines on every access), and measured faster at 256 bits.
+  using Tag = std::conditional_t<sizeof(typename Codec::Elem) == 2, hn::ScalableTag<Math>,
+                                 hn::CappedTag<Math, 32 / sizeof(Math)>>;
+  const Tag d;
   const TrigPlan& plan = *job.trig;
   const size_t half = static_cast<size_t>(plan.half);
-  absl::InlinedVector<Math, kInlinePairs> cos(half), sin(half);
+  Scratch<Math, kInlinePairs> cos(half), sin(half);
   // INTERLEAVED rotates with per-lane rows (RotateLanesInterleaved).
   const bool interleaved = job.layout == RopeLayout::kInterleaved;
-  absl::InlinedVector<Math, 2 * kInlinePairs> cos2(interleaved ? 2 * half : 0);
-  absl::InlinedVector<Math, 2 * kInlinePairs> sin2(interleaved ? 2 * half : 0);
+  Scratch<Math, 2 * kInlinePairs> cos2(interleaved ? 2 * half : 0);
+  Scratch<Math, 2 * kInlinePairs> sin2(interleaved ? 2 * half : 0);
   const Math* c = interleaved ? cos2.data() : cos.data();
   const Math* s = interleaved ? sin2.data() : sin.data();
   TrigWalker trig(plan);

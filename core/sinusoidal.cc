@@ -121,30 +121,32 @@ namespace phasor {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// One ladder step for every pair, in vectors: a multiply and an add each
+// One ladder step for the Lanes(d) pairs at k: a multiply and an add each
 // (unfused, on every target, so every target gives the same bits).
+template <class D>
+HWY_INLINE void StepLanes(D d, const double* HWY_RESTRICT step_sin,
+                          const double* HWY_RESTRICT step_cos, size_t k,
+                          double* HWY_RESTRICT sin_row, double* HWY_RESTRICT cos_row) {
+  const auto s = hn::LoadU(d, sin_row + k);
+  const auto c = hn::LoadU(d, cos_row + k);
+  const auto sc = hn::LoadU(d, step_cos + k);
+  const auto ss = hn::LoadU(d, step_sin + k);
+  hn::StoreU(hn::Add(hn::Mul(s, sc), hn::Mul(c, ss)), d, sin_row + k);
+  hn::StoreU(hn::Sub(hn::Mul(c, sc), hn::Mul(s, ss)), d, cos_row + k);
+}
+
+// One ladder step for every pair: whole vectors, then one pair at a time.
 HWY_INLINE void StepRow(const double* HWY_RESTRICT step_sin,
                         const double* HWY_RESTRICT step_cos, int64_t half,
                         double* HWY_RESTRICT sin_row, double* HWY_RESTRICT cos_row) {
   const hn::ScalableTag<double> d;
-  const hn::CappedTag<double, 1> d1;
   const size_t n = static_cast<size_t>(half);
   size_t k = 0;
   for (; k + hn::Lanes(d) <= n; k += hn::Lanes(d)) {
-    const auto s = hn::LoadU(d, sin_row + k);
-    const auto c = hn::LoadU(d, cos_row + k);
-    const auto sc = hn::LoadU(d, step_cos + k);
-    const auto ss = hn::LoadU(d, step_sin + k);
-    hn::StoreU(hn::Add(hn::Mul(s, sc), hn::Mul(c, ss)), d, sin_row + k);
-    hn::StoreU(hn::Sub(hn::Mul(c, sc), hn::Mul(s, ss)), d, cos_row + k);
+    StepLanes(d, step_sin, step_cos, k, sin_row, cos_row);
   }
   for (; k < n; ++k) {
-    const auto s = hn::LoadU(d1, sin_row + k);
-    const auto c = hn::LoadU(d1, cos_row + k);
-    const auto sc = hn::LoadU(d1, step_cos + k);
-    const auto ss = hn::LoadU(d1, step_sin + k);
-    hn::StoreU(hn::Add(hn::Mul(s, sc), hn::Mul(c, ss)), d1, sin_row + k);
-    hn::StoreU(hn::Sub(hn::Mul(c, sc), hn::Mul(s, ss)), d1, cos_row + k);
+    StepLanes(hn::CappedTag<double, 1>(), step_sin, step_cos, k, sin_row, cos_row);
   }
 }
 

@@ -637,6 +637,39 @@ TEST_P(RopeHalfPrecision, RandomBitsMatchTheFloat32KernelNarrowedOnEveryTarget) 
   });
 }
 
+// M-RoPE with every pair on the temporal axis ([rd/2, 0, 0]) still reads
+// positions as 3 rows of N: its tables are N rows, equal to plain RoPE's on
+// the first row, and nothing is written past them.
+TEST(RopeMrope, AllPairsOnTheTemporalAxisGiveNRows) {
+  constexpr int64_t kRows = 5, kWidth = 4;
+  RopeSpec spec;
+  spec.rotary_dim = 2 * kWidth;
+  spec.mrope_section = {kWidth, 0, 0};
+  const std::vector<int64_t> axes = {0, 3, 9, 27, 81,     // temporal
+                                     1, 1, 1, 1, 1,       // height
+                                     2, 2, 2, 2, 2};      // width
+  const std::vector<int64_t> temporal(axes.begin(), axes.begin() + kRows);
+  const RopeFrequencies f = Frequencies(spec, spec.rotary_dim, Positions::Integers(axes));
+  constexpr float kGuard = -7.0f;
+  std::vector<float> cos(kRows * kWidth + 64, kGuard), sin(cos.size(), kGuard);
+  ComputeRopeTables(spec, f, Positions::Integers(axes), ExecutionOptions(),
+                    absl::MakeSpan(cos.data(), kRows * kWidth),
+                    absl::MakeSpan(sin.data(), kRows * kWidth));
+  RopeSpec plain;
+  plain.rotary_dim = spec.rotary_dim;
+  std::vector<float> plain_cos(kRows * kWidth), plain_sin(kRows * kWidth);
+  ComputeRopeTables(plain, f, Positions::Integers(temporal), ExecutionOptions(),
+                    absl::MakeSpan(plain_cos), absl::MakeSpan(plain_sin));
+  for (int64_t j = 0; j < kRows * kWidth; ++j) {
+    EXPECT_EQ(cos[j], plain_cos[j]) << j;
+    EXPECT_EQ(sin[j], plain_sin[j]) << j;
+  }
+  for (size_t j = kRows * kWidth; j < cos.size(); ++j) {
+    ASSERT_EQ(cos[j], kGuard) << "written past the table at " << j;
+    ASSERT_EQ(sin[j], kGuard) << "written past the table at " << j;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // RopePlanCache: plans by key, bounded, errors not cached.
 
