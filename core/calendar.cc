@@ -751,10 +751,7 @@ void CalendarEncoder::Writer::FillDay(const LocalTime& local) {
     if (e.holiday_column_ >= 0) {
       e.holidays_->Write(local.date, /*at_local_midnight=*/true,
                          &day_columns_[e.holiday_column_]);
-      if (!holidays_after_midnight_.empty()) {
-        e.holidays_->Write(local.date, /*at_local_midnight=*/false,
-                           holidays_after_midnight_.data());
-      }
+      holidays_after_midnight_filled_ = false;
     }
   }
   day_ = local.date;
@@ -804,6 +801,13 @@ void CalendarEncoder::Writer::Encode(int64_t unix_ns, double* out) {
     const bool later = !holidays_after_midnight_.empty() &&
                        (local.hour != 0 || local.minute != 0 ||
                         local.second != 0 || local.subsecond_ns != 0);
+    if (later && !holidays_after_midnight_filled_) {
+      // Once per local day that has a row after midnight (daily rows at
+      // midnight never pay for it).
+      e.holidays_->Write(day_, /*at_local_midnight=*/false,
+                         holidays_after_midnight_.data());
+      holidays_after_midnight_filled_ = true;
+    }
     const double* holidays =
         later ? holidays_after_midnight_.data() : day + e.holiday_column_;
     std::copy_n(holidays, e.holidays_->width(), out + e.holiday_column_);

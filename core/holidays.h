@@ -45,7 +45,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,9 +59,10 @@ namespace phasor {
 enum class HolidayKernel { kIndicator, kExponential, kSquaredExponential };
 enum class HolidayDistanceMode { kNearest, kGluonTs };
 
-// A named calendar's dates: sorted, unique, immutable, shared by every
-// request that names it.
-using HolidayDayList = std::shared_ptr<const std::vector<absl::CivilDay>>;
+// A named calendar's dates as days since 1970-01-01 (integer compares and
+// differences on the per-day path): sorted, unique, immutable, shared by
+// every request that names it.
+using HolidayDayList = std::shared_ptr<const std::vector<int64_t>>;
 
 // Sorts and deduplicates `days` into a shared list.
 HolidayDayList MakeHolidayDayList(std::vector<absl::CivilDay> days);
@@ -147,17 +147,25 @@ class HolidayCalendar final {
  private:
   // One set's holidays: its own sorted dates plus shared calendar lists.
   struct Set {
-    std::vector<absl::CivilDay> own;
+    std::vector<int64_t> own;  // Days since 1970-01-01, sorted, unique.
     std::vector<HolidayDayList> calendars;
-    std::vector<absl::Span<const absl::CivilDay>> Lists() const;
+    // Calls fn(absl::Span<const int64_t>) for each sorted list.
+    template <typename Fn>
+    void ForEachList(Fn&& fn) const;
   };
-  // The latest holiday ≤ day / earliest ≥ day, when any.
-  static std::optional<absl::CivilDay> AtOrBefore(const Set& set,
-                                                  absl::CivilDay day);
-  static std::optional<absl::CivilDay> AtOrAfter(const Set& set,
-                                                 absl::CivilDay day);
-  double Kernel(const Set& set, absl::CivilDay day,
-                bool at_local_midnight) const;
+  // Days are days since 1970-01-01 from here on. The latest holiday ≤ day
+  // (kNoPast without one) and the earliest ≥ day (kNoFuture without one):
+  // ~2^61 days away, so any distance to them is beyond every window, and
+  // no difference with a real day overflows.
+  static constexpr int64_t kNoPast = -(int64_t{1} << 61);
+  static constexpr int64_t kNoFuture = int64_t{1} << 61;
+  static int64_t AtOrBefore(const Set& set, int64_t day);
+  static int64_t AtOrAfter(const Set& set, int64_t day);
+  // NEAREST's kernel from the holidays at or before / at or after `day`.
+  double NearestKernel(int64_t day, int64_t past, int64_t future) const;
+  // GLUONTS's kernel, clip included.
+  double GluonTsKernel(const Set& set, int64_t day,
+                       bool at_local_midnight) const;
 
   std::vector<Set> sets_;
   HolidayKernel kernel_;
