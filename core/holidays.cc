@@ -244,12 +244,14 @@ double HolidayCalendar::NearestKernel(int64_t day, int64_t past,
 }
 
 double HolidayCalendar::GluonTsKernel(const Set& set, int64_t day,
-                                      bool at_local_midnight) const {
+                                      bool at_local_midnight,
+                                      bool* window_edge) const {
   // pandas' Holiday.dates(index − 200 days, index + 200 days) keeps
   // holiday midnights inside the closed window; GluonTS takes the first.
   const int64_t first =
       day - (at_local_midnight ? kGluonTsWindowDays : kGluonTsWindowDays - 1);
   const int64_t earliest = AtOrAfter(set, first);
+  if (earliest == day - kGluonTsWindowDays) *window_edge = true;
   if (earliest > day + kGluonTsWindowDays) return 0.0;  // kNoFuture too.
   const double value = KernelValue(kernel_, alpha_, day - earliest);
   return kernel_ != HolidayKernel::kIndicator &&
@@ -258,8 +260,9 @@ double HolidayCalendar::GluonTsKernel(const Set& set, int64_t day,
              : value;
 }
 
-void HolidayCalendar::Write(absl::CivilDay civil_day, bool at_local_midnight,
+bool HolidayCalendar::Write(absl::CivilDay civil_day, bool at_local_midnight,
                             double* out) const {
+  bool window_edge = false;
   const int64_t day = DayOrdinal(civil_day);
   const bool gluonts = distance_mode_ == HolidayDistanceMode::kGluonTs;
   for (const Set& set : sets_) {
@@ -269,7 +272,7 @@ void HolidayCalendar::Write(absl::CivilDay civil_day, bool at_local_midnight,
         !gluonts || include_days_since_ ? AtOrBefore(set, day) : kNoPast;
     const int64_t future =
         !gluonts || include_days_until_ ? AtOrAfter(set, day) : kNoFuture;
-    *out++ = gluonts ? GluonTsKernel(set, day, at_local_midnight)
+    *out++ = gluonts ? GluonTsKernel(set, day, at_local_midnight, &window_edge)
                      : NearestKernel(day, past, future);
     if (include_days_since_) {
       *out++ = day - past <= max_distance_days_ ? static_cast<double>(day - past)
@@ -281,6 +284,8 @@ void HolidayCalendar::Write(absl::CivilDay civil_day, bool at_local_midnight,
                    : kNoHolidayInWindow;
     }
   }
+  // A holiday 200 days back is in the midnight window only.
+  return window_edge;
 }
 
 int64_t HolidayCalendar::SignedDistanceDays(absl::CivilDay civil_day) const {
@@ -296,7 +301,8 @@ double HolidayCalendar::Value(absl::CivilDay civil_day) const {
   assert(!sets_.empty());
   const int64_t day = DayOrdinal(civil_day);
   if (distance_mode_ == HolidayDistanceMode::kGluonTs) {
-    return GluonTsKernel(sets_[0], day, /*at_local_midnight=*/true);
+    bool window_edge = false;
+    return GluonTsKernel(sets_[0], day, /*at_local_midnight=*/true, &window_edge);
   }
   return NearestKernel(day, AtOrBefore(sets_[0], day), AtOrAfter(sets_[0], day));
 }

@@ -128,13 +128,16 @@ class HolidayCalendar final {
 
   // Columns Write fills.
   int64_t width() const { return width_; }
-  // True when a row's columns depend on more than its local date (GLUONTS:
-  // local midnight or not); otherwise Write ignores `at_local_midnight`.
+  // True when a row's columns may depend on more than its local date
+  // (GLUONTS: local midnight or not); otherwise Write ignores
+  // `at_local_midnight`.
   bool clock_dependent() const {
     return distance_mode_ == HolidayDistanceMode::kGluonTs;
   }
-  // Writes width() values for a row on local date `day`.
-  void Write(absl::CivilDay day, bool at_local_midnight, double* out) const;
+  // Writes width() values for a row on local date `day`. Returns whether a
+  // row at the other `at_local_midnight` of that day gets other values
+  // (only GLUONTS, only with a holiday exactly 200 days back).
+  bool Write(absl::CivilDay day, bool at_local_midnight, double* out) const;
 
   // Of the first set: NEAREST's d, ties to the past.
   // REQUIRES: the first set has a holiday.
@@ -164,8 +167,10 @@ class HolidayCalendar final {
   // NEAREST's kernel from the holidays at or before / at or after `day`.
   double NearestKernel(int64_t day, int64_t past, int64_t future) const;
   // GLUONTS's kernel, clip included.
-  double GluonTsKernel(const Set& set, int64_t day,
-                       bool at_local_midnight) const;
+  // Sets *window_edge when the earliest holiday in the midnight window is
+  // on its first day (so the window after midnight misses it).
+  double GluonTsKernel(const Set& set, int64_t day, bool at_local_midnight,
+                       bool* window_edge) const;
 
   std::vector<Set> sets_;
   HolidayKernel kernel_;
