@@ -20,7 +20,9 @@ feature_names() spells it out:
   gaps.last_value      gaps.last_value.<ch>
   calendar.<field>     CYCLIC: calendar.<field>.sin, calendar.<field>.cos;
                        LINEAR / INDEX: calendar.<field>
-  calendar.utc_offset, calendar.dst, calendar.holidays
+  calendar.utc_offset, calendar.dst, calendar.holidays,
+  calendar.holidays.days_since, calendar.holidays.days_until,
+  calendar.holidays.<set>[.days_since|.days_until]   (one column each)
 
 <ch> is the channel's name (channel_names, else its number). Under combine
 SUM every block spans the same d_model columns, which hold their sum: the
