@@ -953,12 +953,9 @@ void CalendarEncoder::Writer::FillDay(const LocalTime& local) {
       }
     }
     if (e.holiday_column_ >= 0) {
-      e.holidays_->Write(local.date, /*at_local_midnight=*/true,
-                         &day_columns_[e.holiday_column_]);
-      if (!holidays_after_midnight_.empty()) {
-        e.holidays_->Write(local.date, /*at_local_midnight=*/false,
-                           holidays_after_midnight_.data());
-      }
+      holidays_differ_after_midnight_ = e.holidays_->Write(
+          local.date, /*at_local_midnight=*/true, &day_columns_[e.holiday_column_]);
+      holidays_after_midnight_filled_ = false;
     }
   }
   day_ = local.date;
@@ -1014,9 +1011,16 @@ void CalendarEncoder::Writer::Encode(int64_t unix_ns, double* out) {
   }
   if (e.dst_column_ >= 0) out[e.dst_column_] = local.is_dst ? 1.0 : 0.0;
   if (e.holiday_column_ >= 0) {
-    const bool later = !holidays_after_midnight_.empty() &&
+    const bool later = holidays_differ_after_midnight_ &&
                        (local.hour != 0 || local.minute != 0 ||
                         local.second != 0 || local.subsecond_ns != 0);
+    if (later && !holidays_after_midnight_filled_) {
+      // Once per local day whose later rows differ (GLUONTS: a holiday
+      // exactly 200 days back) and that has such a row.
+      e.holidays_->Write(day_, /*at_local_midnight=*/false,
+                         holidays_after_midnight_.data());
+      holidays_after_midnight_filled_ = true;
+    }
     const double* holidays =
         later ? holidays_after_midnight_.data() : day + e.holiday_column_;
     std::copy_n(holidays, e.holidays_->width(), out + e.holiday_column_);

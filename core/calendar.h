@@ -247,8 +247,11 @@ class CalendarEncoder final {
     bool has_day_ = false;
     absl::CivilDay day_;
     std::vector<double> day_columns_;  // CONCAT: day-level columns; SUM: their sum.
-    // GLUONTS holidays: their columns for rows after local midnight.
+    // GLUONTS holidays: their columns for rows after local midnight, when
+    // they differ from midnight's, filled when day_ first has such a row.
     std::vector<double> holidays_after_midnight_;
+    bool holidays_differ_after_midnight_ = false;
+    bool holidays_after_midnight_filled_ = false;
   };
 
  private:

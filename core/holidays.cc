@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +74,9 @@ absl::Status ValidateDates(const std::vector<std::string>& dates,
   return absl::OkStatus();
 }
 
+// Days since 1970-01-01.
+int64_t DayOrdinal(absl::CivilDay day) { return day - absl::CivilDay(1970, 1, 1); }
+
 // A set's name becomes a schema name ("calendar.holidays.<name>"), so it
 // has no dots and cannot be mistaken for a raw distance column.
 bool ValidSetName(absl::string_view name) {
@@ -90,9 +92,12 @@ bool ValidSetName(absl::string_view name) {
 }  // namespace
 
 HolidayDayList MakeHolidayDayList(std::vector<absl::CivilDay> days) {
-  std::sort(days.begin(), days.end());
-  days.erase(std::unique(days.begin(), days.end()), days.end());
-  return std::make_shared<const std::vector<absl::CivilDay>>(std::move(days));
+  std::vector<int64_t> ordinals;
+  ordinals.reserve(days.size());
+  for (absl::CivilDay day : days) ordinals.push_back(DayOrdinal(day));
+  std::sort(ordinals.begin(), ordinals.end());
+  ordinals.erase(std::unique(ordinals.begin(), ordinals.end()), ordinals.end());
+  return std::make_shared<const std::vector<int64_t>>(std::move(ordinals));
 }
 
 absl::Status ValidateHolidaysBlock(const HolidaysBlock& block,
@@ -191,7 +196,7 @@ HolidayCalendar::HolidayCalendar(const HolidaysBlock& block)
     for (const std::string& date : dates) {
       absl::StatusOr<absl::CivilDay> day = ParseIsoDate(date);
       assert(day.ok());
-      if (day.ok()) set.own.push_back(*day);
+      if (day.ok()) set.own.push_back(DayOrdinal(*day));
     }
     std::sort(set.own.begin(), set.own.end());
     set.own.erase(std::unique(set.own.begin(), set.own.end()), set.own.end());
@@ -206,98 +211,100 @@ HolidayCalendar::HolidayCalendar(const HolidaysBlock& block)
            (1 + (include_days_since_ ? 1 : 0) + (include_days_until_ ? 1 : 0));
 }
 
-std::vector<absl::Span<const absl::CivilDay>> HolidayCalendar::Set::Lists()
-    const {
-  std::vector<absl::Span<const absl::CivilDay>> lists;
-  lists.reserve(1 + calendars.size());
-  lists.emplace_back(own);
-  for (const HolidayDayList& list : calendars) lists.emplace_back(*list);
-  return lists;
+template <typename Fn>
+void HolidayCalendar::Set::ForEachList(Fn&& fn) const {
+  fn(absl::Span<const int64_t>(own));
+  for (const HolidayDayList& list : calendars) fn(absl::Span<const int64_t>(*list));
 }
 
-std::optional<absl::CivilDay> HolidayCalendar::AtOrBefore(const Set& set,
-                                                          absl::CivilDay day) {
-  std::optional<absl::CivilDay> best;
-  for (absl::Span<const absl::CivilDay> list : set.Lists()) {
+int64_t HolidayCalendar::AtOrBefore(const Set& set, int64_t day) {
+  int64_t best = kNoPast;
+  set.ForEachList([&](absl::Span<const int64_t> list) {
     auto it = std::upper_bound(list.begin(), list.end(), day);
-    if (it == list.begin()) continue;
-    if (!best.has_value() || *(it - 1) > *best) best = *(it - 1);
-  }
+    if (it != list.begin()) best = std::max(best, *(it - 1));
+  });
   return best;
 }
 
-std::optional<absl::CivilDay> HolidayCalendar::AtOrAfter(const Set& set,
-                                                         absl::CivilDay day) {
-  std::optional<absl::CivilDay> best;
-  for (absl::Span<const absl::CivilDay> list : set.Lists()) {
+int64_t HolidayCalendar::AtOrAfter(const Set& set, int64_t day) {
+  int64_t best = kNoFuture;
+  set.ForEachList([&](absl::Span<const int64_t> list) {
     auto it = std::lower_bound(list.begin(), list.end(), day);
-    if (it == list.end()) continue;
-    if (!best.has_value() || *it < *best) best = *it;
-  }
+    if (it != list.end()) best = std::min(best, *it);
+  });
   return best;
 }
 
-double HolidayCalendar::Kernel(const Set& set, absl::CivilDay day,
-                               bool at_local_midnight) const {
-  if (distance_mode_ == HolidayDistanceMode::kGluonTs) {
-    // pandas' Holiday.dates(index − 200 days, index + 200 days) keeps
-    // holiday midnights inside the closed window; GluonTS takes the first.
-    const absl::CivilDay first =
-        day - (at_local_midnight ? kGluonTsWindowDays : kGluonTsWindowDays - 1);
-    const std::optional<absl::CivilDay> earliest = AtOrAfter(set, first);
-    if (!earliest.has_value() || *earliest > day + kGluonTsWindowDays) {
-      return 0.0;
-    }
-    const double value = KernelValue(kernel_, alpha_, day - *earliest);
-    return kernel_ != HolidayKernel::kIndicator &&
-                   !(value > kGluonTsKernelTolerance)
-               ? 0.0
-               : value;
-  }
-  const std::optional<absl::CivilDay> past = AtOrBefore(set, day);
-  const std::optional<absl::CivilDay> future = AtOrAfter(set, day);
-  if (!past.has_value() && !future.has_value()) return 0.0;
-  const int64_t after_past = past.has_value() ? day - *past : 0;
-  const int64_t before_future = future.has_value() ? *future - day : 0;
-  const int64_t d = past.has_value() &&
-                            (!future.has_value() || after_past <= before_future)
-                        ? after_past
-                        : -before_future;
+double HolidayCalendar::NearestKernel(int64_t day, int64_t past,
+                                      int64_t future) const {
+  if (past == kNoPast && future == kNoFuture) return 0.0;
+  // The sentinels are ~2^61 days away, so they lose every comparison.
+  const int64_t d = day - past <= future - day ? day - past : day - future;
   return KernelValue(kernel_, alpha_, d);
 }
 
-void HolidayCalendar::Write(absl::CivilDay day, bool at_local_midnight,
+double HolidayCalendar::GluonTsKernel(const Set& set, int64_t day,
+                                      bool at_local_midnight,
+                                      bool* window_edge) const {
+  // pandas' Holiday.dates(index − 200 days, index + 200 days) keeps
+  // holiday midnights inside the closed window; GluonTS takes the first.
+  const int64_t first =
+      day - (at_local_midnight ? kGluonTsWindowDays : kGluonTsWindowDays - 1);
+  const int64_t earliest = AtOrAfter(set, first);
+  if (earliest == day - kGluonTsWindowDays) *window_edge = true;
+  if (earliest > day + kGluonTsWindowDays) return 0.0;  // kNoFuture too.
+  const double value = KernelValue(kernel_, alpha_, day - earliest);
+  return kernel_ != HolidayKernel::kIndicator &&
+                 !(value > kGluonTsKernelTolerance)
+             ? 0.0
+             : value;
+}
+
+bool HolidayCalendar::Write(absl::CivilDay civil_day, bool at_local_midnight,
                             double* out) const {
+  bool window_edge = false;
+  const int64_t day = DayOrdinal(civil_day);
+  const bool gluonts = distance_mode_ == HolidayDistanceMode::kGluonTs;
   for (const Set& set : sets_) {
-    *out++ = Kernel(set, day, at_local_midnight);
+    // The nearest holidays each side, searched once for every column that
+    // needs them.
+    const int64_t past =
+        !gluonts || include_days_since_ ? AtOrBefore(set, day) : kNoPast;
+    const int64_t future =
+        !gluonts || include_days_until_ ? AtOrAfter(set, day) : kNoFuture;
+    *out++ = gluonts ? GluonTsKernel(set, day, at_local_midnight, &window_edge)
+                     : NearestKernel(day, past, future);
     if (include_days_since_) {
-      const std::optional<absl::CivilDay> past = AtOrBefore(set, day);
-      *out++ = past.has_value() && day - *past <= max_distance_days_
-                   ? static_cast<double>(day - *past)
-                   : kNoHolidayInWindow;
+      *out++ = day - past <= max_distance_days_ ? static_cast<double>(day - past)
+                                                : kNoHolidayInWindow;
     }
     if (include_days_until_) {
-      const std::optional<absl::CivilDay> future = AtOrAfter(set, day);
-      *out++ = future.has_value() && *future - day <= max_distance_days_
-                   ? static_cast<double>(*future - day)
+      *out++ = future - day <= max_distance_days_
+                   ? static_cast<double>(future - day)
                    : kNoHolidayInWindow;
     }
   }
+  // A holiday 200 days back is in the midnight window only.
+  return window_edge;
 }
 
-int64_t HolidayCalendar::SignedDistanceDays(absl::CivilDay day) const {
+int64_t HolidayCalendar::SignedDistanceDays(absl::CivilDay civil_day) const {
   assert(!sets_.empty());
-  const std::optional<absl::CivilDay> past = AtOrBefore(sets_[0], day);
-  const std::optional<absl::CivilDay> future = AtOrAfter(sets_[0], day);
-  assert(past.has_value() || future.has_value());
-  if (!past.has_value()) return day - *future;
-  if (!future.has_value()) return day - *past;
-  return day - *past <= *future - day ? day - *past : day - *future;
+  const int64_t day = DayOrdinal(civil_day);
+  const int64_t past = AtOrBefore(sets_[0], day);
+  const int64_t future = AtOrAfter(sets_[0], day);
+  assert(past != kNoPast || future != kNoFuture);
+  return day - past <= future - day ? day - past : day - future;
 }
 
-double HolidayCalendar::Value(absl::CivilDay day) const {
+double HolidayCalendar::Value(absl::CivilDay civil_day) const {
   assert(!sets_.empty());
-  return Kernel(sets_[0], day, /*at_local_midnight=*/true);
+  const int64_t day = DayOrdinal(civil_day);
+  if (distance_mode_ == HolidayDistanceMode::kGluonTs) {
+    bool window_edge = false;
+    return GluonTsKernel(sets_[0], day, /*at_local_midnight=*/true, &window_edge);
+  }
+  return NearestKernel(day, AtOrBefore(sets_[0], day), AtOrAfter(sets_[0], day));
 }
 
 double HolidayCalendar::KernelValue(HolidayKernel kernel, double alpha,

@@ -45,7 +45,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,9 +59,10 @@ namespace phasor {
 enum class HolidayKernel { kIndicator, kExponential, kSquaredExponential };
 enum class HolidayDistanceMode { kNearest, kGluonTs };
 
-// A named calendar's dates: sorted, unique, immutable, shared by every
-// request that names it.
-using HolidayDayList = std::shared_ptr<const std::vector<absl::CivilDay>>;
+// A named calendar's dates as days since 1970-01-01 (integer compares and
+// differences on the per-day path): sorted, unique, immutable, shared by
+// every request that names it.
+using HolidayDayList = std::shared_ptr<const std::vector<int64_t>>;
 
 // Sorts and deduplicates `days` into a shared list.
 HolidayDayList MakeHolidayDayList(std::vector<absl::CivilDay> days);
@@ -128,13 +128,16 @@ class HolidayCalendar final {
 
   // Columns Write fills.
   int64_t width() const { return width_; }
-  // True when a row's columns depend on more than its local date (GLUONTS:
-  // local midnight or not); otherwise Write ignores `at_local_midnight`.
+  // True when a row's columns may depend on more than its local date
+  // (GLUONTS: local midnight or not); otherwise Write ignores
+  // `at_local_midnight`.
   bool clock_dependent() const {
     return distance_mode_ == HolidayDistanceMode::kGluonTs;
   }
-  // Writes width() values for a row on local date `day`.
-  void Write(absl::CivilDay day, bool at_local_midnight, double* out) const;
+  // Writes width() values for a row on local date `day`. Returns whether a
+  // row at the other `at_local_midnight` of that day gets other values
+  // (only GLUONTS, only with a holiday exactly 200 days back).
+  bool Write(absl::CivilDay day, bool at_local_midnight, double* out) const;
 
   // Of the first set: NEAREST's d, ties to the past.
   // REQUIRES: the first set has a holiday.
@@ -147,17 +150,27 @@ class HolidayCalendar final {
  private:
   // One set's holidays: its own sorted dates plus shared calendar lists.
   struct Set {
-    std::vector<absl::CivilDay> own;
+    std::vector<int64_t> own;  // Days since 1970-01-01, sorted, unique.
     std::vector<HolidayDayList> calendars;
-    std::vector<absl::Span<const absl::CivilDay>> Lists() const;
+    // Calls fn(absl::Span<const int64_t>) for each sorted list.
+    template <typename Fn>
+    void ForEachList(Fn&& fn) const;
   };
-  // The latest holiday ≤ day / earliest ≥ day, when any.
-  static std::optional<absl::CivilDay> AtOrBefore(const Set& set,
-                                                  absl::CivilDay day);
-  static std::optional<absl::CivilDay> AtOrAfter(const Set& set,
-                                                 absl::CivilDay day);
-  double Kernel(const Set& set, absl::CivilDay day,
-                bool at_local_midnight) const;
+  // Days are days since 1970-01-01 from here on. The latest holiday ≤ day
+  // (kNoPast without one) and the earliest ≥ day (kNoFuture without one):
+  // ~2^61 days away, so any distance to them is beyond every window, and
+  // no difference with a real day overflows.
+  static constexpr int64_t kNoPast = -(int64_t{1} << 61);
+  static constexpr int64_t kNoFuture = int64_t{1} << 61;
+  static int64_t AtOrBefore(const Set& set, int64_t day);
+  static int64_t AtOrAfter(const Set& set, int64_t day);
+  // NEAREST's kernel from the holidays at or before / at or after `day`.
+  double NearestKernel(int64_t day, int64_t past, int64_t future) const;
+  // GLUONTS's kernel, clip included.
+  // Sets *window_edge when the earliest holiday in the midnight window is
+  // on its first day (so the window after midnight misses it).
+  double GluonTsKernel(const Set& set, int64_t day, bool at_local_midnight,
+                       bool* window_edge) const;
 
   std::vector<Set> sets_;
   HolidayKernel kernel_;

@@ -146,6 +146,14 @@ class HolidaysTest(unittest.TestCase):
                         self.assertTrue(np.isnan(got))
                     else:
                         self.assertEqual(got, want, (index[row], column))
+        # Some hourly rows hit that edge (a holiday 200 days before their
+        # midnight), so the server's after-midnight columns are exercised.
+        at_midnight = np.stack(
+            [gluonts_distances(rule_dates[name], hourly.normalize())
+             for name in RULES], axis=1)
+        self.assertGreater(
+            int(np.sum(~np.isclose(at_midnight, distances["hourly"],
+                                   equal_nan=True))), 0)
         checked = 0
         nonzero = 0
         for kind, alpha in (("INDICATOR", 1.0), ("EXPONENTIAL", 0.05),

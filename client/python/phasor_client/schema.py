@@ -22,7 +22,9 @@ feature_names() spells it out:
                        Fourier order K > 1: calendar.<field>.sin_1,
                        calendar.<field>.cos_1, ... .sin_K, .cos_K;
                        LINEAR / INDEX, years and flags: calendar.<field>
-  calendar.utc_offset, calendar.dst, calendar.holidays
+  calendar.utc_offset, calendar.dst, calendar.holidays,
+  calendar.holidays.days_since, calendar.holidays.days_until,
+  calendar.holidays.<set>[.days_since|.days_until]   (one column each)
 
 <ch> is the channel's name (channel_names, else its number). Under combine
 SUM every block spans the same d_model columns, which hold their sum: the

@@ -1,0 +1,155 @@
+// Built-in holiday calendars through a real server: the generated file
+// (server/holidays/gen_builtin_holidays.py) loads, a request names a
+// country, a profile's calendar of the same name wins, and a bad file stops
+// the server at startup naming the file.
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/civil_time.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "phasor/v1/encoder.grpc.pb.h"
+#include "server/profiles.h"
+#include "server/server.h"
+#include "tests/server/test_util.h"
+
+namespace phasor::server {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using testing::Context;
+using testing::Int64Tensor;
+using testing::StartTestServer;
+using testing::TempDir;
+using testing::TestOptions;
+using testing::TestServer;
+
+// Noon UTC of each day of [first, last].
+std::vector<int64_t> Noons(absl::CivilDay first, absl::CivilDay last) {
+  std::vector<int64_t> out;
+  for (absl::CivilDay day = first; day <= last; ++day) {
+    out.push_back(absl::ToUnixNanos(
+        absl::FromCivil(absl::CivilSecond(day) + 12 * 3600, absl::UTCTimeZone())));
+  }
+  return out;
+}
+
+// The days of [first, last] whose indicator column is 1 for `calendar`.
+std::vector<absl::CivilDay> HolidaysIn(v1::Encoder::Stub& stub,
+                                       const std::string& calendar,
+                                       absl::CivilDay first, absl::CivilDay last,
+                                       grpc::Status* status) {
+  const std::vector<int64_t> noons = Noons(first, last);
+  v1::EncodeObservationsRequest request;
+  *request.mutable_observations()->mutable_timestamps() =
+      Int64Tensor(noons, {static_cast<int64_t>(noons.size())});
+  request.mutable_spec()->mutable_temporal()->mutable_calendar()
+      ->mutable_holidays()->set_calendar(calendar);
+  request.set_output_dtype(v1::FLOAT64);
+  v1::EncodeObservationsResponse response;
+  *status = stub.EncodeObservations(Context().get(), request, &response);
+  std::vector<absl::CivilDay> out;
+  if (!status->ok()) return out;
+  const std::string& bytes = response.features().data();
+  EXPECT_EQ(bytes.size(), noons.size() * sizeof(double));
+  for (size_t i = 0; i < noons.size() && (i + 1) * sizeof(double) <= bytes.size(); ++i) {
+    double value;
+    std::memcpy(&value, bytes.data() + i * sizeof(double), sizeof(double));
+    if (value == 1.0) out.push_back(first + static_cast<int64_t>(i));
+  }
+  return out;
+}
+
+TEST(BuiltinHolidays, CountryCalendarsLoadAndServe) {
+  ServerOptions options = TestOptions();
+  options.builtin_holidays_path = PHASOR_BUILTIN_HOLIDAYS_FILE;
+  TestServer server = StartTestServer(options);
+  ASSERT_NE(server.server, nullptr);
+  EXPECT_THAT(server.server->profiles().builtin_holidays_source(),
+              HasSubstr("python3-holidays"));
+
+  v1::ListProfilesResponse listed;
+  ASSERT_TRUE(server.stub->ListProfiles(Context().get(), v1::ListProfilesRequest(),
+                                        &listed).ok());
+  EXPECT_GE(listed.builtin_holiday_calendars_size(), 20);
+  for (const char* name : {"US", "DE", "GB", "FR", "JP", "IN", "BR"}) {
+    EXPECT_THAT(listed.builtin_holiday_calendars(), Contains(name));
+  }
+
+  grpc::Status status;
+  // US federal holidays of 2026 (New Year, MLK, Presidents, Memorial,
+  // Juneteenth, Independence Day observed on Friday July 3, Labor,
+  // Columbus, Veterans, Thanksgiving, Christmas): python3-holidays 0.10.1.
+  const std::vector<absl::CivilDay> us = HolidaysIn(
+      *server.stub, "US", absl::CivilDay(2026, 1, 1), absl::CivilDay(2026, 12, 31),
+      &status);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(us, Contains(absl::CivilDay(2026, 7, 4)));
+  EXPECT_THAT(us, Contains(absl::CivilDay(2026, 11, 26)));  // Thanksgiving
+  EXPECT_THAT(us, Contains(absl::CivilDay(2026, 12, 25)));
+  EXPECT_GE(us.size(), 10u);
+  EXPECT_LE(us.size(), 14u);
+  // Both ends of the range are covered.
+  EXPECT_THAT(HolidaysIn(*server.stub, "GB", absl::CivilDay(1900, 12, 20),
+                         absl::CivilDay(1900, 12, 31), &status),
+              Contains(absl::CivilDay(1900, 12, 25)));
+  EXPECT_THAT(HolidaysIn(*server.stub, "FR", absl::CivilDay(2200, 7, 1),
+                         absl::CivilDay(2200, 7, 31), &status),
+              Contains(absl::CivilDay(2200, 7, 14)));
+
+  // Unknown names are NOT_FOUND naming the field.
+  HolidaysIn(*server.stub, "XX", absl::CivilDay(2026, 1, 1),
+             absl::CivilDay(2026, 1, 2), &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("spec.temporal.calendar.holidays.calendar"));
+}
+
+TEST(BuiltinHolidays, ProfileCalendarOfTheSameNameWins) {
+  TempDir dir;
+  ServerOptions options = TestOptions();
+  options.builtin_holidays_path = PHASOR_BUILTIN_HOLIDAYS_FILE;
+  options.profiles_path = dir.WriteFile("profiles.txtpb", R"pb(
+    profile { name: "p" spec { rope { rotary_dim: 8 } }
+              holiday_calendars { name: "US" dates: "2026-03-03" } }
+  )pb");
+  TestServer server = StartTestServer(options);
+  ASSERT_NE(server.server, nullptr);
+  grpc::Status status;
+  EXPECT_THAT(HolidaysIn(*server.stub, "US", absl::CivilDay(2026, 1, 1),
+                         absl::CivilDay(2026, 12, 31), &status),
+              ::testing::ElementsAre(absl::CivilDay(2026, 3, 3)));
+  ASSERT_TRUE(status.ok()) << status.error_message();
+}
+
+TEST(BuiltinHolidays, BadFileStopsStartupNamingIt) {
+  TempDir dir;
+  ServerOptions options = TestOptions();
+  options.builtin_holidays_path = dir.WriteFile("bad.textpb", R"pb(
+    calendars { name: "US" dates: ["2026-01-01", "2026-02-30"] }
+  )pb");
+  absl::StatusOr<std::unique_ptr<PhasorServer>> server = PhasorServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(server.status().message(), HasSubstr("bad.textpb"));
+  EXPECT_THAT(server.status().message(), HasSubstr("'US' dates[1]"));
+
+  options.builtin_holidays_path = dir.WriteFile("garbled.textpb", "calendars {");
+  server = PhasorServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(server.status().message(), HasSubstr("builtin_holidays: "));
+
+  options.builtin_holidays_path = absl::StrCat(dir.path(), "/absent.textpb");
+  server = PhasorServer::Start(options);
+  EXPECT_FALSE(server.ok());
+}
+
+}  // namespace
+}  // namespace phasor::server
