@@ -135,7 +135,6 @@ struct CalendarBlock {
   std::vector<int64_t> fourier_orders;
 };
 
-
 // Loads an IANA zone from the system tzdata; "" and "UTC" give UTC. Unknown
 // or unsafe names are INVALID_ARGUMENT on `field`:
 //   spec.temporal.calendar.time_zone: unknown IANA time zone "Mars/Base" ...
