@@ -17,6 +17,7 @@
 
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
@@ -97,6 +98,33 @@ TEST(TemporalFeatureLayout, ConcatSchema) {
   EXPECT_EQ(with_content->schema[0].block, "content");
   EXPECT_EQ(with_content->schema[0].width, 7);
   EXPECT_EQ(with_content->width, 7 + 8 + 3 + 14 + 21);
+}
+
+TEST(TemporalFeatureLayout, HolidayColumnsPerSet) {
+  TemporalSpec spec;
+  CalendarBlock cal;
+  HolidaysBlock holidays;
+  holidays.include_days_since = true;
+  holidays.include_days_until = true;
+  for (int i = 0; i < kMaxHolidaySets; ++i) {
+    holidays.sets.push_back(HolidaySet{absl::StrCat("h", i), {"2026-01-01"}, {}});
+  }
+  cal.holidays = holidays;
+  spec.calendar = cal;
+  const absl::StatusOr<FeatureLayout> layout = TemporalFeatureLayout(spec, 0, 0);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  // The unnamed set (no sets excluded it here) and 256 named ones, three
+  // columns each, named after their set.
+  ASSERT_EQ(layout->width, 3 * (1 + kMaxHolidaySets));
+  ASSERT_EQ(layout->schema.size(), static_cast<size_t>(layout->width));
+  EXPECT_EQ(layout->schema[0].block, "calendar.holidays");
+  EXPECT_EQ(layout->schema[1].block, "calendar.holidays.days_since");
+  EXPECT_EQ(layout->schema[5].block, "calendar.holidays.h0.days_until");
+  EXPECT_EQ(layout->schema.back().block, "calendar.holidays.h255.days_until");
+  for (size_t i = 0; i < layout->schema.size(); ++i) {
+    EXPECT_EQ(layout->schema[i].offset, static_cast<int64_t>(i));
+    EXPECT_EQ(layout->schema[i].width, 1);
+  }
 }
 
 TEST(TemporalFeatureLayout, Errors) {
