@@ -831,9 +831,21 @@ void CalendarEncoder::AddInformerRow(CalendarField field, int value,
     for (int64_t j = 0; j < sum_d_model_; ++j) out[j] += row[j];
     return;
   }
-  for (size_t i = 0; i < sum_omega_.size(); ++i) {
-    out[2 * i] += std::sin(value * sum_omega_[i]);
-    out[2 * i + 1] += std::cos(value * sum_omega_[i]);
+  // The row's angles value·ω_i through the vector kernel, kChunk at a time
+  // (a libm call per value was most of such a row). The tables above are
+  // built by this code, so a field with and without one gives the same bits.
+  constexpr size_t kChunk = 64;
+  double angle[kChunk];
+  double sin_angle[kChunk];
+  double cos_angle[kChunk];
+  for (size_t i0 = 0; i0 < sum_omega_.size(); i0 += kChunk) {
+    const size_t used = std::min(kChunk, sum_omega_.size() - i0);
+    for (size_t j = 0; j < used; ++j) angle[j] = value * sum_omega_[i0 + j];
+    SinCosOfAngles(absl::MakeConstSpan(angle, used), sin_angle, cos_angle);
+    for (size_t j = 0; j < used; ++j) {
+      out[2 * (i0 + j)] += sin_angle[j];
+      out[2 * (i0 + j) + 1] += cos_angle[j];
+    }
   }
 }
 
