@@ -777,8 +777,12 @@ CalendarEncoder::CalendarEncoder(const CalendarBlock& block,
     // Flags are whole-day values even with `fractional`.
     const bool day_level =
         IsFlagField(field) || (!IsClockField(field) && !block.fractional);
+    // CYCLIC angles evaluated a tile at a time (Writer::EncodeRows).
+    const bool angles = !day_level && encoding_ == CalendarEncoding::kCyclic &&
+                        fractional_ && !exact_cycles_ && IsCyclicField(field);
     slots_.push_back({field, offset, width, std::max<int64_t>(width / 2, 1),
-                      day_level});
+                      day_level, angles});
+    if (angles) row_angles_ += slots_.back().order;
     (day_level ? day_slots_ : row_slots_).push_back(slots_.back());
     offset += width;
   }
@@ -827,9 +831,21 @@ void CalendarEncoder::AddInformerRow(CalendarField field, int value,
     for (int64_t j = 0; j < sum_d_model_; ++j) out[j] += row[j];
     return;
   }
-  for (size_t i = 0; i < sum_omega_.size(); ++i) {
-    out[2 * i] += std::sin(value * sum_omega_[i]);
-    out[2 * i + 1] += std::cos(value * sum_omega_[i]);
+  // The row's angles value·ω_i through the vector kernel, kChunk at a time
+  // (a libm call per value was most of such a row). The tables above are
+  // built by this code, so a field with and without one gives the same bits.
+  constexpr size_t kChunk = 64;
+  double angle[kChunk];
+  double sin_angle[kChunk];
+  double cos_angle[kChunk];
+  for (size_t i0 = 0; i0 < sum_omega_.size(); i0 += kChunk) {
+    const size_t used = std::min(kChunk, sum_omega_.size() - i0);
+    for (size_t j = 0; j < used; ++j) angle[j] = value * sum_omega_[i0 + j];
+    SinCosOfAngles(absl::MakeConstSpan(angle, used), sin_angle, cos_angle);
+    for (size_t j = 0; j < used; ++j) {
+      out[2 * (i0 + j)] += sin_angle[j];
+      out[2 * (i0 + j) + 1] += cos_angle[j];
+    }
   }
 }
 
@@ -840,6 +856,17 @@ int64_t CalendarEncoder::FieldWidth(const CalendarBlock& block, size_t i) {
   const int64_t order = i < block.fourier_orders.size() ? block.fourier_orders[i] : 0;
   return 2 * std::max<int64_t>(order, 1);
 }
+
+namespace {
+
+// The angle of harmonic k of a cyclic field at x in [0, period): 2π·x'/P
+// with x' = (k·x) mod P, exact (fmod is), a smaller angle.
+inline double HarmonicAngle(double x, int period, int64_t k) {
+  const double kx = k == 1 ? x : std::fmod(static_cast<double>(k) * x, period);
+  return kTwoPi * kx / period;
+}
+
+}  // namespace
 
 void CalendarEncoder::EncodeField(const Slot& slot, const LocalTime& local,
                                   const RowClock& clock, double* out) const {
@@ -869,13 +896,12 @@ void CalendarEncoder::EncodeField(const Slot& slot, const LocalTime& local,
   if (fractional_) x += FieldFraction(field, local, clock);
   switch (encoding_) {
     case CalendarEncoding::kCyclic: {
+      // The vector kernel, as Writer::EncodeRows (the same bits).
       const int period = CyclePeriod(field, local);
       for (int64_t k = 1; k <= slot.order; ++k) {
-        // Harmonic k at (k·x) mod P: exact (fmod is), a smaller angle.
-        const double kx = k == 1 ? x : std::fmod(static_cast<double>(k) * x, period);
-        const double angle = kTwoPi * kx / period;
-        out[2 * k - 2] = std::sin(angle);
-        out[2 * k - 1] = std::cos(angle);
+        const double angle = HarmonicAngle(x, period, k);
+        SinCosOfAngles(absl::MakeConstSpan(&angle, 1), &out[2 * k - 2],
+                       &out[2 * k - 1]);
       }
       return;
     }
@@ -885,6 +911,17 @@ void CalendarEncoder::EncodeField(const Slot& slot, const LocalTime& local,
     case CalendarEncoding::kIndex:
       out[0] = zero_based_index_ ? value - FieldBase(field) : value;
       return;
+  }
+}
+
+void CalendarEncoder::CyclicAngles(const Slot& slot, const LocalTime& local,
+                                   const RowClock& clock, double* angles) const {
+  const CalendarField field = slot.field;
+  const double x = (CivilValue(field, local) - FieldBase(field)) +
+                   FieldFraction(field, local, clock);
+  const int period = CyclePeriod(field, local);
+  for (int64_t k = 1; k <= slot.order; ++k) {
+    angles[k - 1] = HarmonicAngle(x, period, k);
   }
 }
 
@@ -923,6 +960,13 @@ CalendarEncoder::Writer::Writer(const CalendarEncoder& encoder)
     : encoder_(encoder),
       cursor_(encoder.zone_),
       day_columns_(static_cast<size_t>(encoder.width_), 0.0) {
+  if (encoder.row_angles_ > 0) {
+    rows_per_batch_ = std::max<int64_t>(kBatchAngles / encoder.row_angles_, 1);
+    const auto angles = static_cast<size_t>(rows_per_batch_ * encoder.row_angles_);
+    angles_.resize(angles);
+    sin_.resize(angles);
+    cos_.resize(angles);
+  }
   if (encoder.holidays_.has_value() && encoder.holidays_->clock_dependent()) {
     holidays_after_midnight_.resize(static_cast<size_t>(encoder.holidays_->width()));
   }
@@ -963,6 +1007,49 @@ void CalendarEncoder::Writer::FillDay(const LocalTime& local) {
 }
 
 void CalendarEncoder::Writer::Encode(int64_t unix_ns, double* out) {
+  EncodeRows(absl::MakeConstSpan(&unix_ns, 1), out, encoder_.width_);
+}
+
+void CalendarEncoder::Writer::EncodeRows(absl::Span<const int64_t> times_ns,
+                                         double* out, int64_t row_stride) {
+  const CalendarEncoder& e = encoder_;
+  const auto rows = static_cast<int64_t>(times_ns.size());
+  if (e.row_angles_ == 0) {
+    for (int64_t r = 0; r < rows; ++r) EncodeRow(times_ns[r], out + r * row_stride, nullptr);
+    return;
+  }
+  // The rows' CYCLIC angles first (rows_per_batch_ rows at a time), then all
+  // their sin/cos through the vector kernel together (a libm call per
+  // value was most of a fractional calendar row), then scattered. A value
+  // depends on its angle alone, so the batching changes no bit.
+  const int64_t per_row = e.row_angles_;
+  for (int64_t r0 = 0; r0 < rows; r0 += rows_per_batch_) {
+    const int64_t n = std::min(rows_per_batch_, rows - r0);
+    for (int64_t r = 0; r < n; ++r) {
+      EncodeRow(times_ns[r0 + r], out + (r0 + r) * row_stride,
+                angles_.data() + r * per_row);
+    }
+    SinCosOfAngles(absl::MakeConstSpan(angles_.data(), n * per_row), sin_.data(),
+                   cos_.data());
+    for (int64_t r = 0; r < n; ++r) {
+      double* row = out + (r0 + r) * row_stride;
+      const double* s = sin_.data() + r * per_row;
+      const double* c = cos_.data() + r * per_row;
+      for (const Slot& slot : e.row_slots_) {
+        if (!slot.angles) continue;
+        double* column = row + slot.offset;
+        for (int64_t k = 0; k < slot.order; ++k) {
+          column[2 * k] = s[k];
+          column[2 * k + 1] = c[k];
+        }
+        s += slot.order;
+        c += slot.order;
+      }
+    }
+  }
+}
+
+void CalendarEncoder::Writer::EncodeRow(int64_t unix_ns, double* out, double* angles) {
   const CalendarEncoder& e = encoder_;
   const LocalTime& local = cursor_.At(unix_ns);
   if (!has_day_ || local.date != day_) FillDay(local);
@@ -1003,7 +1090,12 @@ void CalendarEncoder::Writer::Encode(int64_t unix_ns, double* out) {
     // Fractional fields share the row's clock (computed once, not per field).
     const RowClock clock = e.fractional_ ? ClockOf(local) : RowClock{0, 0};
     for (const Slot& slot : e.row_slots_) {
-      e.EncodeField(slot, local, clock, out + slot.offset);
+      if (slot.angles && angles != nullptr) {  // Evaluated by EncodeRows.
+        e.CyclicAngles(slot, local, clock, angles);
+        angles += slot.order;
+      } else {
+        e.EncodeField(slot, local, clock, out + slot.offset);
+      }
     }
   }
   if (e.utc_offset_column_ >= 0) {

@@ -89,6 +89,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "core/continuous_time.h"
 #include "core/holidays.h"
 
@@ -237,9 +238,19 @@ class CalendarEncoder final {
     explicit Writer(const CalendarEncoder& encoder);
     // Writes width() values for the instant unix_ns.
     void Encode(int64_t unix_ns, double* out);
+    // Encode of each times_ns[r] at out + r·row_stride; the same bits, with
+    // the CYCLIC fractional fields' sin/cos of many rows evaluated together.
+    void EncodeRows(absl::Span<const int64_t> times_ns, double* out,
+                    int64_t row_stride);
 
    private:
+    // Angles a Writer evaluates together (a few rows' worth).
+    static constexpr int64_t kBatchAngles = 256;
+
     void FillDay(const LocalTime& local);
+    // Encode; with `angles`, the slots with Slot::angles write their angles
+    // there (encoder.row_angles_ of them) instead of their columns.
+    void EncodeRow(int64_t unix_ns, double* out, double* angles);
 
     const CalendarEncoder& encoder_;
     LocalTimeCursor cursor_;
@@ -251,6 +262,11 @@ class CalendarEncoder final {
     std::vector<double> holidays_after_midnight_;
     bool holidays_differ_after_midnight_ = false;
     bool holidays_after_midnight_filled_ = false;
+    // EncodeRows: rows per batch, and the batch's angles, sines and cosines.
+    int64_t rows_per_batch_ = 1;
+    std::vector<double> angles_;
+    std::vector<double> sin_;
+    std::vector<double> cos_;
   };
 
  private:
@@ -260,6 +276,7 @@ class CalendarEncoder final {
     int64_t width;    // Columns: 2·order (sin, cos per harmonic) or 1.
     int64_t order;    // Fourier order K of a cyclic field, else 1.
     bool day_level;   // Constant over a local day (and not fractional).
+    bool angles;      // A per-row CYCLIC fractional field on the float32 path.
   };
   // Writes the slot's encoded column(s) for `local` at out[0..slot.width);
   // `clock` is `local`'s clock (read by fractional fields).
@@ -267,6 +284,10 @@ class CalendarEncoder final {
                    double* out) const;
   // EncodeField's CYCLIC columns on the float64 path; out of line, so the
   // float32 path's code is what it was.
+  // The angles of a slot with Slot::angles: angles[k − 1] for harmonic k,
+  // whose sin and cos are EncodeField's columns 2k − 2, 2k − 1.
+  void CyclicAngles(const Slot& slot, const LocalTime& local, const RowClock& clock,
+                    double* angles) const;
   [[gnu::noinline]] void EncodeExactCycle(const Slot& slot, const LocalTime& local,
                                           double* out) const;
   // Adds Informer's row PE(value) of `field` to out[0..d_model), from its
@@ -288,6 +309,7 @@ class CalendarEncoder final {
   std::vector<Slot> slots_;
   std::vector<Slot> day_slots_;  // The day_level slots_, then the others.
   std::vector<Slot> row_slots_;
+  int64_t row_angles_ = 0;  // The orders of the slots with Slot::angles, summed.
   int64_t utc_offset_column_ = -1;
   int64_t dst_column_ = -1;
   int64_t holiday_column_ = -1;

@@ -709,7 +709,8 @@ void EncodeTile(const Prepared& p, const SeriesOrigins& o, int64_t begin,
     tracker.AdvanceRows(obs, begin, n);
   }
   if (writer != nullptr) {
-    for (int64_t i = 0; i < n; ++i) writer->Encode(times[begin + i], target(i));
+    // target(i) = target(0) + i·width, for SUM and CONCAT.
+    writer->EncodeRows(times.subspan(begin, n), target(0), width);
     done(p.calendars.front().width());
   }
   T* dst = out + begin * width;

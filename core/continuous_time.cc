@@ -996,11 +996,15 @@ void Time2Vec::EncodeRowsFloat32(absl::Span<const Time> times, int64_t origin_ns
   }
 }
 
-void SinOfAngles(absl::Span<const double> angles, absl::Span<double> out) {
-  assert(out.size() == angles.size());
+namespace {
+
+// SinOfAngles and SinCosOfAngles: sin_out[i] (and cos_out[i] unless null).
+void SinCosOfAnglesImpl(absl::Span<const double> angles, double* sin_out,
+                        double* cos_out) {
   // kAngles at a time; angles past the kernel's range (a Time2Vec φ_i can
   // be any finite value) are taken by libm after the kernel, so a chunk has
-  // no branch per angle otherwise. `in` keeps the chunk: out may be angles.
+  // no branch per angle otherwise. `in` keeps the chunk: sin_out may be
+  // angles.
   constexpr int64_t kAngles = 64;
   double in[kAngles];
   HWY_ALIGN double angle[kAngles];
@@ -1024,11 +1028,27 @@ void SinOfAngles(absl::Span<const double> angles, absl::Span<double> out) {
     sin_cos(angle, static_cast<size_t>(padded), sin_angle, cos_angle);
     if (out_of_range) {
       for (int64_t j = 0; j < used; ++j) {
-        if (!(std::fabs(in[j]) <= kMaxKernelAngle)) sin_angle[j] = std::sin(in[j]);
+        if (!(std::fabs(in[j]) <= kMaxKernelAngle)) {
+          sin_angle[j] = std::sin(in[j]);
+          cos_angle[j] = std::cos(in[j]);
+        }
       }
     }
-    std::copy(sin_angle, sin_angle + used, out.begin() + i0);
+    std::copy(sin_angle, sin_angle + used, sin_out + i0);
+    if (cos_out != nullptr) std::copy(cos_angle, cos_angle + used, cos_out + i0);
   }
+}
+
+}  // namespace
+
+void SinOfAngles(absl::Span<const double> angles, absl::Span<double> out) {
+  assert(out.size() == angles.size());
+  SinCosOfAnglesImpl(angles, out.data(), nullptr);
+}
+
+void SinCosOfAngles(absl::Span<const double> angles, double* sin_out,
+                    double* cos_out) {
+  SinCosOfAnglesImpl(angles, sin_out, cos_out);
 }
 
 }  // namespace phasor

@@ -250,6 +250,13 @@ class TimeSinusoid final {
 // REQUIRES: out.size() == angles.size().
 void SinOfAngles(absl::Span<const double> angles, absl::Span<double> out);
 
+// sin_out[i] = sin(angles[i]), cos_out[i] = cos(angles[i]): SinOfAngles's
+// kernel (< 1 ulp, the same bits on every SIMD target; libm's sin and cos
+// for |angles[i]| > 2^20). Each value depends on its angle alone, not on
+// the call's other angles. sin_out and cos_out hold angles.size() values.
+void SinCosOfAngles(absl::Span<const double> angles, double* sin_out,
+                    double* cos_out);
+
 // Time2Vec, prepared once per request.
 //
 // SinusoidAccuracy::kFloat64 evaluates the exact τ = elapsed_ns / U,

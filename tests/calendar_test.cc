@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "core/compose.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -1120,6 +1121,56 @@ TEST(ValidateCalendarBlock, AdditionsErrorPaths) {
   EXPECT_THAT(ValidateTemporalSpec(sum),
               IsFieldError(absl::StatusCode::kInvalidArgument,
                            "spec.temporal.calendar.fourier_orders[0]"));
+}
+
+TEST(CalendarEncoder, FractionalCyclicRowsBatchedMatchRowByRowAndExactPath) {
+  // EncodeRows evaluates the fractional CYCLIC fields' sin/cos of many rows
+  // through the vector kernel together: the bits do not depend on how the
+  // rows are split, equal Encode's row by row, and stay within a few ulp
+  // of the float64 path (exact reduction, ≤ 1.7e-16 of the true values).
+  CalendarBlock block;
+  block.time_zone = "America/New_York";
+  block.fields = AllFields();
+  block.fourier_orders = {1, 3, 2, 1, 4, 1, 2, 1, 1};
+  block.fractional = true;
+  block.include_utc_offset = true;
+  const absl::TimeZone zone = *LoadIanaTimeZone(block.time_zone, "time_zone");
+  const CalendarEncoder fast(block, zone, 0);
+  const CalendarEncoder exact(block, zone, 0, std::numeric_limits<int64_t>::max(),
+                              SinusoidAccuracy::kFloat64);
+  const int64_t w = fast.width();
+  ASSERT_EQ(exact.width(), w);
+  std::vector<int64_t> times;
+  std::mt19937_64 rng(11);
+  int64_t t = UtcNs(1999, 12, 30);
+  for (int i = 0; i < 3000; ++i) {
+    t += static_cast<int64_t>(rng() % (2 * 86400)) * 1000000000 + rng() % 1000000000;
+    times.push_back(t);
+  }
+  const auto n = static_cast<int64_t>(times.size());
+  std::vector<double> whole(n * w), split(n * w), single(n * w), reference(n * w);
+  CalendarEncoder::Writer(fast).EncodeRows(times, whole.data(), w);
+  CalendarEncoder::Writer splitter(fast);
+  for (int64_t r = 0; r < n;) {
+    const int64_t rows = std::min<int64_t>(1 + static_cast<int64_t>(rng() % 40), n - r);
+    splitter.EncodeRows(absl::MakeConstSpan(times).subspan(r, rows), split.data() + r * w, w);
+    r += rows;
+  }
+  CalendarEncoder::Writer one(fast), ref(exact);
+  for (int64_t r = 0; r < n; ++r) {
+    one.Encode(times[r], single.data() + r * w);
+    ref.Encode(times[r], reference.data() + r * w);
+  }
+  ASSERT_EQ(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(double)), 0);
+  ASSERT_EQ(std::memcmp(whole.data(), single.data(), whole.size() * sizeof(double)), 0);
+  double worst = 0.0;
+  for (int64_t k = 0; k < n * w; ++k) {
+    worst = std::max(worst, std::fabs(whole[k] - reference[k]));
+  }
+  // The angle 2π·x/P is rounded once more than the exact phase: a few ulp
+  // of a value below 2π·366.
+  EXPECT_LT(worst, 1e-14);  // 3.2e-15 measured.
+  EXPECT_GT(worst, 0.0);  // The two paths are distinct computations.
 }
 
 }  // namespace
