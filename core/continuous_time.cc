@@ -529,10 +529,8 @@ TimeSinusoid::TimeSinusoid(int64_t dim, double min_period_seconds,
   step_lo_.reserve(static_cast<size_t>(num_periods));
   step_hi_.reserve(static_cast<size_t>(num_periods));
   for (int64_t k = 0; k < num_periods; ++k) {
-    phases_.emplace_back(LadderPeriodSeconds(k, num_periods, min_period_seconds,
-                                             max_period_seconds));
-    step_lo_.push_back(static_cast<uint64_t>(phases_.back().step()));
-    step_hi_.push_back(static_cast<uint64_t>(phases_.back().step() >> 64));
+    AddPhase(ExactPhase(LadderPeriodSeconds(k, num_periods, min_period_seconds,
+                                            max_period_seconds)));
   }
 }
 
@@ -544,9 +542,15 @@ TimeSinusoid::TimeSinusoid(absl::Span<const TimePeriod> periods,
       explicit_periods_(periods.begin(), periods.end()) {
   for (const TimePeriod& period : periods) {
     for (int64_t k = 1; k <= period.order; ++k) {
-      phases_.emplace_back(period.period_seconds, k);
+      AddPhase(ExactPhase(period.period_seconds, k));
     }
   }
+}
+
+void TimeSinusoid::AddPhase(const ExactPhase& phase) {
+  phases_.push_back(phase);
+  step_lo_.push_back(static_cast<uint64_t>(phase.step()));
+  step_hi_.push_back(static_cast<uint64_t>(phase.step() >> 64));
 }
 
 std::vector<double> TimeSinusoid::periods_seconds() const {

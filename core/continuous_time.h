@@ -227,6 +227,8 @@ class TimeSinusoid final {
   SinusoidAccuracy accuracy() const { return accuracy_; }
 
  private:
+  // Appends a phase and its step's 64-bit halves (every phase has both).
+  void AddPhase(const ExactPhase& phase);
   template <SinusoidAccuracy kAccuracy>
   void EncodeImpl(__int128 elapsed_ns, double* out) const;
   template <SinusoidAccuracy kAccuracy>
