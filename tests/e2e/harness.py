@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 import urllib.request
 
 SOURCE_DIR = os.environ.get(
@@ -254,3 +255,29 @@ def metric_value(samples, name, **labels):
             total += value
             found = True
     return total if found else None
+
+
+class ServerTestCase(unittest.TestCase):
+    """A test class with one server of its own for all its tests.
+
+    cls.server runs for the whole class; when CLIENT_DEADLINE_SECONDS is set,
+    cls.client is a Python client of it with that deadline (else None).
+    """
+
+    CLIENT_DEADLINE_SECONDS = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server().start()
+        cls.client = None
+        if cls.CLIENT_DEADLINE_SECONDS is not None:
+            cls.client = cls.server.client(
+                deadline_seconds=cls.CLIENT_DEADLINE_SECONDS)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            if cls.client is not None:
+                cls.client.close()
+        finally:
+            cls.server.__exit__(None, None, None)

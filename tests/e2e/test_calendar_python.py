@@ -47,18 +47,14 @@ def local(times, zone):
         .tz_convert(ZoneInfo(zone))
 
 
-class CalendarAdditionsTest(unittest.TestCase):
+class CalendarAdditionsTest(harness.ServerTestCase):
+
+    CLIENT_DEADLINE_SECONDS = 60
 
     @classmethod
     def setUpClass(cls):
-        cls.server = harness.Server().start()
-        cls.client = cls.server.client(deadline_seconds=60)
+        super().setUpClass()
         cls.times = instants(np.random.default_rng(12), 3000)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.server.__exit__(None, None, None)
 
     def encode(self, calendar=None, time=None, times=None):
         return self.client.encode_observations(

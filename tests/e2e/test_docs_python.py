@@ -79,15 +79,7 @@ def doc_files():
         glob.glob(os.path.join(harness.SOURCE_DIR, "docs", "*.md")))
 
 
-class DocsPythonTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        cls.server = harness.Server().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.__exit__(None, None, None)
+class DocsPythonTest(harness.ServerTestCase):
 
     def test_parser(self):
         # The marker and line conventions above, on a made-up file.

@@ -115,17 +115,9 @@ def random_long_frame(rng, num_series, ids):
     return frame
 
 
-class FramePythonTest(unittest.TestCase):
+class FramePythonTest(harness.ServerTestCase):
 
-    @classmethod
-    def setUpClass(cls):
-        cls.server = harness.Server().start()
-        cls.client = cls.server.client(deadline_seconds=60)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.server.__exit__(None, None, None)
+    CLIENT_DEADLINE_SECONDS = 60
 
     # -- timestamps -------------------------------------------------------
 

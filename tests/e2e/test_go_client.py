@@ -16,15 +16,7 @@ import harness
 GO_EXAMPLE = os.environ.get("E2E_GO_EXAMPLE", "phasor-go-example")
 
 
-class GoExampleTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        cls.server = harness.Server().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.__exit__(None, None, None)
+class GoExampleTest(harness.ServerTestCase):
 
     def run_example(self, *args):
         return subprocess.run([GO_EXAMPLE, *args], capture_output=True,

@@ -11,17 +11,9 @@ import harness
 ENCODER = "phasor.v1.Encoder"
 
 
-class HealthReflectionTest(unittest.TestCase):
+class HealthReflectionTest(harness.ServerTestCase):
 
-    @classmethod
-    def setUpClass(cls):
-        cls.server = harness.Server().start()
-        cls.client = cls.server.client(deadline_seconds=10)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.server.__exit__(None, None, None)
+    CLIENT_DEADLINE_SECONDS = 10
 
     def test_health_overall_and_encoder(self):
         self.assertEqual(self.client.health(""), "SERVING")

@@ -102,17 +102,9 @@ def load_generator():
     return module
 
 
-class HolidaysTest(unittest.TestCase):
+class HolidaysTest(harness.ServerTestCase):
 
-    @classmethod
-    def setUpClass(cls):
-        cls.server = harness.Server().start()
-        cls.client = cls.server.client(deadline_seconds=60)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.server.__exit__(None, None, None)
+    CLIENT_DEADLINE_SECONDS = 60
 
     def encode(self, index, holidays, time_zone="UTC"):
         times = np.asarray(index.asi8, dtype=np.int64)

@@ -17,15 +17,7 @@ JAVA = os.environ.get("E2E_JAVA", "java")
 CLASSPATH = os.environ.get("E2E_JAVA_CLASSPATH", "")
 
 
-class JavaExampleTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        cls.server = harness.Server().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.__exit__(None, None, None)
+class JavaExampleTest(harness.ServerTestCase):
 
     def run_example(self, target):
         return subprocess.run([JAVA, "-cp", CLASSPATH, "PhasorJavaExample",

@@ -35,17 +35,9 @@ def series(rng, rows, start_ns=1772900000 * 10**9):
     return times.astype(np.int64), values
 
 
-class ObservationsFloat64Test(unittest.TestCase):
+class ObservationsFloat64Test(harness.ServerTestCase):
 
-    @classmethod
-    def setUpClass(cls):
-        cls.server = harness.Server().start()
-        cls.client = cls.server.client(deadline_seconds=30)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.server.__exit__(None, None, None)
+    CLIENT_DEADLINE_SECONDS = 30
 
     def test_float64_by_name_and_numpy_dtype(self):
         times, values = series(np.random.default_rng(1), 300)

@@ -16,17 +16,9 @@ from phasor_client import field_violations, pb
 FLOAT32_TOLERANCE = 2e-6
 
 
-class PythonClientTest(unittest.TestCase):
+class PythonClientTest(harness.ServerTestCase):
 
-    @classmethod
-    def setUpClass(cls):
-        cls.server = harness.Server().start()
-        cls.client = cls.server.client(deadline_seconds=30)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.server.__exit__(None, None, None)
+    CLIENT_DEADLINE_SECONDS = 30
 
     def test_encode_positions_returns_numpy(self):
         pe = self.client.encode_positions(start=1, count=64, dim=32)
