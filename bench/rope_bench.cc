@@ -15,7 +15,7 @@
 // cos/sin evaluated exactly (no angle-addition runs) and the rotation in
 // double, against a copy of its own (twice as many) bytes;
 // rope_tables/dtype=fp64 likewise. dtype=fp16 beside bf16 (same bytes).
-// .../freq=cached takes the spec's plan from a RopePlanCache, as the
+// .../freq=cached takes the spec's plan from the server's plan cache, as the
 // server's ApplyRope does, instead of computing the frequencies per call.
 // Every rope/ benchmark reports max_abs_err: the largest |out − reference|
 // over the first min(T, 1024) tokens, the reference being the float64 path
@@ -41,6 +41,7 @@
 #include "core/rope.h"
 #include "core/rope_scaling.h"
 #include "hwy/targets.h"
+#include "server/spec_cache.h"
 
 namespace phasor::bench {
 namespace {
@@ -116,7 +117,7 @@ struct RopeCase {
   bool scaled = false;
   bool scattered = false;
   int64_t tokens = 0;
-  // The frequencies from a RopePlanCache (what the server's ApplyRope does
+  // The frequencies from the server's plan cache (what its ApplyRope does
   // for a spec it has seen), instead of computed per call.
   bool cached = false;
 };
@@ -165,17 +166,21 @@ absl::StatusOr<RopeFrequencies> FrequenciesOrDie(const RopeSpec& spec,
 // One request's core work: frequencies for the spec (computed, or looked up
 // by the spec's bytes as the server does), then the rotation.
 void RunRope(const RopeCase& c, const Positions& positions, int threads,
-             Buffers& buffers, const RopeOperand& query) {
+             Buffers& /*buffers*/, const RopeOperand& query) {
   const RopeSpec spec = MakeSpec(c);
   const ExecutionOptions options{.max_threads = threads};
   if (c.cached) {
-    static RopePlanCache* cache = new RopePlanCache(16);
-    // The key a server builds: the spec's bytes (here its scaling and layout).
-    char key[4] = {'r', static_cast<char>(c.scaled), static_cast<char>(c.layout), 0};
-    const absl::StatusOr<std::shared_ptr<const RopePlan>> plan = cache->GetOrBuild(
-        absl::string_view(key, sizeof(key)),
-        [&] { return FrequenciesOrDie(spec, positions); });
-    ApplyRope(spec, **plan, positions, options, query, /*key=*/nullptr);
+    // The server's plan cache (server/spec_cache.h), keyed as a server keys
+    // it: the spec's bytes (here its scaling and layout).
+    static auto* cache = new server::SpecCache<RopePlan>(server::SpecCacheLimits{});
+    const char key[4] = {'r', static_cast<char>(c.scaled), static_cast<char>(c.layout), 0};
+    std::shared_ptr<const RopePlan> plan = cache->Find(absl::string_view(key, sizeof(key)));
+    if (plan == nullptr) {
+      plan = std::make_shared<const RopePlan>(
+          MakeRopePlan(*FrequenciesOrDie(spec, positions)));
+      cache->Insert(absl::string_view(key, sizeof(key)), plan, 0);
+    }
+    ApplyRope(spec, *plan, positions, options, query, /*key=*/nullptr);
     return;
   }
   ApplyRope(spec, *FrequenciesOrDie(spec, positions), positions, options, query,

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -1055,43 +1054,6 @@ void ApplyRope(const RopeSpec& spec, const RopeFrequencies& frequencies,
                const Positions& positions, const ExecutionOptions& options,
                const RopeOperand& query, const RopeOperand* key) {
   ApplyRope(spec, MakeRopePlan(frequencies), positions, options, query, key);
-}
-
-RopePlanCache::RopePlanCache(size_t capacity) : capacity_(std::max<size_t>(capacity, 1)) {}
-
-absl::StatusOr<std::shared_ptr<const RopePlan>> RopePlanCache::GetOrBuild(
-    absl::string_view key,
-    absl::FunctionRef<absl::StatusOr<RopeFrequencies>()> build) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = plans_.find(key);
-    if (it != plans_.end()) {
-      it->second.last_use = ++clock_;
-      return it->second.plan;
-    }
-  }
-  // Built outside the lock: a miss never stalls other lookups. Two threads
-  // missing the same key both build it; the plans are equal.
-  PHASOR_ASSIGN_OR_RETURN(RopeFrequencies frequencies, build());
-  auto plan = std::make_shared<const RopePlan>(MakeRopePlan(std::move(frequencies)));
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (plans_.size() >= capacity_ && plans_.find(key) == plans_.end()) {
-    // Evict the least recently used plan (a linear scan: the cache is small).
-    auto oldest = plans_.begin();
-    for (auto it = plans_.begin(); it != plans_.end(); ++it) {
-      if (it->second.last_use < oldest->second.last_use) oldest = it;
-    }
-    plans_.erase(oldest);
-  }
-  Entry& entry = plans_[key];
-  entry.plan = plan;
-  entry.last_use = ++clock_;
-  return plan;
-}
-
-size_t RopePlanCache::size() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return plans_.size();
 }
 
 }  // namespace phasor

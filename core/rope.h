@@ -47,13 +47,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/functional/function_ref.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -136,36 +132,6 @@ struct RopePlan {
 };
 RopePlan MakeRopePlan(RopeFrequencies frequencies);
 
-// A bounded, thread-safe cache of plans keyed by the caller's bytes (e.g. a
-// serialised spec, head_dim and the seq_len scaling sees), so a stream of
-// calls with one spec computes its frequencies (64 std::pow at rd = 128)
-// once. Holds at most `capacity` plans (>= 1) and evicts the least recently
-// used; a plan stays alive while a caller holds it.
-class RopePlanCache final {
- public:
-  explicit RopePlanCache(size_t capacity);
-  RopePlanCache(const RopePlanCache&) = delete;
-  RopePlanCache& operator=(const RopePlanCache&) = delete;
-
-  // The plan for `key`; on a miss `build` is called (outside the lock) and
-  // its error returned uncached, or its frequencies planned and cached.
-  absl::StatusOr<std::shared_ptr<const RopePlan>> GetOrBuild(
-      absl::string_view key,
-      absl::FunctionRef<absl::StatusOr<RopeFrequencies>()> build);
-
-  size_t size() const;
-
- private:
-  struct Entry {
-    std::shared_ptr<const RopePlan> plan;
-    uint64_t last_use = 0;
-  };
-  const size_t capacity_;
-  mutable std::mutex mutex_;
-  absl::flat_hash_map<std::string, Entry> plans_;  // Guarded by mutex_.
-  uint64_t clock_ = 0;                              // Guarded by mutex_.
-};
-
 // Checks that real positions are finite and that |p|·max θ is finite (so
 // every angle is a number). Errors name `field` (e.g. "positions[3]").
 absl::Status ValidateRopePositions(const Positions& positions,
@@ -190,7 +156,7 @@ void ComputeRopeTables(const RopeSpec& spec, const RopeFrequencies& frequencies,
 void ComputeRopeTables(const RopeSpec& spec, const RopeFrequencies& frequencies,
                        const Positions& positions, const ExecutionOptions& options,
                        absl::Span<double> cos, absl::Span<double> sin);
-// The same from a plan (MakeRopePlan or a RopePlanCache).
+// The same from a plan (MakeRopePlan).
 void ComputeRopeTables(const RopeSpec& spec, const RopePlan& plan,
                        const Positions& positions, const ExecutionOptions& options,
                        absl::Span<float> cos, absl::Span<float> sin);

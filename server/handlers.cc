@@ -99,11 +99,11 @@ absl::StatusOr<RopeFrequencies> RopeFrequenciesFor(const RopeSpec& rope,
 
 // Plans (frequencies and their exact-reduction constants) for the specs the
 // server has seen, so a stream of ApplyRope/RopeTables calls with one spec
-// does not recompute rd/2 std::pow per call. Bounded: at most
-// kRopePlanCacheSize plans, least recently used evicted.
-constexpr size_t kRopePlanCacheSize = 64;
-RopePlanCache& RopePlans() {
-  static RopePlanCache* const plans = new RopePlanCache(kRopePlanCacheSize);
+// does not recompute rd/2 std::pow per call. Keys hold client bytes, so the
+// cache is bounded in entries and in bytes (server/spec_cache.h).
+SpecCache<RopePlan>& RopePlans() {
+  static SpecCache<RopePlan>* const plans =
+      new SpecCache<RopePlan>(SpecCacheLimits{/*max_entries=*/64});
   return *plans;
 }
 
@@ -132,8 +132,15 @@ absl::StatusOr<std::shared_ptr<const RopePlan>> RopePlanFor(const RopeSpec& rope
   if (!wire.AppendToString(&key)) {
     return InvalidField(kRopePrefix, "could not serialise the spec");
   }
-  return RopePlans().GetOrBuild(
-      key, [&] { return RopeFrequenciesFor(rope, head_dim, seq_len); });
+  if (std::shared_ptr<const RopePlan> plan = RopePlans().Find(key)) return plan;
+  // Built outside the cache's lock; an error is returned, not cached.
+  PHASOR_ASSIGN_OR_RETURN(RopeFrequencies frequencies,
+                          RopeFrequenciesFor(rope, head_dim, seq_len));
+  auto plan = std::make_shared<const RopePlan>(MakeRopePlan(std::move(frequencies)));
+  RopePlans().Insert(key, plan,
+                     plan->frequencies.inv_freq.size() * sizeof(double) +
+                         plan->angles.size() * sizeof(ExactAngle));
+  return plan;
 }
 
 // The sequence length a profile's RoPE spec is checked at without

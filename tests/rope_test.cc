@@ -671,58 +671,9 @@ TEST(RopeMrope, AllPairsOnTheTemporalAxisGiveNRows) {
 }
 
 // ---------------------------------------------------------------------------
-// RopePlanCache: plans by key, bounded, errors not cached.
+// RopePlan: the plan rotates as its frequencies do.
 
-TEST(RopePlanCache, BuildsOnceThenServesTheSamePlanAndEvictsTheOldest) {
-  RopePlanCache cache(2);
-  int builds = 0;
-  auto build = [&](double base) {
-    return [&builds, base]() -> absl::StatusOr<RopeFrequencies> {
-      ++builds;
-      RopeSpec spec;
-      spec.base = base;
-      return ComputeRopeFrequencies(spec, 8, 1);
-    };
-  };
-  absl::StatusOr<std::shared_ptr<const RopePlan>> a = cache.GetOrBuild("a", build(100.0));
-  ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ((*a)->angles.size(), 4u);
-  EXPECT_DOUBLE_EQ((*a)->frequencies.inv_freq[2], 0.1);  // 100^(-4/8)
-  absl::StatusOr<std::shared_ptr<const RopePlan>> again =
-      cache.GetOrBuild("a", build(7.0));
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->get(), a->get());
-  EXPECT_EQ(builds, 1);
-  ASSERT_TRUE(cache.GetOrBuild("b", build(200.0)).ok());
-  ASSERT_TRUE(cache.GetOrBuild("a", build(100.0)).ok());  // "a" used last
-  ASSERT_TRUE(cache.GetOrBuild("c", build(300.0)).ok());  // evicts "b"
-  EXPECT_EQ(cache.size(), 2u);
-  EXPECT_EQ(builds, 3);
-  ASSERT_TRUE(cache.GetOrBuild("a", build(100.0)).ok());
-  EXPECT_EQ(builds, 3);
-  ASSERT_TRUE(cache.GetOrBuild("b", build(200.0)).ok());
-  EXPECT_EQ(builds, 4);
-  // The evicted plan a caller still holds stays valid.
-  EXPECT_EQ((*a)->frequencies.inv_freq.size(), 4u);
-}
-
-TEST(RopePlanCache, ErrorsAreReturnedAndNotCached) {
-  RopePlanCache cache(4);
-  RopeSpec bad;
-  bad.base = -1.0;
-  int builds = 0;
-  auto build = [&]() -> absl::StatusOr<RopeFrequencies> {
-    ++builds;
-    return ComputeRopeFrequencies(bad, 8, 1);
-  };
-  EXPECT_THAT(cache.GetOrBuild("bad", build).status(),
-              IsFieldError(absl::StatusCode::kInvalidArgument, "spec.rope.base"));
-  EXPECT_FALSE(cache.GetOrBuild("bad", build).ok());
-  EXPECT_EQ(builds, 2);
-  EXPECT_EQ(cache.size(), 0u);
-}
-
-TEST(RopePlanCache, PlanRotatesAsTheFrequenciesDo) {
+TEST(RopePlan, PlanRotatesAsTheFrequenciesDo) {
   constexpr int64_t kHeads = 2, kDim = 16;
   const std::vector<int64_t> positions = {5, 6, 7, 100};
   const Positions pos = Positions::Integers(positions);
