@@ -5,8 +5,11 @@
 // Each ApplyRope iteration is what one request costs the core once its
 // tensors are in memory: θ_i (with scaling) from ComputeRopeFrequencies, then
 // ApplyRope out of place into a caller-owned buffer that was touched
-// beforehand (no page faults timed; the copy kernel writes the same buffer). Positions are 0..T−1 (a prefill), or
-// scattered (p_t = 7919·t mod 4T) to time the path for arbitrary positions.
+// beforehand (no page faults timed; the copy kernel writes the same buffer). Positions are 0..T−1 (a prefill),
+// scattered (p_t = 7919·t mod 4T) to time the path for arbitrary positions,
+// or decode (p_t = 4096 + t: the tokens after a 4096-token prompt; at T = 1
+// one decoding step, whose 64 angles are exact rows, not the trivial
+// angles of position 0).
 //
 // Names: rope/dtype=fp32/layout=half/scaling=none/pos=contiguous/T=4096/threads=1,
 // copy/dtype=fp32/T=4096/threads=1, rope_tables/T=4096/threads=1. The peer
@@ -59,10 +62,16 @@ RopeScaling BenchScaling(bool scaled) {
   return yarn;
 }
 
-std::vector<int64_t> BenchPositions(int64_t tokens, bool scattered) {
+enum class PositionKind { kContiguous, kScattered, kDecode };
+
+std::vector<int64_t> BenchPositions(int64_t tokens, PositionKind kind) {
   std::vector<int64_t> positions(tokens);
   for (int64_t t = 0; t < tokens; ++t) {
-    positions[t] = scattered ? (t * 7919) % (4 * tokens) : t;
+    switch (kind) {
+      case PositionKind::kContiguous: positions[t] = t; break;
+      case PositionKind::kScattered: positions[t] = (t * 7919) % (4 * tokens); break;
+      case PositionKind::kDecode: positions[t] = 4096 + t; break;
+    }
   }
   return positions;
 }
@@ -115,7 +124,7 @@ struct RopeCase {
   DType dtype = DType::kFloat32;
   RopeLayout layout = RopeLayout::kHalf;
   bool scaled = false;
-  bool scattered = false;
+  PositionKind positions = PositionKind::kContiguous;
   int64_t tokens = 0;
   // The frequencies from the server's plan cache (what its ApplyRope does
   // for a spec it has seen), instead of computed per call.
@@ -218,7 +227,7 @@ double Widen(DType dtype, const uint8_t* data, int64_t i) {
 double MaxAbsError(const RopeCase& c, Buffers& buffers) {
   RopeCase prefix = c;
   prefix.tokens = std::min<int64_t>(c.tokens, 1024);
-  const std::vector<int64_t> positions_storage = BenchPositions(prefix.tokens, c.scattered);
+  const std::vector<int64_t> positions_storage = BenchPositions(prefix.tokens, c.positions);
   const Positions positions = Positions::Integers(positions_storage);
   const int64_t elements = prefix.tokens * kHeads * kHeadDim;
   RopeOperand query = MakeOperand(prefix, buffers);
@@ -245,7 +254,7 @@ double MaxAbsError(const RopeCase& c, Buffers& buffers) {
 
 void BM_Rope(benchmark::State& state, RopeCase c, int threads, int64_t max_tokens) {
   Buffers& buffers = SharedBuffers(max_tokens);
-  const std::vector<int64_t> positions = BenchPositions(c.tokens, c.scattered);
+  const std::vector<int64_t> positions = BenchPositions(c.tokens, c.positions);
   state.counters["max_abs_err"] = MaxAbsError(c, buffers);
   for (auto _ : state) {
     RunRope(c, Positions::Integers(positions), threads, buffers);
@@ -278,7 +287,7 @@ void BM_Copy(benchmark::State& state, DType dtype, int64_t tokens, int threads,
 template <typename T>
 void BM_RopeTables(benchmark::State& state, int64_t tokens, int threads) {
   const RopeSpec spec;
-  const std::vector<int64_t> positions_storage = BenchPositions(tokens, false);
+  const std::vector<int64_t> positions_storage = BenchPositions(tokens, PositionKind::kContiguous);
   const Positions positions = Positions::Integers(positions_storage);
   const RopeFrequencies frequencies =
       *ComputeRopeFrequencies(spec, kHeadDim, tokens);
@@ -304,10 +313,18 @@ const char* LayoutTag(RopeLayout layout) {
   return layout == RopeLayout::kHalf ? "half" : "interleaved";
 }
 
+const char* PositionTag(PositionKind kind) {
+  switch (kind) {
+    case PositionKind::kScattered: return "scattered";
+    case PositionKind::kDecode: return "decode";
+    default: return "contiguous";
+  }
+}
+
 std::string RopeName(const RopeCase& c, int threads) {
   return absl::StrCat("rope/dtype=", DTypeTag(c.dtype), "/layout=", LayoutTag(c.layout),
                       "/scaling=", c.scaled ? "yarn" : "none",
-                      "/pos=", c.scattered ? "scattered" : "contiguous",
+                      "/pos=", PositionTag(c.positions),
                       "/T=", c.tokens, c.cached ? "/freq=cached" : "",
                       "/threads=", threads);
 }
@@ -319,8 +336,9 @@ void Dump(const std::string& dir) {
   for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
     for (RopeLayout layout : {RopeLayout::kHalf, RopeLayout::kInterleaved}) {
       for (bool scaled : {false, true}) {
-        const RopeCase c{dtype, layout, scaled, false, kTokens};
-        const std::vector<int64_t> positions = BenchPositions(kTokens, false);
+        const RopeCase c{dtype, layout, scaled, PositionKind::kContiguous, kTokens};
+        const std::vector<int64_t> positions =
+            BenchPositions(kTokens, PositionKind::kContiguous);
         RunRope(c, Positions::Integers(positions), /*threads=*/1, buffers);
         const int64_t bytes = RopeOperandBytes(dtype, kTokens, kHeads, kHeadDim);
         WriteRaw(dir,
@@ -349,21 +367,31 @@ void RegisterAll(const BenchFlags& flags) {
             ->UseRealTime();
         for (RopeLayout layout : {RopeLayout::kHalf, RopeLayout::kInterleaved}) {
           for (bool scaled : {false, true}) {
-            const RopeCase c{dtype, layout, scaled, false, tokens};
+            const RopeCase c{dtype, layout, scaled, PositionKind::kContiguous, tokens};
             benchmark::RegisterBenchmark(RopeName(c, threads).c_str(), BM_Rope, c,
                                          threads, max_tokens)
                 ->UseRealTime();
           }
           // The server's path: the spec's plan from its cache.
-          const RopeCase cached{dtype, layout, false, false, tokens, /*cached=*/true};
+          const RopeCase cached{dtype, layout, false, PositionKind::kContiguous, tokens,
+                                /*cached=*/true};
           benchmark::RegisterBenchmark(RopeName(cached, threads).c_str(), BM_Rope,
                                        cached, threads, max_tokens)
               ->UseRealTime();
+          // One decoding step at position 4096, the server's path.
+          if (tokens == 1 && dtype != DType::kFloat64) {
+            RopeCase decode = cached;
+            decode.positions = PositionKind::kDecode;
+            benchmark::RegisterBenchmark(RopeName(decode, threads).c_str(), BM_Rope,
+                                         decode, threads, max_tokens)
+                ->UseRealTime();
+          }
         }
       }
       // Arbitrary (non-consecutive) positions, fp32 HALF only.
       if (tokens >= 128) {
-        const RopeCase c{DType::kFloat32, RopeLayout::kHalf, false, true, tokens};
+        const RopeCase c{DType::kFloat32, RopeLayout::kHalf, false, PositionKind::kScattered,
+                         tokens};
         benchmark::RegisterBenchmark(RopeName(c, threads).c_str(), BM_Rope, c,
                                      threads, max_tokens)
             ->UseRealTime();

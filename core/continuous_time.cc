@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/errors.h"
+#include "core/exact_angle.h"
 
 // The sin/cos kernel is compiled once per SIMD target Highway finds
 // (hwy/examples/skeleton.cc): foreach_target.h re-includes this file with
@@ -592,47 +593,6 @@ void TimeSinusoid::EncodeRows(absl::Span<const int64_t> times_ns,
 
 namespace {
 
-// The double nearest x < 2^127, ties to even: the value
-// static_cast<double>(x) gives, without libgcc's __floatuntidf call (a third
-// of the float64 sinusoid's time). The top 64 bits from the leading one,
-// with a sticky bit for any nonzero bit below them, round the same way:
-// 64 > 53 + 2 bits keep the round and sticky information.
-inline double NearestDouble(u128 x) {
-  const auto high = static_cast<uint64_t>(x >> 64);
-  if (high == 0) return static_cast<double>(static_cast<uint64_t>(x));
-  const int shift = __builtin_clzll(high);  // x·2^shift has bit 127 set.
-  const u128 normal = x << shift;
-  const auto top = static_cast<uint64_t>(normal >> 64);
-  const uint64_t sticky = static_cast<uint64_t>(normal) != 0 ? 1 : 0;
-  // top >= 2^63: halved (its last bit kept as sticky) it converts as a
-  // signed integer, one instruction, still with 63 > 53 + 2 bits.
-  const auto half = static_cast<int64_t>((top >> 1) | ((top | sticky) & 1));
-  // 2^(65 − shift), 2^2..2^65, built from its bits (std::ldexp is a call).
-  const uint64_t scale_bits = static_cast<uint64_t>(1023 + 65 - shift) << 52;
-  double scale = 0;
-  std::memcpy(&scale, &scale_bits, sizeof(scale));
-  return static_cast<double>(half) * scale;
-}
-
-// The split of ExactAngle::CosSinOfTurns (core/exact_angle.h): `turns`
-// (2^-64 turn) as the nearest quarter turn q (mod 4, in *quadrant) and the
-// residual r in [−1/8, 1/8) turn as the angle r·2π, its 2^-64-turn integer
-// times round(π·2^62) formed exactly in 128 bits and rounded once, so
-// |angle| <= π/4 and its error is <= 2^-54 rad.
-inline double QuarterTurnSplit(uint64_t turns, uint32_t* quadrant) {
-  const uint64_t q = (turns + (uint64_t{1} << 61)) >> 62;
-  const auto residual = static_cast<int64_t>(turns - (q << 62));
-  constexpr uint64_t kPiTimes2Pow62 = 0xc90fdaa22168c235u;  // round(π·2^62)
-  // Unsigned, so clang's UBSan needs no __muloti4.
-  const uint64_t magnitude =
-      residual < 0 ? uint64_t{0} - static_cast<uint64_t>(residual)
-                   : static_cast<uint64_t>(residual);
-  const double scaled =
-      NearestDouble(static_cast<u128>(magnitude) * kPiTimes2Pow62);
-  *quadrant = static_cast<uint32_t>(q & 3);
-  return (residual < 0 ? -scaled : scaled) * 0x1p-125;
-}
-
 // The kernel's input for period `phase` at `elapsed_ns`. kFloat32: the whole
 // angle 2π·turns in [−π, π), one double (*quadrant stays 0). kFloat64:
 // QuarterTurnSplit's residual, |angle| <= π/4, for which the kernel's own
@@ -644,7 +604,7 @@ inline double KernelAngle(const ExactPhase& phase, __int128 elapsed_ns,
   if constexpr (kAccuracy == SinusoidAccuracy::kFloat32) {
     return kTwoPi * phase.SignedTurns(elapsed_ns);
   } else {
-    return QuarterTurnSplit(phase.Turns(elapsed_ns), quadrant);
+    return ExactAngle::QuarterTurnSplit(phase.Turns(elapsed_ns), quadrant);
   }
 }
 
@@ -892,7 +852,7 @@ void Time2Vec::EncodeFloat64(__int128 elapsed_ns, double* out) const {
       const uint64_t turns = TurnsOf(p) + TurnsOf(p_error) +
                              TurnsOf(e_hi * rate_lo_[i]) +
                              TurnsOf(e_lo * rate_hi_[i]) + offset_turns_[i];
-      angle[j] = QuarterTurnSplit(turns, &quadrant[j]);
+      angle[j] = ExactAngle::QuarterTurnSplit(turns, &quadrant[j]);
       // ω_i·τ/2π beyond double's range (ω near its maximum): no phase is
       // left to reduce, so NaN rather than a sine of nothing.
       if (!std::isfinite(p)) angle[j] = std::numeric_limits<double>::quiet_NaN();
@@ -1053,6 +1013,13 @@ void SinOfAngles(absl::Span<const double> angles, absl::Span<double> out) {
 void SinCosOfAngles(absl::Span<const double> angles, double* sin_out,
                     double* cos_out) {
   SinCosOfAnglesImpl(angles, sin_out, cos_out);
+}
+
+void SinCosOfSmallAngles(const double* angles, size_t count, double* sin_out,
+                         double* cos_out) {
+  static_assert(kSmallAngleBatch == kSinCosBatch);
+  assert(count % kSinCosBatch == 0);
+  HWY_DYNAMIC_DISPATCH(SinCosSmallAngles)(angles, count, sin_out, cos_out);
 }
 
 }  // namespace phasor

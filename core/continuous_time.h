@@ -259,6 +259,13 @@ void SinOfAngles(absl::Span<const double> angles, absl::Span<double> out);
 void SinCosOfAngles(absl::Span<const double> angles, double* sin_out,
                     double* cos_out);
 
+// SinCosOfAngles's kernel alone, for angles already reduced: no range
+// check, no copies. REQUIRES: count % kSmallAngleBatch == 0 and
+// |angles[i]| <= π; the outputs do not alias the angles.
+inline constexpr size_t kSmallAngleBatch = 4;
+void SinCosOfSmallAngles(const double* angles, size_t count, double* sin_out,
+                         double* cos_out);
+
 // Time2Vec, prepared once per request.
 //
 // SinusoidAccuracy::kFloat64 evaluates the exact τ = elapsed_ns / U,

@@ -13,9 +13,12 @@
 // frac(p·θ/2π) = frac(p·frac(θ/2π)) because p is an integer, so the phase is
 // within |p|·2^-128 + 2^-64 turns (< 4e-19 rad) of exact for every int64 p.
 // The phase is then split into a quarter turn q and a residual angle in
-// [−π/4, π/4] rounded once to double (≤ 2^-54 rad), whose sin and cos are
-// libm's (< 1 ulp); the quadrant swaps and negates them exactly. Result: each
-// of cos and sin within 1.7e-16 absolute of the exact value
+// [−π/4, π/4] rounded once to double (≤ 2^-54 rad), whose sin and cos come
+// from the time sinusoid's vector kernel (core/continuous_time.h
+// SinCosOfAngles: fdlibm's polynomials, < 1 ulp like libm's, the same bits
+// on every SIMD target), a row of angles per kernel call; the quadrant swaps
+// and negates them exactly. Result: each of cos and sin within 1.7e-16
+// absolute of the exact value
 // (tests/exact_angle_test in rope_test.cc and sinusoidal_test.cc check ≤ 4e-16
 // against a __float128 reference at 2^53 ± 1, INT64_MAX, INT64_MIN, ...).
 // The bound is absolute: the phase has a resolution of 2^-64 turns, so an
@@ -28,8 +31,33 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+
+#include "absl/types/span.h"
 
 namespace phasor {
+
+// The double nearest x < 2^127, ties to even: the value
+// static_cast<double>(x) gives, without libgcc's __floatuntidf call (a third
+// of the float64 sinusoid's time). The top 64 bits from the leading one,
+// with a sticky bit for any nonzero bit below them, round the same way:
+// 64 > 53 + 2 bits keep the round and sticky information.
+inline double NearestDouble(unsigned __int128 x) {
+  const auto high = static_cast<uint64_t>(x >> 64);
+  if (high == 0) return static_cast<double>(static_cast<uint64_t>(x));
+  const int shift = __builtin_clzll(high);  // x·2^shift has bit 127 set.
+  const unsigned __int128 normal = x << shift;
+  const auto top = static_cast<uint64_t>(normal >> 64);
+  const uint64_t sticky = static_cast<uint64_t>(normal) != 0 ? 1 : 0;
+  // top >= 2^63: halved (its last bit kept as sticky) it converts as a
+  // signed integer, one instruction, still with 63 > 53 + 2 bits.
+  const auto half = static_cast<int64_t>((top >> 1) | ((top | sticky) & 1));
+  // 2^(65 − shift), 2^2..2^65, built from its bits (std::ldexp is a call).
+  const uint64_t scale_bits = static_cast<uint64_t>(1023 + 65 - shift) << 52;
+  double scale = 0;
+  std::memcpy(&scale, &scale_bits, sizeof(scale));
+  return static_cast<double>(half) * scale;
+}
 
 class ExactAngle final {
  public:
@@ -51,6 +79,12 @@ class ExactAngle final {
       *sin_out = std::sin(angle);
       return;
     }
+    CosSinOfTurns(TurnsReal(position), cos_out, sin_out);
+  }
+
+  // The phase of p·θ in units of 2^-64 turn (mod 2^64), for a real position
+  // split as CosSinReal says. REQUIRES: |position| < 2^63.
+  uint64_t TurnsReal(double position) const {
     const auto whole = static_cast<int64_t>(position);
     const double fraction = position - static_cast<double>(whole);
     uint64_t turns = Turns(whole);
@@ -61,7 +95,7 @@ class ExactAngle final {
       // is given up to stay inside int64.
       turns += static_cast<uint64_t>(static_cast<int64_t>(part * 0x1p63)) << 1;
     }
-    CosSinOfTurns(turns, cos_out, sin_out);
+    return turns;
   }
 
   // cos(p·θ), sin(p·θ) of the exact product.
@@ -78,40 +112,26 @@ class ExactAngle final {
     return static_cast<uint64_t>(turns >> 64);
   }
 
-  // cos and sin of 2π·turns·2^-64.
-  static void CosSinOfTurns(uint64_t turns, double* cos_out, double* sin_out) {
-    // Nearest quarter turn q and residual r in [−1/8, 1/8) turn, in 2^-64.
-    const uint64_t quadrant = (turns + (uint64_t{1} << 61)) >> 62;
-    const auto residual = static_cast<int64_t>(turns - (quadrant << 62));
-    // r·2π·2^-64 = r·(π·2^62)·2^-125, the product exact in 128 bits and
-    // rounded once to double. Unsigned, so clang's UBSan needs no __muloti4.
+  // cos and sin of 2π·turns·2^-64 (one value of the row function below,
+  // the same bits).
+  static void CosSinOfTurns(uint64_t turns, double* cos_out, double* sin_out);
+
+  // The split of 2π·turns·2^-64: the nearest quarter turn q (mod 4, in
+  // *quadrant) and the residual r in [−1/8, 1/8) turn as the angle r·2π, its
+  // 2^-64-turn integer times round(π·2^62) formed exactly in 128 bits and
+  // rounded once, so |angle| <= π/4 and its error is <= 2^-54 rad.
+  static double QuarterTurnSplit(uint64_t turns, uint32_t* quadrant) {
+    const uint64_t q = (turns + (uint64_t{1} << 61)) >> 62;
+    const auto residual = static_cast<int64_t>(turns - (q << 62));
     constexpr uint64_t kPiTimes2Pow62 = 0xc90fdaa22168c235u;  // round(π·2^62)
+    // Unsigned, so clang's UBSan needs no __muloti4.
     const uint64_t magnitude =
         residual < 0 ? uint64_t{0} - static_cast<uint64_t>(residual)
                      : static_cast<uint64_t>(residual);
-    const double scaled = static_cast<double>(
-        static_cast<unsigned __int128>(magnitude) * kPiTimes2Pow62);
-    const double angle = (residual < 0 ? -scaled : scaled) * 0x1p-125;
-    const double c = std::cos(angle);
-    const double s = std::sin(angle);
-    switch (quadrant & 3) {
-      case 0:
-        *cos_out = c;
-        *sin_out = s;
-        return;
-      case 1:  // +π/2
-        *cos_out = -s;
-        *sin_out = c;
-        return;
-      case 2:  // +π
-        *cos_out = -c;
-        *sin_out = -s;
-        return;
-      default:  // −π/2
-        *cos_out = s;
-        *sin_out = -c;
-        return;
-    }
+    const double scaled =
+        NearestDouble(static_cast<unsigned __int128>(magnitude) * kPiTimes2Pow62);
+    *quadrant = static_cast<uint32_t>(q & 3);
+    return (residual < 0 ? -scaled : scaled) * 0x1p-125;
   }
 
  private:
@@ -120,19 +140,22 @@ class ExactAngle final {
   double turns_per_unit_ = 0.0;  // θ/2π, rounded once
 };
 
-// One row of angles: cos and sin of p·θ_k for k < n. An integer position is
-// reduced exactly (any int64 p, within 1.7e-16 of the exact values); a real
-// one is split into integer and fraction (ExactAngle::CosSinReal).
-inline void CosSinRow(const ExactAngle* __restrict angles, int64_t n,
-                      int64_t position, double* __restrict cos_row,
-                      double* __restrict sin_row) {
-  for (int64_t k = 0; k < n; ++k) angles[k].CosSin(position, &cos_row[k], &sin_row[k]);
-}
-inline void CosSinRow(const ExactAngle* __restrict angles, int64_t n,
-                      double position, double* __restrict cos_row,
-                      double* __restrict sin_row) {
-  for (int64_t k = 0; k < n; ++k) angles[k].CosSinReal(position, &cos_row[k], &sin_row[k]);
-}
+// cos_out[k] and sin_out[k] of 2π·turns[k]·2^-64 for every k: each phase's
+// QuarterTurnSplit, the residuals' sin and cos through the vector kernel (up
+// to 64 a call), then each quadrant's swap and signs. Each value depends on
+// its own phase alone (ExactAngle::CosSinOfTurns gives the same bits).
+void CosSinOfTurns(absl::Span<const uint64_t> turns, double* __restrict cos_out,
+                   double* __restrict sin_out);
+
+// One row of angles: cos and sin of p·θ_k for k < n, each exactly
+// ExactAngle::CosSin's (or CosSinReal's) bits, the row's sines and cosines
+// taken together through the vector kernel. An integer position is reduced
+// exactly (any int64 p, within 1.7e-16 of the exact values); a real one is
+// split into integer and fraction (ExactAngle::CosSinReal).
+void CosSinRow(const ExactAngle* __restrict angles, int64_t n, int64_t position,
+               double* __restrict cos_row, double* __restrict sin_row);
+void CosSinRow(const ExactAngle* __restrict angles, int64_t n, double position,
+               double* __restrict cos_row, double* __restrict sin_row);
 
 }  // namespace phasor
 
