@@ -171,6 +171,60 @@ void SinCosSmallAngles(const double* HWY_RESTRICT angle, size_t count,
   }
 }
 
+// sin and cos of 2π·turns[i..]·2^-64 for Lanes(d) phases: the quarter-turn
+// split of ExactAngle::QuarterTurnSplit in vectors (the same bits: integer
+// steps, exact conversions of the residual's halves through the 1.5·2^52
+// shifter, then the same plain multiplies and adds in the same order), the
+// kernel on the residual angle (|angle| <= π/4: its own reduction is the
+// identity), and the quarter turns' swap and signs.
+template <class D>
+HWY_INLINE void SinCosOfTurnsVector(D d, const uint64_t* HWY_RESTRICT turns, size_t i,
+                                    double* HWY_RESTRICT sin_out,
+                                    double* HWY_RESTRICT cos_out) {
+  using V = hn::Vec<D>;
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const auto t = hn::LoadU(du, turns + i);
+  const auto q = hn::ShiftRight<62>(hn::Add(t, hn::Set(du, uint64_t{1} << 61)));
+  const auto residual = hn::Sub(t, hn::ShiftLeft<62>(q));
+  // h = residual >> 32 (|h| <= 2^29) and l = residual mod 2^32 as doubles:
+  // the shifter's bits plus the integer are the double 1.5·2^52 + it.
+  const auto high_int = hn::BitCast(du, hn::ShiftRight<32>(hn::BitCast(di, residual)));
+  const auto low_int = hn::And(residual, hn::Set(du, uint64_t{0xffffffff}));
+  const auto shifter_bits = hn::Set(du, uint64_t{0x4338000000000000});
+  const V shifter = hn::Set(d, kShifter);
+  const V high = hn::Sub(hn::BitCast(d, hn::Add(high_int, shifter_bits)), shifter);
+  const V low = hn::Sub(hn::BitCast(d, hn::Add(low_int, shifter_bits)), shifter);
+  const V angle =
+      hn::Add(hn::Mul(high, hn::Set(d, kTurnsHiRadiansHi)),
+              hn::Add(hn::Mul(high, hn::Set(d, kTurnsHiRadiansLo)),
+                      hn::Mul(low, hn::Set(d, kTurnRadians))));
+  V s, c;
+  SinCosOf(d, angle, &s, &c);
+  // +q quarter turns: (sin, cos) = (s, c), (c, −s), (−s, −c), (−c, s).
+  const auto odd = hn::RebindMask(d, hn::Eq(hn::And(q, hn::Set(du, 1)), hn::Set(du, 1)));
+  const V sin_value = hn::IfThenElse(odd, c, s);
+  const V cos_value = hn::IfThenElse(odd, s, c);
+  const auto sin_sign = hn::ShiftLeft<62>(hn::And(q, hn::Set(du, 2)));
+  const auto cos_sign = hn::ShiftLeft<62>(hn::And(hn::Add(q, hn::Set(du, 1)), hn::Set(du, 2)));
+  hn::StoreU(hn::BitCast(d, hn::Xor(hn::BitCast(du, sin_value), sin_sign)), d, sin_out + i);
+  hn::StoreU(hn::BitCast(d, hn::Xor(hn::BitCast(du, cos_value), cos_sign)), d, cos_out + i);
+}
+
+// SinCosOfTurnsVector over `count` phases (any count: one lane at a time
+// after the full vectors; each lane is computed alone).
+void SinCosOfTurnsKernel(const uint64_t* HWY_RESTRICT turns, size_t count,
+                         double* HWY_RESTRICT sin_out, double* HWY_RESTRICT cos_out) {
+  const hn::ScalableTag<double> full;
+  size_t i = 0;
+  for (; i + hn::Lanes(full) <= count; i += hn::Lanes(full)) {
+    SinCosOfTurnsVector(full, turns, i, sin_out, cos_out);
+  }
+  for (; i < count; ++i) {
+    SinCosOfTurnsVector(hn::CappedTag<double, 1>(), turns, i, sin_out, cos_out);
+  }
+}
+
 // Periods k.. k + Lanes(d) of one row of the float32-path ladder:
 // row[2k] = sin, row[2k + 1] = cos of 2π·SignedTurns(e) (ExactPhase), the
 // top 64 bits of the 128-bit product e·step_k formed from 32-bit pieces
@@ -271,6 +325,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace phasor {
 HWY_EXPORT(SinCosSmallAngles);
+HWY_EXPORT(SinCosOfTurnsKernel);
 HWY_EXPORT(LadderRowsFloat32);
 HWY_EXPORT(DoubleLanes);
 namespace {
@@ -1015,11 +1070,9 @@ void SinCosOfAngles(absl::Span<const double> angles, double* sin_out,
   SinCosOfAnglesImpl(angles, sin_out, cos_out);
 }
 
-void SinCosOfSmallAngles(const double* angles, size_t count, double* sin_out,
-                         double* cos_out) {
-  static_assert(kSmallAngleBatch == kSinCosBatch);
-  assert(count % kSinCosBatch == 0);
-  HWY_DYNAMIC_DISPATCH(SinCosSmallAngles)(angles, count, sin_out, cos_out);
+void SinCosOfTurns(absl::Span<const uint64_t> turns, double* sin_out,
+                   double* cos_out) {
+  HWY_DYNAMIC_DISPATCH(SinCosOfTurnsKernel)(turns.data(), turns.size(), sin_out, cos_out);
 }
 
 }  // namespace phasor

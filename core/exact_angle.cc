@@ -33,9 +33,8 @@ inline uint64_t InverseTwoPiWord(int k) {
 }
 
 // Phases per kernel call: 64 keeps the scratch on the stack and covers a
-// RoPE row of head_dim 128; a multiple of kSmallAngleBatch.
+// RoPE row of head_dim 128.
 constexpr int64_t kRowChunk = 64;
-static_assert(kRowChunk % static_cast<int64_t>(kSmallAngleBatch) == 0);
 
 }  // namespace
 
@@ -88,31 +87,7 @@ void ExactAngle::CosSinOfTurns(uint64_t turns, double* cos_out, double* sin_out)
 
 void CosSinOfTurns(absl::Span<const uint64_t> turns, double* __restrict cos_out,
                    double* __restrict sin_out) {
-  constexpr auto kBatch = static_cast<int64_t>(kSmallAngleBatch);
-  double residual[kRowChunk];
-  uint32_t quadrant[kRowChunk];
-  double s[kRowChunk];
-  double c[kRowChunk];
-  const auto count = static_cast<int64_t>(turns.size());
-  for (int64_t k0 = 0; k0 < count; k0 += kRowChunk) {
-    const int64_t used = std::min(kRowChunk, count - k0);
-    for (int64_t j = 0; j < used; ++j) {
-      residual[j] = ExactAngle::QuarterTurnSplit(turns[k0 + j], &quadrant[j]);
-    }
-    // |residual| <= π/4: the kernel's own reduction is the identity.
-    const int64_t padded = (used + kBatch - 1) / kBatch * kBatch;
-    std::fill(residual + used, residual + padded, 0.0);
-    SinCosOfSmallAngles(residual, static_cast<size_t>(padded), s, c);
-    // +q quarter turns maps (cos, sin) of the residual to (c, s), (−s, c),
-    // (−c, −s), (s, −c); selects, not branches: a quadrant is random.
-    for (int64_t j = 0; j < used; ++j) {
-      const bool swap = (quadrant[j] & 1) != 0;
-      const double cos_value = swap ? s[j] : c[j];
-      const double sin_value = swap ? c[j] : s[j];
-      cos_out[k0 + j] = ((quadrant[j] + 1) & 2) != 0 ? -cos_value : cos_value;
-      sin_out[k0 + j] = (quadrant[j] & 2) != 0 ? -sin_value : sin_value;
-    }
-  }
+  SinCosOfTurns(turns, sin_out, cos_out);
 }
 
 void CosSinRow(const ExactAngle* __restrict angles, int64_t n, int64_t position,

@@ -13,7 +13,7 @@
 // frac(p·θ/2π) = frac(p·frac(θ/2π)) because p is an integer, so the phase is
 // within |p|·2^-128 + 2^-64 turns (< 4e-19 rad) of exact for every int64 p.
 // The phase is then split into a quarter turn q and a residual angle in
-// [−π/4, π/4] rounded once to double (≤ 2^-54 rad), whose sin and cos come
+// [−π/4, π/4] (≤ 2^-54 rad off, QuarterTurnSplit), whose sin and cos come
 // from the time sinusoid's vector kernel (core/continuous_time.h
 // SinCosOfAngles: fdlibm's polynomials, < 1 ulp like libm's, the same bits
 // on every SIMD target), a row of angles per kernel call; the quadrant swaps
@@ -31,33 +31,26 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "absl/types/span.h"
 
 namespace phasor {
 
-// The double nearest x < 2^127, ties to even: the value
-// static_cast<double>(x) gives, without libgcc's __floatuntidf call (a third
-// of the float64 sinusoid's time). The top 64 bits from the leading one,
-// with a sticky bit for any nonzero bit below them, round the same way:
-// 64 > 53 + 2 bits keep the round and sticky information.
-inline double NearestDouble(unsigned __int128 x) {
-  const auto high = static_cast<uint64_t>(x >> 64);
-  if (high == 0) return static_cast<double>(static_cast<uint64_t>(x));
-  const int shift = __builtin_clzll(high);  // x·2^shift has bit 127 set.
-  const unsigned __int128 normal = x << shift;
-  const auto top = static_cast<uint64_t>(normal >> 64);
-  const uint64_t sticky = static_cast<uint64_t>(normal) != 0 ? 1 : 0;
-  // top >= 2^63: halved (its last bit kept as sticky) it converts as a
-  // signed integer, one instruction, still with 63 > 53 + 2 bits.
-  const auto half = static_cast<int64_t>((top >> 1) | ((top | sticky) & 1));
-  // 2^(65 − shift), 2^2..2^65, built from its bits (std::ldexp is a call).
-  const uint64_t scale_bits = static_cast<uint64_t>(1023 + 65 - shift) << 52;
-  double scale = 0;
-  std::memcpy(&scale, &scale_bits, sizeof(scale));
-  return static_cast<double>(half) * scale;
-}
+// The residual angle of a phase (ExactAngle::QuarterTurnSplit), written
+// once here for the scalar split and the vector one in continuous_time.cc,
+// which must give the same bits. A residual r of 2^-64-turn units,
+// |r| <= 2^61, is the angle r·π·2^-63 rad; with r = h·2^32 + l
+// (h = r >> 32 signed, |h| <= 2^29; l = r mod 2^32) it is formed as
+//   h·kTurnsHiRadiansHi + (h·kTurnsHiRadiansLo + l·kTurnRadians)
+// where kTurnsHiRadiansHi + kTurnsHiRadiansLo = π·2^-31 (the first of 23
+// bits, so h times it is exact) and kTurnRadians = π·2^-63, each rounded
+// once (mpmath, 300 bits). The inner sum is below 1e-7 and off by < 1e-22;
+// the outer sum is rounded once: the angle is within 2^-54 + 1e-22 rad of
+// exact for |angle| <= π/4. Plain multiplies and adds, no fused ones (the
+// files that evaluate it are compiled with -ffp-contract=off).
+inline constexpr double kTurnRadians = 0x1.921fb54442d18p-62;      // π·2^-63
+inline constexpr double kTurnsHiRadiansHi = 0x1.921fb4p-30;        // 23 bits
+inline constexpr double kTurnsHiRadiansLo = 0x1.4442d18469899p-54;  // the rest
 
 class ExactAngle final {
  public:
@@ -117,21 +110,15 @@ class ExactAngle final {
   static void CosSinOfTurns(uint64_t turns, double* cos_out, double* sin_out);
 
   // The split of 2π·turns·2^-64: the nearest quarter turn q (mod 4, in
-  // *quadrant) and the residual r in [−1/8, 1/8) turn as the angle r·2π, its
-  // 2^-64-turn integer times round(π·2^62) formed exactly in 128 bits and
-  // rounded once, so |angle| <= π/4 and its error is <= 2^-54 rad.
+  // *quadrant) and the residual r in [−1/8, 1/8) turn as the angle r·2π
+  // (kTurnRadians above: |angle| <= π/4, error <= 2^-54 + 1e-22 rad).
   static double QuarterTurnSplit(uint64_t turns, uint32_t* quadrant) {
     const uint64_t q = (turns + (uint64_t{1} << 61)) >> 62;
     const auto residual = static_cast<int64_t>(turns - (q << 62));
-    constexpr uint64_t kPiTimes2Pow62 = 0xc90fdaa22168c235u;  // round(π·2^62)
-    // Unsigned, so clang's UBSan needs no __muloti4.
-    const uint64_t magnitude =
-        residual < 0 ? uint64_t{0} - static_cast<uint64_t>(residual)
-                     : static_cast<uint64_t>(residual);
-    const double scaled =
-        NearestDouble(static_cast<unsigned __int128>(magnitude) * kPiTimes2Pow62);
+    const auto high = static_cast<double>(residual >> 32);  // Arithmetic shift.
+    const auto low = static_cast<double>(static_cast<uint64_t>(residual) & 0xffffffffu);
     *quadrant = static_cast<uint32_t>(q & 3);
-    return (residual < 0 ? -scaled : scaled) * 0x1p-125;
+    return high * kTurnsHiRadiansHi + (high * kTurnsHiRadiansLo + low * kTurnRadians);
   }
 
  private:
