@@ -33,8 +33,8 @@
 // timestamps 1900–2200 (tests/continuous_time_test.cc proves it).
 //
 // Float64 outputs (SinusoidAccuracy::kFloat64): the ladder's phase is split
-// into the nearest quarter turn and a residual angle in [−π/4, π/4] rounded
-// once to double (≤ 2^-54 rad), as ExactAngle::CosSinOfTurns does
+// into the nearest quarter turn and a residual angle in [−π/4, π/4] within
+// 2^-54 rad (ExactAngle::QuarterTurnSplit), as ExactAngle::CosSinOfTurns does
 // (core/exact_angle.h); the kernel then takes sin/cos of that small angle
 // (< 1 ulp) and the quadrant swaps and negates them exactly: within 1.7e-16
 // of the exact values for any int64 instant (tests/temporal_f64_test.cc
