@@ -66,9 +66,12 @@ constexpr double kShifter = 6755399441055744.0;
 // 2π as the scalar path's kTwoPi (below) rounds it.
 constexpr double kLadderTwoPi = 6.283185307179586476925286766559;
 
-// The kernel on one vector of Lanes(d) angles x: *sin_x, *cos_x.
-template <class D, class V = hn::Vec<D>>
-HWY_INLINE void SinCosOf(D d, V x, V* sin_x, V* cos_x) {
+// The kernel on one vector of Lanes(d) angles x, turned by `quarter_turns`
+// more quarter turns (per lane, mod 4; zero for x itself): *sin_x, *cos_x of
+// x + quarter_turns·π/2. The extra turns join the reduction's own quadrant,
+// so the result is one exact swap and sign change of the polynomials.
+template <class D, class V = hn::Vec<D>, class VU = hn::Vec<hn::RebindToUnsigned<D>>>
+HWY_INLINE void SinCosOf(D d, V x, VU quarter_turns, V* sin_x, V* cos_x) {
   const hn::RebindToUnsigned<D> du;
   const V one = hn::Set(d, 1.0);
   const V half = hn::Set(d, 0.5);
@@ -112,7 +115,7 @@ HWY_INLINE void SinCosOf(D d, V x, V* sin_x, V* cos_x) {
       hn::Add(hn::Sub(hn::Sub(one, one_minus_hz), hz),
               hn::Sub(hn::Mul(z, cr), hn::Mul(y0, y1))));
   // Quadrant q mod 4: (sin, cos) = (ks, kc), (kc, −ks), (−ks, −kc), (−kc, ks).
-  const auto quadrant = hn::BitCast(du, shifted);
+  const auto quadrant = hn::Add(hn::BitCast(du, shifted), quarter_turns);
   const auto odd = hn::RebindMask(
       d, hn::Eq(hn::And(quadrant, hn::Set(du, 1)), hn::Set(du, 1)));
   const V s = hn::IfThenElse(odd, kc, ks);
@@ -122,6 +125,12 @@ HWY_INLINE void SinCosOf(D d, V x, V* sin_x, V* cos_x) {
       hn::And(hn::Add(quadrant, hn::Set(du, 1)), hn::Set(du, 2)));
   *sin_x = hn::BitCast(d, hn::Xor(hn::BitCast(du, s), sin_sign));
   *cos_x = hn::BitCast(d, hn::Xor(hn::BitCast(du, c), cos_sign));
+}
+
+// The kernel on x itself.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE void SinCosOf(D d, V x, V* sin_x, V* cos_x) {
+  SinCosOf(d, x, hn::Zero(hn::RebindToUnsigned<D>()), sin_x, cos_x);
 }
 
 // The kernel on one vector of Lanes(d) angles at angle[i..].
@@ -174,9 +183,8 @@ void SinCosSmallAngles(const double* HWY_RESTRICT angle, size_t count,
 // sin and cos of 2π·turns[i..]·2^-64 for Lanes(d) phases: the quarter-turn
 // split of ExactAngle::QuarterTurnSplit in vectors (the same bits: integer
 // steps, exact conversions of the residual's halves through the 1.5·2^52
-// shifter, then the same plain multiplies and adds in the same order), the
-// kernel on the residual angle (|angle| <= π/4: its own reduction is the
-// identity), and the quarter turns' swap and signs.
+// shifter, then the same plain multiplies and adds in the same order), and
+// the kernel on the residual angle turned by the split's quarter turns.
 template <class D>
 HWY_INLINE void SinCosOfTurnsVector(D d, const uint64_t* HWY_RESTRICT turns, size_t i,
                                     double* HWY_RESTRICT sin_out,
@@ -200,15 +208,9 @@ HWY_INLINE void SinCosOfTurnsVector(D d, const uint64_t* HWY_RESTRICT turns, siz
               hn::Add(hn::Mul(high, hn::Set(d, kTurnsHiRadiansLo)),
                       hn::Mul(low, hn::Set(d, kTurnRadians))));
   V s, c;
-  SinCosOf(d, angle, &s, &c);
-  // +q quarter turns: (sin, cos) = (s, c), (c, −s), (−s, −c), (−c, s).
-  const auto odd = hn::RebindMask(d, hn::Eq(hn::And(q, hn::Set(du, 1)), hn::Set(du, 1)));
-  const V sin_value = hn::IfThenElse(odd, c, s);
-  const V cos_value = hn::IfThenElse(odd, s, c);
-  const auto sin_sign = hn::ShiftLeft<62>(hn::And(q, hn::Set(du, 2)));
-  const auto cos_sign = hn::ShiftLeft<62>(hn::And(hn::Add(q, hn::Set(du, 1)), hn::Set(du, 2)));
-  hn::StoreU(hn::BitCast(d, hn::Xor(hn::BitCast(du, sin_value), sin_sign)), d, sin_out + i);
-  hn::StoreU(hn::BitCast(d, hn::Xor(hn::BitCast(du, cos_value), cos_sign)), d, cos_out + i);
+  SinCosOf(d, angle, q, &s, &c);
+  hn::StoreU(s, d, sin_out + i);
+  hn::StoreU(c, d, cos_out + i);
 }
 
 // SinCosOfTurnsVector over `count` phases (any count: one lane at a time

@@ -36,6 +36,19 @@ inline uint64_t InverseTwoPiWord(int k) {
 // RoPE row of head_dim 128.
 constexpr int64_t kRowChunk = 64;
 
+// cos_row[k], sin_row[k] for k < n from phase_of(k) (2^-64 turns), up to
+// kRowChunk phases per SinCosOfTurns call.
+template <typename PhaseOf>
+void CosSinOfPhases(int64_t n, PhaseOf phase_of, double* __restrict cos_row,
+                    double* __restrict sin_row) {
+  uint64_t turns[kRowChunk];
+  for (int64_t k0 = 0; k0 < n; k0 += kRowChunk) {
+    const int64_t used = std::min(kRowChunk, n - k0);
+    for (int64_t j = 0; j < used; ++j) turns[j] = phase_of(k0 + j);
+    SinCosOfTurns(absl::MakeConstSpan(turns, used), sin_row + k0, cos_row + k0);
+  }
+}
+
 }  // namespace
 
 ExactAngle::ExactAngle(double theta)
@@ -82,22 +95,13 @@ ExactAngle::ExactAngle(double theta)
 }
 
 void ExactAngle::CosSinOfTurns(uint64_t turns, double* cos_out, double* sin_out) {
-  phasor::CosSinOfTurns(absl::MakeConstSpan(&turns, 1), cos_out, sin_out);
-}
-
-void CosSinOfTurns(absl::Span<const uint64_t> turns, double* __restrict cos_out,
-                   double* __restrict sin_out) {
-  SinCosOfTurns(turns, sin_out, cos_out);
+  SinCosOfTurns(absl::MakeConstSpan(&turns, 1), sin_out, cos_out);
 }
 
 void CosSinRow(const ExactAngle* __restrict angles, int64_t n, int64_t position,
                double* __restrict cos_row, double* __restrict sin_row) {
-  uint64_t turns[kRowChunk];
-  for (int64_t k0 = 0; k0 < n; k0 += kRowChunk) {
-    const int64_t used = std::min(kRowChunk, n - k0);
-    for (int64_t j = 0; j < used; ++j) turns[j] = angles[k0 + j].Turns(position);
-    CosSinOfTurns(absl::MakeConstSpan(turns, used), cos_row + k0, sin_row + k0);
-  }
+  CosSinOfPhases(
+      n, [&](int64_t k) { return angles[k].Turns(position); }, cos_row, sin_row);
 }
 
 void CosSinRow(const ExactAngle* __restrict angles, int64_t n, double position,
@@ -108,12 +112,8 @@ void CosSinRow(const ExactAngle* __restrict angles, int64_t n, double position,
     }
     return;
   }
-  uint64_t turns[kRowChunk];
-  for (int64_t k0 = 0; k0 < n; k0 += kRowChunk) {
-    const int64_t used = std::min(kRowChunk, n - k0);
-    for (int64_t j = 0; j < used; ++j) turns[j] = angles[k0 + j].TurnsReal(position);
-    CosSinOfTurns(absl::MakeConstSpan(turns, used), cos_row + k0, sin_row + k0);
-  }
+  CosSinOfPhases(
+      n, [&](int64_t k) { return angles[k].TurnsReal(position); }, cos_row, sin_row);
 }
 
 }  // namespace phasor

@@ -15,9 +15,9 @@
 // The phase is then split into a quarter turn q and a residual angle in
 // [−π/4, π/4] (≤ 2^-54 rad off, QuarterTurnSplit), whose sin and cos come
 // from the time sinusoid's vector kernel (core/continuous_time.h
-// SinCosOfAngles: fdlibm's polynomials, < 1 ulp like libm's, the same bits
-// on every SIMD target), a row of angles per kernel call; the quadrant swaps
-// and negates them exactly. Result: each of cos and sin within 1.7e-16
+// SinCosOfTurns: split, fdlibm's polynomials, < 1 ulp like libm's, and the
+// quadrant's exact swap and signs, the same bits on every SIMD target), a
+// row of phases per call. Result: each of cos and sin within 1.7e-16
 // absolute of the exact value
 // (tests/exact_angle_test in rope_test.cc and sinusoidal_test.cc check ≤ 4e-16
 // against a __float128 reference at 2^53 ± 1, INT64_MAX, INT64_MIN, ...).
@@ -31,8 +31,6 @@
 
 #include <cmath>
 #include <cstdint>
-
-#include "absl/types/span.h"
 
 namespace phasor {
 
@@ -105,8 +103,8 @@ class ExactAngle final {
     return static_cast<uint64_t>(turns >> 64);
   }
 
-  // cos and sin of 2π·turns·2^-64 (one value of the row function below,
-  // the same bits).
+  // cos and sin of 2π·turns·2^-64: one value of SinCosOfTurns
+  // (core/continuous_time.h), the same bits.
   static void CosSinOfTurns(uint64_t turns, double* cos_out, double* sin_out);
 
   // The split of 2π·turns·2^-64: the nearest quarter turn q (mod 4, in
@@ -127,16 +125,9 @@ class ExactAngle final {
   double turns_per_unit_ = 0.0;  // θ/2π, rounded once
 };
 
-// cos_out[k] and sin_out[k] of 2π·turns[k]·2^-64 for every k: each phase's
-// QuarterTurnSplit, the residuals' sin and cos through the vector kernel (up
-// to 64 a call), then each quadrant's swap and signs. Each value depends on
-// its own phase alone (ExactAngle::CosSinOfTurns gives the same bits).
-void CosSinOfTurns(absl::Span<const uint64_t> turns, double* __restrict cos_out,
-                   double* __restrict sin_out);
-
 // One row of angles: cos and sin of p·θ_k for k < n, each exactly
-// ExactAngle::CosSin's (or CosSinReal's) bits, the row's sines and cosines
-// taken together through the vector kernel. An integer position is reduced
+// ExactAngle::CosSin's (or CosSinReal's) bits, the row's phases taken
+// together through SinCosOfTurns. An integer position is reduced
 // exactly (any int64 p, within 1.7e-16 of the exact values); a real one is
 // split into integer and fraction (ExactAngle::CosSinReal).
 void CosSinRow(const ExactAngle* __restrict angles, int64_t n, int64_t position,

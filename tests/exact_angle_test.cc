@@ -160,7 +160,7 @@ std::vector<uint64_t> SplitTurns() {
   return turns;
 }
 
-TEST(CosSinOfTurns, VectorSplitIsTheScalarSplitThenTheKernelOnEveryTarget) {
+TEST(SinCosOfTurns, VectorSplitIsTheScalarSplitThenTheKernelOnEveryTarget) {
   const std::vector<uint64_t> turns = SplitTurns();
   // The expected bits, one phase at a time: the scalar split, the kernel on
   // its residual (SinCosOfAngles, one angle), and the quadrant's rotation.
@@ -184,8 +184,8 @@ TEST(CosSinOfTurns, VectorSplitIsTheScalarSplitThenTheKernelOnEveryTarget) {
     // Odd lengths too: the last lanes go one at a time.
     for (size_t begin = 0, length = 1; begin < turns.size(); begin += length, ++length) {
       const size_t n = std::min(length, turns.size() - begin);
-      CosSinOfTurns(absl::MakeConstSpan(turns).subspan(begin, n), &cos_row[begin],
-                    &sin_row[begin]);
+      SinCosOfTurns(absl::MakeConstSpan(turns).subspan(begin, n), &sin_row[begin],
+                    &cos_row[begin]);
     }
     EXPECT_EQ(0, std::memcmp(cos_row.data(), cos_expected.data(),
                              turns.size() * sizeof(double)))
@@ -201,10 +201,10 @@ TEST(CosSinOfTurns, VectorSplitIsTheScalarSplitThenTheKernelOnEveryTarget) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
-TEST(CosSinOfTurns, WithinTwoTenthsOfAQuadrillionthOfQuadReference) {
+TEST(SinCosOfTurns, WithinTwoTenthsOfAQuadrillionthOfQuadReference) {
   const std::vector<uint64_t> turns = SplitTurns();
   std::vector<double> cos_row(turns.size()), sin_row(turns.size());
-  CosSinOfTurns(turns, cos_row.data(), sin_row.data());
+  SinCosOfTurns(turns, sin_row.data(), cos_row.data());
   double worst = 0;
   for (size_t i = 0; i < turns.size(); ++i) {
     // 2π·turns·2^-64 in binary128 (the integer is exact in its 113 bits),
@@ -218,7 +218,7 @@ TEST(CosSinOfTurns, WithinTwoTenthsOfAQuadrillionthOfQuadReference) {
   }
   // The split's 2^-54 rad, the kernel's < 1 ulp and the rotation's none.
   EXPECT_LE(worst, 2e-16);
-  std::printf("CosSinOfTurns max |error| vs __float128: %.3g\n", worst);
+  std::printf("SinCosOfTurns max |error| vs __float128: %.3g\n", worst);
 }
 
 }  // namespace
