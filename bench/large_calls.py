@@ -21,6 +21,9 @@ Variants (channel arguments on top of the client's message limits):
               (grpc.experimental.tcp_{min_,max_,}read_chunk_size)
     frames    grpc.http2.max_frame_size = 16 MiB - 1
     all       window + chunks + frames
+    copied    default, but every reply parsed whole by protobuf and its
+              tensors copied out, as before phasor_client/_wire.py (which
+              leaves large reply tensors in the received bytes)
 """
 import argparse
 import json
@@ -45,6 +48,7 @@ VARIANTS = {
     "chunks": CHUNKS,
     "frames": FRAMES,
     "all": WINDOW + CHUNKS + FRAMES,
+    "copied": [],
 }
 
 
@@ -86,12 +90,21 @@ def main():
         else:
             out = client.apply_rope(query, positions=positions)
             assert out.query.nbytes == payload
+    detach_bytes = phasor_client._wire.DETACH_BYTES
+
+    def set_variant(variant):
+        # "copied": no reply is large enough to detach.
+        phasor_client._wire.DETACH_BYTES = (
+            1 << 62 if variant == "copied" else detach_bytes)
+
     times = {(v, m): [] for v in variants for m in methods}
     for v in variants:  # Warm-up: connect, first large buffers.
+        set_variant(v)
         for m in methods:
             call(clients[v], m)
     for _ in range(args.calls):
         for v in variants:
+            set_variant(v)
             for m in methods:
                 start = time.perf_counter()
                 call(clients[v], m)

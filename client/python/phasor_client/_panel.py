@@ -36,7 +36,8 @@ import re
 import grpc
 import numpy as np
 
-from .tensors import from_tensor, to_tensor
+from . import _wire
+from .tensors import attach, from_tensor, to_tensor
 
 # Fraction of max_message_bytes one split request may use: room for framing,
 # for estimates that are a little low, and for gRPC's own overhead.
@@ -116,13 +117,16 @@ class Layout:
         return len(self.offsets) - 1
 
     def request(self, piece, state=None, whole=False):
-        """The request for `piece`; `state` continues a chunked series."""
+        """The request for `piece` (an _wire.Outgoing: its row tensors go
+        from the arrays to the wire); `state` continues a chunked series."""
         request = self.pb.EncodeObservationsRequest()
         request.CopyFrom(self.base_request)
+        outgoing = _wire.Outgoing(request)
         observations = request.observations
         for row_tensor in self.row_tensors:
-            getattr(observations, row_tensor.field).CopyFrom(
-                row_tensor.tensor(piece.row_begin, piece.row_end))
+            attach(outgoing, "observations." + row_tensor.field,
+                   row_tensor.array[piece.row_begin:piece.row_end],
+                   row_tensor.dtype)
         if whole:
             # The caller's own fields, so errors and zones read as given.
             offsets = self.offsets
@@ -131,7 +135,7 @@ class Layout:
         else:
             offsets = (self.offsets[piece.series_begin:piece.series_end + 1]
                        - piece.row_begin)
-        observations.series_offsets.CopyFrom(to_tensor(offsets, "int64"))
+        attach(outgoing, "observations.series_offsets", offsets, "int64")
         if self.time_zones:
             if whole:
                 observations.time_zones.extend(self.time_zones)
@@ -151,7 +155,7 @@ class Layout:
         elif self.states:
             request.states.extend(
                 self.states[piece.series_begin:piece.series_end])
-        return request
+        return outgoing
 
     def probe(self):
         """A request with one empty series: its reply gives F and the

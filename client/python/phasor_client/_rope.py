@@ -35,10 +35,11 @@ Thread-safety: pure functions over their arguments.
 """
 
 import sys
-from typing import Any, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import _wire
 from .errors import InvalidInputError
 from .tensors import _bfloat16_bits, dtype_enum, pb, to_tensor
 
@@ -199,19 +200,39 @@ def _to_tokens(array: np.ndarray, layout: str) -> np.ndarray:
     return array.transpose(order)
 
 
-def _wire_bytes(values: np.ndarray, source: str, wire: int) -> bytes:
-    """Contiguous little-endian bytes of `values` as `wire`: one gather."""
+def _wire_bytes(values: np.ndarray, source: str, wire: int) -> np.ndarray:
+    """`values` as `wire`, C-contiguous and little-endian: at most one
+    gather (none when `values` already is so)."""
     if source in ("bfloat16", "uint16"):  # wire_dtype: BFLOAT16
-        return values.astype("<u2", copy=False).tobytes()
+        return np.ascontiguousarray(values, dtype="<u2")
     if wire == pb.BFLOAT16:
-        return _bfloat16_bits(values.astype(np.float32, copy=False)).tobytes()
-    return values.astype(_WIRE_NUMPY[wire], copy=False).tobytes()
+        return _bfloat16_bits(values.astype(np.float32, copy=False))
+    return np.ascontiguousarray(values, dtype=_WIRE_NUMPY[wire])
 
 
-def tensor(item: Operand, wire: int, begin: int = 0,
-           end: Optional[int] = None) -> Any:
-    """The phasor.v1.Tensor of tokens [begin, end) of the B·T, as
-    [end - begin, H, D] in `wire`."""
+def attach_tokens(request: Any, field: str, item: Operand, wire: int,
+                  begin: int = 0, end: Optional[int] = None) -> None:
+    """Sets the request's (an _wire.Outgoing) `field` to tensor(item, wire,
+    begin, end)."""
+    shape, data = _token_bytes(item, wire, begin, end)
+    _attach(request, field, shape, wire, data)
+
+
+def _attach(request: Any, field: str, shape: List[int], wire: int,
+            data: Any) -> None:
+    """Sets the request's `field`: appended from `data` (bytes or a
+    C-contiguous array) at serialization when large, else in the message."""
+    if memoryview(data).nbytes >= _wire.DETACH_BYTES:
+        request.attach(field, shape, wire, data)
+    else:
+        getattr(request.message, field).CopyFrom(
+            pb.Tensor(shape=shape, dtype=wire, data=memoryview(data).tobytes()))
+
+
+def _token_bytes(item: Operand, wire: int, begin: int,
+                 end: Optional[int]) -> Tuple[List[int], Any]:
+    """(shape [end - begin, H, D], their bytes in `wire`: a C-contiguous
+    array or bytes) of tokens [begin, end) of the B·T."""
     total = item.batch * item.tokens
     end = total if end is None else end
     tokens = _to_tokens(item.array, item.layout)
@@ -230,8 +251,7 @@ def tensor(item: Operand, wire: int, begin: int = 0,
                                       wire))
             position += last - first
         data = b"".join(pieces)
-    return pb.Tensor(shape=[end - begin, item.heads, item.head_dim],
-                     dtype=wire, data=data)
+    return [end - begin, item.heads, item.head_dim], data
 
 
 # ApplyRopeRequest.TensorLayout of each caller layout sent whole.
@@ -244,12 +264,13 @@ def server_layout(item: Operand) -> int:
     return pb.ApplyRopeRequest.TensorLayout.Value(_SERVER_LAYOUT[item.layout])
 
 
-def whole_tensor(item: Operand, wire: int) -> Any:
-    """The phasor.v1.Tensor of the caller's array in its own layout
-    ([H, T, D] as [1, H, T, D]): one gather of its bytes, no transpose."""
+def attach_whole(request: Any, field: str, item: Operand, wire: int) -> None:
+    """Sets the request's (an _wire.Outgoing) `field` to the caller's
+    array in its own layout ([H, T, D] as [1, H, T, D]): at most one gather
+    of its bytes, no transpose."""
     array = item.array[None] if item.layout == "htd" else item.array
-    return pb.Tensor(shape=list(array.shape), dtype=wire,
-                     data=_wire_bytes(array, item.source, wire))
+    _attach(request, field, list(array.shape), wire,
+            _wire_bytes(array, item.source, wire))
 
 
 def whole_positions(query: Operand, flat: Optional[np.ndarray]) -> Any:

@@ -39,7 +39,7 @@ import numpy.typing as npt
 from google.protobuf import message as _message
 from google.protobuf import text_format
 
-from . import _panel, _rope
+from . import _panel, _rope, _wire
 from ._stubs import encoder_pb2 as pb
 from ._stubs import encoder_pb2_grpc as _pb_grpc
 from ._stubs import error_details_pb2 as _error_details
@@ -227,6 +227,31 @@ def _raises_phasor_error(method):
     return wrapper
 
 
+# The methods whose replies carry tensors, and the shape of their call.
+_TENSOR_REPLIES = (
+    ("EncodePositions", "unary_unary", pb.EncodePositionsResponse),
+    ("ApplyRope", "unary_unary", pb.ApplyRopeResponse),
+    ("RopeTables", "unary_unary", pb.RopeTablesResponse),
+    ("AlibiBias", "unary_unary", pb.AlibiBiasResponse),
+    ("RelativeBias", "unary_unary", pb.RelativeBiasResponse),
+    ("EncodeObservations", "unary_unary", pb.EncodeObservationsResponse),
+    ("EncodeObservationsStream", "stream_stream",
+     pb.EncodeObservationsResponse),
+)
+
+
+def _detach_large_tensors(stub: Any, channel: grpc.Channel) -> None:
+    """Rebinds the stub's tensor-carrying methods: their requests may be
+    _wire.Outgoing, and their replies' large tensors are views of the
+    received bytes, not copies (_wire.py)."""
+    service = pb.DESCRIPTOR.services_by_name["Encoder"]
+    for name, kind, response_class in _TENSOR_REPLIES:
+        setattr(stub, name, getattr(channel, kind)(
+            f"/{service.full_name}/{name}",
+            request_serializer=_wire.serialize,
+            response_deserializer=_wire.detaching(response_class, pb.Tensor)))
+
+
 class EncoderClient:
     """A client for phasor.v1.Encoder. See the module docstring."""
 
@@ -298,6 +323,7 @@ class EncoderClient:
         # credentials only over TLS, and loopback servers run plaintext.
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self._stub = _pb_grpc.EncoderStub(self._channel)
+        _detach_large_tensors(self._stub, self._channel)
 
     def close(self) -> None:
         """Closes the channel: calls still in flight are cancelled and the
@@ -450,12 +476,13 @@ class EncoderClient:
         if total <= per_call:
             # One call, in the caller's own layout: nothing is transposed.
             request = pb.ApplyRopeRequest(
-                query=_rope.whole_tensor(query_operand, wire),
                 positions=_rope.whole_positions(query_operand, flat_positions),
                 tensor_layout=_rope.server_layout(query_operand))
-            if key_operand is not None:
-                request.key.CopyFrom(_rope.whole_tensor(key_operand, wire))
             request.MergeFrom(config)
+            request = _wire.Outgoing(request)
+            _rope.attach_whole(request, "query", query_operand, wire)
+            if key_operand is not None:
+                _rope.attach_whole(request, "key", key_operand, wire)
             response = self._call(self._stub.ApplyRope, request)
             return RopeResult(
                 _rope.result(query_operand, _rope.reply_array(response.query),
@@ -492,12 +519,14 @@ class EncoderClient:
 
         def send(begin, end):
             request = pb.ApplyRopeRequest(
-                query=_rope.tensor(query_operand, wire, begin, end),
                 positions=_rope.positions_message(flat_positions, begin, end))
-            if key_operand is not None:
-                request.key.CopyFrom(_rope.tensor(key_operand, wire, begin,
-                                                  end))
             request.MergeFrom(config)
+            request = _wire.Outgoing(request)
+            _rope.attach_tokens(request, "query", query_operand, wire, begin,
+                                end)
+            if key_operand is not None:
+                _rope.attach_tokens(request, "key", key_operand, wire, begin,
+                                    end)
             return self._stub.ApplyRope.future(
                 request, timeout=self.deadline_seconds,
                 metadata=self._metadata)

@@ -1,7 +1,8 @@
 """numpy arrays <-> phasor.v1.Tensor.
 
 A Tensor is raw little-endian, row-major bytes plus shape and dtype, so the
-conversion is a byte copy one way (ndarray.tobytes) and no copy the other
+conversion is a byte copy one way (ndarray.tobytes; attach() defers even
+that to the request's serialization, _wire.py) and no copy the other
 (np.frombuffer over the received bytes; the array is read-only, as it views
 the message's immutable bytes — call .copy() to modify it).
 
@@ -11,12 +12,12 @@ even and received by widening to float32, which is exact.
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
 
-from . import _stubs
+from . import _stubs, _wire
 
 pb = _stubs.load().encoder_pb2
 
@@ -67,8 +68,10 @@ def _bfloat16_bits(values):
     return rounded.astype("<u2")
 
 
-def to_tensor(array: npt.ArrayLike, dtype: DTypeLike = None) -> pb.Tensor:
-    """A Tensor holding `array` (anything np.asarray takes) as `dtype`.
+def wire_array(array: npt.ArrayLike,
+               dtype: DTypeLike = None) -> Tuple[np.ndarray, int]:
+    """(`array` as the wire has it — C-contiguous, little-endian, bfloat16
+    as its bits; the array itself when it already is —, its DType).
 
     dtype None keeps the array's own dtype (Python floats become float64,
     ints int64).
@@ -76,11 +79,36 @@ def to_tensor(array: npt.ArrayLike, dtype: DTypeLike = None) -> pb.Tensor:
     array = np.asarray(array)
     target = dtype_enum(dtype) if dtype is not None else dtype_enum(array.dtype)
     if target == pb.BFLOAT16:
-        data = _bfloat16_bits(array.astype(np.float32)).tobytes()
+        wired = _bfloat16_bits(array.astype(np.float32)).reshape(array.shape)
     else:
         little = _DTYPE_TO_NUMPY[target].newbyteorder("<")
-        data = np.ascontiguousarray(array, dtype=little).tobytes()
-    return pb.Tensor(shape=list(array.shape), dtype=target, data=data)
+        wired = np.ascontiguousarray(array, dtype=little)
+    return wired, target
+
+
+def to_tensor(array: npt.ArrayLike, dtype: DTypeLike = None) -> pb.Tensor:
+    """A Tensor holding `array` (anything np.asarray takes) as `dtype`
+    (wire_array)."""
+    wired, target = wire_array(array, dtype)
+    return pb.Tensor(shape=list(wired.shape), dtype=target,
+                     data=wired.tobytes())
+
+
+def attach(request: _wire.Outgoing, path: str, array: npt.ArrayLike,
+           dtype: DTypeLike = None) -> None:
+    """Sets the Tensor at `path` of the request to `array` as `dtype`
+    (wire_array): appended from the array at serialization when it is
+    large (_wire.Outgoing), copied into the message when small."""
+    wired, target = wire_array(array, dtype)
+    if wired.nbytes >= _wire.DETACH_BYTES:
+        request.attach(path, wired.shape, target, wired)
+        return
+    holder = request.message
+    *outer, name = path.split(".")
+    for field in outer:
+        holder = getattr(holder, field)
+    getattr(holder, name).CopyFrom(pb.Tensor(
+        shape=list(wired.shape), dtype=target, data=wired.tobytes()))
 
 
 def from_tensor(tensor: pb.Tensor) -> np.ndarray:
