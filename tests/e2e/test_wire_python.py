@@ -10,10 +10,11 @@
   tensor field given twice (protobuf merges the two), truncated bytes,
   unknown fields — comes out as protobuf parses it, or raises as protobuf
   raises.
-- Against a real phasor-server: every tensor-returning call (EncodePositions,
-  ApplyRope, RopeTables, AlibiBias, RelativeBias, EncodeObservations unary,
-  panel and stream) gives the same bytes with detaching on and off, and with
-  it on the large results are views of the reply (no copy).
+- Against a real phasor-server: every tensor-carrying call (EncodePositions
+  with and without content, ApplyRope, RopeTables, AlibiBias, RelativeBias,
+  EncodeObservations wide, long, panel and stream) gives the same bytes with
+  detaching (of requests and replies) on and off, and with it on the large
+  results are views of the reply (no copy).
 """
 
 import unittest
@@ -238,9 +239,20 @@ class DetachAgainstServer(harness.ServerTestCase):
         rng = np.random.default_rng(7)
         query = rng.standard_normal((512, 8, 64), dtype=np.float32)
         key = rng.standard_normal((512, 2, 64), dtype=np.float32)
+        embeddings = rng.standard_normal((2048, 64), dtype=np.float32)
+        event_times = (1704067200 * 10**9 + np.cumsum(
+            rng.integers(1, 10**11, 30000))).astype(np.int64)
+        event_channels = rng.integers(0, 3, 30000).astype(np.int32)
+        event_values = rng.standard_normal(30000)
         cases = {
             "encode_positions": lambda: [
                 self.client.encode_positions(count=2048, dim=256)],
+            "encode_positions_content": lambda: [
+                self.client.encode_positions(count=2048, dim=64,
+                                             content=embeddings)],
+            "encode_events": lambda: [self.client.encode_events(
+                event_times, event_channels, event_values,
+                spec=OBSERVATIONS_SPEC).features],
             "apply_rope": lambda: list(self.client.apply_rope(
                 query, key, rotary_dim=64)[:2]),
             "rope_tables": lambda: list(self.client.rope_tables(

@@ -48,7 +48,7 @@ from ._stubs import health_pb2_grpc as _health_grpc
 from ._stubs import reflection_pb2 as _reflection
 from ._stubs import reflection_pb2_grpc as _reflection_grpc
 from ._stubs import status_pb2 as _status
-from .tensors import DTypeLike, dtype_enum, from_tensor, to_tensor
+from .tensors import DTypeLike, attach, dtype_enum, from_tensor, to_tensor
 from . import frame as _frame, specs as _specs
 from .errors import InvalidInputError, PhasorError, bad_request_violations
 from .specs import SpecLike
@@ -383,10 +383,11 @@ class EncoderClient:
                 positional=pb.PositionalSpec(sinusoidal=sinusoidal))
 
         _set_config(request, profile, spec, shortcut)
-        if content is not None:
-            request.content.CopyFrom(to_tensor(content, "float32"))
         if content_scale is not None:
             request.content_scale = content_scale
+        request = _wire.Outgoing(request)
+        if content is not None:
+            attach(request, "content", content, "float32")
         response = self._call(self._stub.EncodePositions, request)
         return from_tensor(response.encodings)
 
@@ -679,26 +680,27 @@ class EncoderClient:
     @staticmethod
     def _observations(timestamps, values, mask, content, channel_names,
                       time_unit=None, output_dtype="float32"):
-        """(Observations, tz-aware input's zone or None) of one wide
-        series; values may be None (timestamps only)."""
+        """(an _wire.Outgoing EncodeObservationsRequest holding the
+        observations of one wide series, tz-aware input's zone or None);
+        values may be None (timestamps only)."""
         times = read_times(timestamps, "timestamps", time_unit)
-        observations = pb.Observations(channel_names=channel_names or [])
-        observations.timestamps.CopyFrom(to_tensor(times.array,
-                                                   times.wire_dtype))
+        request = _wire.Outgoing(pb.EncodeObservationsRequest(
+            observations=pb.Observations(channel_names=channel_names or [])))
+        attach(request, "observations.timestamps", times.array,
+               times.wire_dtype)
         if values is not None:
             values = np.asarray(values)
             if values.ndim == 1:
                 values = values[:, None]
-            observations.values.CopyFrom(to_tensor(
-                values,
-                values.dtype if values.dtype == np.float32 else "float64"))
+            attach(request, "observations.values", values,
+                   values.dtype if values.dtype == np.float32 else "float64")
         if mask is not None:
-            observations.mask.CopyFrom(to_tensor(mask, "uint8"))
+            attach(request, "observations.mask", mask, "uint8")
         if content is not None:
             content = np.asarray(content)
-            observations.content.CopyFrom(to_tensor(
-                content, _content_dtype(content, output_dtype)))
-        return observations, times.time_zone
+            attach(request, "observations.content", content,
+                   _content_dtype(content, output_dtype))
+        return request, times.time_zone
 
     def encode_observations(self, timestamps: ArrayLike,
                             values: Optional[ArrayLike] = None,
@@ -738,11 +740,11 @@ class EncoderClient:
         feature_names(schema, channel_names) names the columns. Server
         errors raise PhasorError.
         """
-        observations, zone = self._observations(
+        request, zone = self._observations(
             timestamps, values, mask, content, channel_names, time_unit,
             output_dtype)
         return self._encode_one_series(
-            observations, zone, spec, profile, state, output_dtype,
+            request, zone, spec, profile, state, output_dtype,
             dict(content=content_block, time=time, time2vec=time2vec,
                  gaps=gaps, calendar=calendar, combine=combine,
                  d_model=d_model))
@@ -792,38 +794,38 @@ class EncoderClient:
                     f"event_channels[{row}]",
                     f"{channels[row]!r} is not in channel_names")
             channels = np.asarray(numbers, dtype=np.int32)
-        observations = pb.Observations(channel_names=channel_names or [])
-        observations.event_times.CopyFrom(to_tensor(parsed.array,
-                                                    parsed.wire_dtype))
-        observations.event_channels.CopyFrom(to_tensor(channels, "int32"))
+        request = _wire.Outgoing(pb.EncodeObservationsRequest(
+            observations=pb.Observations(channel_names=channel_names or [])))
+        attach(request, "observations.event_times", parsed.array,
+               parsed.wire_dtype)
+        attach(request, "observations.event_channels", channels, "int32")
         if values is not None:
             values = np.asarray(values)
-            observations.event_values.CopyFrom(to_tensor(
-                values,
-                values.dtype if values.dtype == np.float32 else "float64"))
+            attach(request, "observations.event_values", values,
+                   values.dtype if values.dtype == np.float32 else "float64")
         if num_channels:
-            observations.num_channels = num_channels
+            request.message.observations.num_channels = num_channels
         if content is not None:
             content = np.asarray(content)
-            observations.content.CopyFrom(to_tensor(
-                content, _content_dtype(content, output_dtype)))
+            attach(request, "observations.content", content,
+                   _content_dtype(content, output_dtype))
         return self._encode_one_series(
-            observations, parsed.time_zone, spec, profile, state, output_dtype,
+            request, parsed.time_zone, spec, profile, state, output_dtype,
             dict(content=content_block, time=time, time2vec=time2vec,
                  gaps=gaps, calendar=calendar, combine=combine,
                  d_model=d_model))
 
-    def _encode_one_series(self, observations, zone, spec, profile, state,
+    def _encode_one_series(self, request, zone, spec, profile, state,
                            output_dtype, blocks) -> Features:
-        """One EncodeObservations call: the spec from `spec`/`profile`/the
+        """One EncodeObservations call of `request` (an _wire.Outgoing
+        holding the observations): the spec from `spec`/`profile`/the
         keyword `blocks`, the data's time zone applied, `state` continued."""
         config = _frame.apply_data_zone(
             _specs.temporal_config(spec, profile, blocks), zone)
-        request = pb.EncodeObservationsRequest(
-            observations=observations, output_dtype=dtype_enum(output_dtype))
-        _set_config(request, profile, config, _no_shortcut)
+        request.message.output_dtype = dtype_enum(output_dtype)
+        _set_config(request.message, profile, config, _no_shortcut)
         if state is not None:
-            request.state.CopyFrom(state)
+            request.message.state.CopyFrom(state)
         response = self._call(self._stub.EncodeObservations, request)
         return Features(from_tensor(response.features), list(response.schema),
                         response.state)
@@ -869,17 +871,15 @@ class EncoderClient:
                     else:
                         timestamps, values, mask = chunk, None, None
                     try:
-                        observations, zone = self._observations(
+                        request, zone = self._observations(
                             timestamps, values, mask, None, None, time_unit)
                     except InvalidInputError as error:
                         field, description = error.field_violations()[0]
                         raise InvalidInputError(f"chunks[{index}].{field}",
                                                 description) from None
-                    request = pb.EncodeObservationsRequest(
-                        observations=observations,
-                        output_dtype=dtype_enum(output_dtype))
+                    request.message.output_dtype = dtype_enum(output_dtype)
                     if index == 0:
-                        _set_config(request, profile,
+                        _set_config(request.message, profile,
                                     _frame.apply_data_zone(config, zone),
                                     _no_shortcut)
                     yield request
