@@ -120,15 +120,19 @@ struct ClientOptions {
   std::string service_config_json = std::string(kDefaultServiceConfig);
 };
 
+// PanelOptions::max_call_bytes when it is 0: max_message_bytes / 2.
+int64_t DefaultCallBytes(int64_t max_message_bytes);
+
 // How EncoderClient::EncodeObservationsPanel splits a panel.
 struct PanelOptions {
   // Sub-calls in flight at once on the client's channel. More overlap the
   // server's work with the transfers; each holds one sub-request and its
   // response in memory (at most max_call_bytes each). Default 4.
   int max_in_flight = 4;
-  // Largest request or response one sub-call may carry, bytes; 0 = the
-  // client's max_message_bytes. Lower values split more finely (more calls
-  // in flight for a panel that would fit in one call). Keep it at or below
+  // Largest request or response one sub-call may carry, bytes; 0 = half
+  // the client's max_message_bytes (DefaultCallBytes). Lower values split
+  // more finely (more calls in flight for a panel that would fit in one
+  // call). Keep it at or below
   // the server's --max_message_bytes too: the client cannot see that limit
   // (a panel the server refuses as too large, RESOURCE_EXHAUSTED, is sent
   // again in calls of half the size, down to 64 KiB).

@@ -144,7 +144,7 @@ ABSL_FLAG(int32_t, max_in_flight, 4,
           "--observations_csv: sub-calls in flight when the panel is split");
 ABSL_FLAG(int64_t, max_call_bytes, 0,
           "--observations_csv: largest request or response per sub-call, "
-          "bytes; 0 = --max_message_bytes");
+          "bytes; 0 = half of --max_message_bytes");
 
 // Describe.
 ABSL_FLAG(int64_t, num_offsets, 0,

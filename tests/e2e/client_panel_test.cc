@@ -182,6 +182,26 @@ TEST_F(PanelTest, OneInFlightEqualsFour) {
   ExpectSameResponse(parallel, serial);
 }
 
+// By default a sub-call carries at most half the client's limit, so that
+// one call's transfer overlaps the server's work on the next: a panel whose
+// features take ~64% of the limit goes in two calls or more, and in one when
+// max_call_bytes allows the whole limit.
+TEST_F(PanelTest, DefaultCallsCarryHalfTheLimit) {
+  EXPECT_EQ(DefaultCallBytes(kSmallLimitBytes), kSmallLimitBytes / 2);
+  const v1::EncodeObservationsRequest request =
+      bench::WorkloadPPanelRequest(SmallWorkload(80));
+  const v1::EncodeObservationsResponse whole = Reference(request);
+  ASSERT_GT(whole.features().data().size(), kSmallLimitBytes / 2);
+  ASSERT_LT(whole.ByteSizeLong(), kSmallLimitBytes * 3 / 4);
+  PanelStats stats;
+  ExpectSameResponse(Split(request, &stats), whole);
+  EXPECT_GE(stats.calls, 2);
+  PanelOptions full;
+  full.max_call_bytes = kSmallLimitBytes;
+  ExpectSameResponse(Split(request, &stats, full), whole);
+  EXPECT_EQ(stats.calls, 1);
+}
+
 TEST_F(PanelTest, PanelThatFitsGoesInOneCall) {
   const v1::EncodeObservationsRequest request =
       bench::WorkloadPPanelRequest(SmallWorkload(20));
