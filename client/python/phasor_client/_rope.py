@@ -39,7 +39,6 @@ from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _wire
 from .errors import InvalidInputError
 from .tensors import _bfloat16_bits, dtype_enum, pb, to_tensor
 
@@ -212,21 +211,10 @@ def _wire_bytes(values: np.ndarray, source: str, wire: int) -> np.ndarray:
 
 def attach_tokens(request: Any, field: str, item: Operand, wire: int,
                   begin: int = 0, end: Optional[int] = None) -> None:
-    """Sets the request's (an _wire.Outgoing) `field` to tensor(item, wire,
-    begin, end)."""
+    """Sets the request's (an _wire.Outgoing) `field` to tokens [begin,
+    end) of the B·T as [end - begin, H, D] in `wire`."""
     shape, data = _token_bytes(item, wire, begin, end)
-    _attach(request, field, shape, wire, data)
-
-
-def _attach(request: Any, field: str, shape: List[int], wire: int,
-            data: Any) -> None:
-    """Sets the request's `field`: appended from `data` (bytes or a
-    C-contiguous array) at serialization when large, else in the message."""
-    if memoryview(data).nbytes >= _wire.DETACH_BYTES:
-        request.attach(field, shape, wire, data)
-    else:
-        getattr(request.message, field).CopyFrom(
-            pb.Tensor(shape=shape, dtype=wire, data=memoryview(data).tobytes()))
+    request.attach(field, shape, wire, data)
 
 
 def _token_bytes(item: Operand, wire: int, begin: int,
@@ -269,8 +257,8 @@ def attach_whole(request: Any, field: str, item: Operand, wire: int) -> None:
     array in its own layout ([H, T, D] as [1, H, T, D]): at most one gather
     of its bytes, no transpose."""
     array = item.array[None] if item.layout == "htd" else item.array
-    _attach(request, field, list(array.shape), wire,
-            _wire_bytes(array, item.source, wire))
+    request.attach(field, list(array.shape), wire,
+                   _wire_bytes(array, item.source, wire))
 
 
 def whole_positions(query: Operand, flat: Optional[np.ndarray]) -> Any:
@@ -422,7 +410,7 @@ def split_layout(layout: Optional[str], tensor_layout: Optional[str]
 
 
 __all__: Sequence[str] = (
-    "TENSOR_LAYOUTS", "operand", "check_key", "wire_dtype", "tensor",
+    "TENSOR_LAYOUTS", "operand", "check_key", "wire_dtype", "attach_tokens",
     "reply_array", "empty_tokens", "result", "flat_positions",
     "positions_message", "default_seq_len", "tokens_per_call",
     "split_layout", "to_numpy", "is_torch")

@@ -37,8 +37,8 @@ DETACH_BYTES = 64 * 1024
 
 _TENSOR_MESSAGE = "phasor.v1.Tensor"
 _VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
-# phasor.v1.Tensor's `data` field.
-_TENSOR_DATA = 3
+# phasor.v1.Tensor's fields.
+_TENSOR_SHAPE, _TENSOR_DTYPE, _TENSOR_DATA = 1, 2, 3
 
 
 class DetachedTensor:
@@ -195,7 +195,7 @@ def _key(number: int, wire_type: int) -> bytes:
 class Outgoing:
     """A request whose large tensors are appended, straight from their
     arrays, when it is serialized. Reads like the message (attribute
-    access), whose tensors set by attach() are not in it."""
+    access), whose large tensors set by attach() are not in it."""
 
     __slots__ = ("message", "_tail")
 
@@ -208,11 +208,12 @@ class Outgoing:
 
     def attach(self, path: str, shape: Sequence[int], dtype: int,
                data: Any) -> None:
-        """Sends the phasor.v1.Tensor at `path` (field names from the
-        request down, "observations.values") as `shape`, `dtype` and the
+        """Sets the phasor.v1.Tensor at `path` (field names from the
+        request down, "observations.values") to `shape`, `dtype` and the
         bytes of `data` (bytes, or a C-contiguous array already in the wire
-        format). The field must not be set in the message: protobuf would
-        merge the two."""
+        format): appended at serialization from DETACH_BYTES on, else set in
+        the message. The field must not be set already: protobuf would merge
+        the two."""
         names = path.split(".")
         descriptor = self.message.DESCRIPTOR
         holder = self.message
@@ -226,13 +227,23 @@ class Outgoing:
             descriptor = field.message_type
         if holder is not None:
             raise ValueError(f"{path} is already set in the request")
-        view = memoryview(data).cast("B")
+        view = memoryview(data)
+        if view.nbytes < DETACH_BYTES:
+            tensor = self.message
+            for name in names:
+                tensor = getattr(tensor, name)
+            tensor.shape.extend(int(n) for n in shape)
+            tensor.dtype = int(dtype)
+            tensor.data = view.tobytes()
+            return
+        view = view.cast("B")
         header = []
         if len(shape):
             packed = b"".join(_encode_varint(int(n)) for n in shape)
-            header += [_key(1, _LENGTH), _encode_varint(len(packed)), packed]
+            header += [_key(_TENSOR_SHAPE, _LENGTH),
+                       _encode_varint(len(packed)), packed]
         if dtype:
-            header += [_key(2, _VARINT), _encode_varint(int(dtype))]
+            header += [_key(_TENSOR_DTYPE, _VARINT), _encode_varint(int(dtype))]
         header += [_key(_TENSOR_DATA, _LENGTH), _encode_varint(view.nbytes)]
         inner = b"".join(header)
         size = len(inner) + view.nbytes

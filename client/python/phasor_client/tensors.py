@@ -97,18 +97,10 @@ def to_tensor(array: npt.ArrayLike, dtype: DTypeLike = None) -> pb.Tensor:
 def attach(request: _wire.Outgoing, path: str, array: npt.ArrayLike,
            dtype: DTypeLike = None) -> None:
     """Sets the Tensor at `path` of the request to `array` as `dtype`
-    (wire_array): appended from the array at serialization when it is
-    large (_wire.Outgoing), copied into the message when small."""
+    (wire_array, then _wire.Outgoing.attach: appended from the array at
+    serialization when large, set in the message when small)."""
     wired, target = wire_array(array, dtype)
-    if wired.nbytes >= _wire.DETACH_BYTES:
-        request.attach(path, wired.shape, target, wired)
-        return
-    holder = request.message
-    *outer, name = path.split(".")
-    for field in outer:
-        holder = getattr(holder, field)
-    getattr(holder, name).CopyFrom(pb.Tensor(
-        shape=list(wired.shape), dtype=target, data=wired.tobytes()))
+    request.attach(path, wired.shape, target, wired)
 
 
 def from_tensor(tensor: pb.Tensor) -> np.ndarray:
