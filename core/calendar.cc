@@ -205,40 +205,88 @@ double FieldFraction(CalendarField field, const LocalTime& t,
   }
 }
 
-// The ISO week of `day`, whose weekday (Monday = 0) is given.
-int IsoWeek(absl::CivilDay day, int weekday, int64_t* iso_year) {
-  // The ISO week belongs to the year of its Thursday (ISO 8601 §3.2.2).
-  const absl::CivilDay thursday = day + (3 - weekday);
-  *iso_year = thursday.year();
-  return (absl::GetYearDay(thursday) - 1) / 7 + 1;
+// a / b rounded toward −∞ (b > 0).
+int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b < 0 ? 1 : 0); }
+
+// Divisible by 4, and not by 100 unless by 400 (= by 100 and by 16).
+bool IsLeapYear(int64_t y) { return (y & 3) == 0 && (y % 100 != 0 || (y & 15) == 0); }
+
+// A proleptic Gregorian date from its day number (days since 1970-01-01).
+// C. Neri and L. Schneider, "Euclidean affine functions and their
+// application to calendar algorithms", Softw. Pract. Exper. 53(4), 2023,
+// §5: in a calendar whose years start on March 1 of year 0, centuries,
+// years, months and days are Euclidean affine functions of the day count,
+// each a multiply and a shift in 32-bit arithmetic (absl's civil arithmetic
+// normalises field by field: ~0.1 µs for a date one day later).
+struct CivilDate {
+  int64_t year;
+  int month;
+  int day;
+  int day_of_year;  // 1..366.
+  int weekday;      // Monday = 0 .. Sunday = 6.
+};
+
+// REQUIRES: |day_number| <= 2^28 (int64 nanoseconds reach ±106,752 days).
+CivilDate CivilFromDays(int64_t day_number) {
+  assert(day_number >= -(int64_t{1} << 28) && day_number <= (int64_t{1} << 28));
+  // Days since 0000-03-01 (day −719468) plus 2000 eras of 146097 days (400
+  // years each), so n > 0; with |day_number| <= 2^28, 4·n + 3 < 2^32.
+  const auto n = static_cast<uint32_t>(day_number + 719468 + 146097 * 2000);
+  const uint32_t n1 = 4 * n + 3;
+  const uint32_t century = n1 / 146097;
+  const uint32_t n2 = (n1 % 146097) | 3;  // 4·(day of century) + 3.
+  const uint64_t p2 = uint64_t{2939745} * n2;
+  const auto year_of_century = static_cast<uint32_t>(p2 >> 32);
+  const uint32_t march_day = static_cast<uint32_t>(p2) / 2939745 / 4;  // March 1 = 0.
+  const uint32_t n3 = 2141 * march_day + 197913;
+  const auto month = static_cast<int>(n3 >> 16);  // March = 3 .. February = 14.
+  const bool next_year = march_day >= 306;         // January or February.
+  CivilDate date;
+  date.year = int64_t{100} * century + year_of_century - 400 * 2000 + (next_year ? 1 : 0);
+  date.month = next_year ? month - 12 : month;
+  date.day = static_cast<int>((n3 & 0xFFFF) / 2141) + 1;
+  // 59 days of the calendar year precede March 1, 60 in a leap year.
+  date.day_of_year = static_cast<int>(
+      next_year ? march_day - 305 : march_day + 60 + (IsLeapYear(date.year) ? 1 : 0));
+  // 1970-01-01 (n ≡ 1 mod 7: 146097 days are whole weeks) was a Thursday.
+  date.weekday = static_cast<int>((n + 2) % 7);
+  return date;
 }
 
-// The date fields of `t` for `day`. With `reuse`, t holds an earlier date's
-// fields, and the year- and month-level ones are kept when the (ISO) year or
-// month is the same (a cursor fills one date per local day).
-void FillDate(absl::CivilDay day, bool reuse, LocalTime* t) {
-  const absl::CivilDay previous = t->date;
-  const int64_t previous_iso_year = t->iso_year;
-  t->date = day;
-  t->weekday = static_cast<int>(absl::GetWeekday(day));
-  t->day_of_year = absl::GetYearDay(day);
-  t->iso_week = IsoWeek(day, t->weekday, &t->iso_year);
-  if (!reuse || t->iso_year != previous_iso_year) {
-    // December 28 always lies in the last ISO week of its ISO year.
-    const absl::CivilDay december28(t->iso_year, 12, 28);
-    int64_t ignored = 0;
-    t->iso_weeks_in_year = IsoWeek(
-        december28, static_cast<int>(absl::GetWeekday(december28)), &ignored);
+// The date fields of `t` for the local date `day_number`.
+void FillDate(int64_t day_number, LocalTime* t) {
+  static constexpr int kDaysInMonth[12] = {31, 28, 31, 30, 31, 30,
+                                           31, 31, 30, 31, 30, 31};
+  const CivilDate date = CivilFromDays(day_number);
+  const bool leap = IsLeapYear(date.year);
+  const int64_t january1 = day_number - date.day_of_year + 1;
+  t->date = absl::CivilDay(date.year, date.month, date.day);
+  t->day_number = day_number;
+  t->weekday = date.weekday;
+  t->day_of_year = date.day_of_year;
+  t->days_in_month = kDaysInMonth[date.month - 1] + (date.month == 2 && leap ? 1 : 0);
+  t->days_in_year = leap ? 366 : 365;
+  // The ISO week belongs to the year of its Thursday (ISO 8601 §3.2.2),
+  // which is at most 3 days away: this year, the one before or after.
+  const int64_t thursday = day_number + 3 - t->weekday;
+  int64_t iso_year = date.year;
+  int64_t iso_january1 = january1;
+  if (thursday < january1) {
+    iso_year = date.year - 1;
+    iso_january1 = january1 - (IsLeapYear(iso_year) ? 366 : 365);
+  } else if (thursday >= january1 + t->days_in_year) {
+    iso_year = date.year + 1;
+    iso_january1 = january1 + t->days_in_year;
   }
-  const bool same_year = reuse && previous.year() == day.year();
-  if (!same_year || previous.month() != day.month()) {
-    const absl::CivilMonth month(day);
-    t->days_in_month = static_cast<int>(absl::CivilDay(month + 1) -
-                                        absl::CivilDay(month));
-  }
-  if (!same_year) {
-    t->days_in_year = absl::GetYearDay(absl::CivilDay(day.year(), 12, 31));
-  }
+  t->iso_year = iso_year;
+  t->iso_week = static_cast<int>((thursday - iso_january1) / 7 + 1);
+  // 53 weeks when the ISO year's January 1 is a Thursday, or a Wednesday
+  // in a leap year: then its December 28 lies in week 53. (day_number −
+  // iso_january1 ∈ [−3, 368]; + 371 keeps the remainder's operand positive.)
+  const int january1_weekday =
+      static_cast<int>((t->weekday - (day_number - iso_january1) + 371) % 7);
+  const bool iso_leap = iso_year == date.year ? leap : IsLeapYear(iso_year);
+  t->iso_weeks_in_year = january1_weekday == 3 || (january1_weekday == 2 && iso_leap) ? 53 : 52;
 }
 
 // sin/cos of 2π·x/P for x = 0..P−1, [sin, cos] pairs: the CYCLIC clock
@@ -688,7 +736,7 @@ LocalTime LocalTimeAt(const absl::TimeZone& zone, int64_t unix_ns) {
   const absl::TimeZone::CivilInfo info =
       zone.At(absl::FromUnixSeconds(split.seconds));
   LocalTime t;
-  FillDate(absl::CivilDay(info.cs), /*reuse=*/false, &t);
+  FillDate(absl::CivilDay(info.cs) - absl::CivilDay(1970, 1, 1), &t);
   t.hour = info.cs.hour();
   t.minute = info.cs.minute();
   t.second = info.cs.second();
@@ -704,10 +752,8 @@ void LocalTimeCursor::Refill(int64_t unix_seconds) {
     // The offset still holds: civil time is UTC + offset. |unix_seconds| <
     // 2^34 (int64 nanoseconds), so nothing here overflows.
     const int64_t local_seconds = unix_seconds + local_.utc_offset_seconds;
-    int64_t days = local_seconds / 86400;
-    if (local_seconds % 86400 < 0) --days;  // Floor.
-    const absl::CivilDay day = absl::CivilDay(1970, 1, 1) + days;
-    if (day != local_.date) FillDate(day, /*reuse=*/true, &local_);
+    const int64_t days = FloorDiv(local_seconds, 86400);
+    if (days != local_.day_number) FillDate(days, &local_);
     local_midnight_s_ = days * 86400 - local_.utc_offset_seconds;
     begin_s_ = unix_seconds;
     end_s_ = std::min(local_midnight_s_ + 86400, offset_until_s_);
@@ -715,8 +761,8 @@ void LocalTimeCursor::Refill(int64_t unix_seconds) {
   }
   const absl::Time instant = absl::FromUnixSeconds(unix_seconds);
   const absl::TimeZone::CivilInfo info = zone_.At(instant);
-  const absl::CivilDay day(info.cs);
-  if (!valid_ || day != local_.date) FillDate(day, /*reuse=*/valid_, &local_);
+  const int64_t day = absl::CivilDay(info.cs) - absl::CivilDay(1970, 1, 1);
+  if (!valid_ || day != local_.day_number) FillDate(day, &local_);
   local_.utc_offset_seconds = info.offset;
   local_.is_dst = info.is_dst;
   const int64_t second_of_day =
@@ -967,23 +1013,26 @@ CalendarEncoder::Writer::Writer(const CalendarEncoder& encoder)
     sin_.resize(angles);
     cos_.resize(angles);
   }
-  if (encoder.holidays_.has_value() && encoder.holidays_->clock_dependent()) {
-    holidays_after_midnight_.resize(static_cast<size_t>(encoder.holidays_->width()));
+  if (encoder.holidays_.has_value()) {
+    holiday_brackets_.resize(static_cast<size_t>(encoder.holidays_->num_sets()));
+    if (encoder.holidays_->clock_dependent()) {
+      holidays_after_midnight_.resize(static_cast<size_t>(encoder.holidays_->width()));
+    }
   }
 }
 
 void CalendarEncoder::Writer::FillDay(const LocalTime& local) {
   const CalendarEncoder& e = encoder_;
-  std::fill(day_columns_.begin(), day_columns_.end(), 0.0);
   if (e.sum_d_model_ > 0) {
-    for (const Slot& slot : e.slots_) {
-      if (!slot.day_level) continue;
+    std::fill(day_columns_.begin(), day_columns_.end(), 0.0);  // A sum.
+    for (const Slot& slot : e.day_slots_) {
       e.AddInformerRow(slot.field, CivilValue(slot.field, local),
                        day_columns_.data());
     }
   } else {
-    for (const Slot& slot : e.slots_) {
-      if (!slot.day_level) continue;
+    // CONCAT: EncodeRow reads the day-level slots' and the holidays'
+    // columns only, and each is written here.
+    for (const Slot& slot : e.day_slots_) {
       double* column = &day_columns_[slot.offset];
       // CYCLIC, not fractional (as for the clock tables): a table lookup.
       const double* table = e.clock_cycle60_ == nullptr ? nullptr
@@ -997,12 +1046,14 @@ void CalendarEncoder::Writer::FillDay(const LocalTime& local) {
       }
     }
     if (e.holiday_column_ >= 0) {
-      holidays_differ_after_midnight_ = e.holidays_->Write(
-          local.date, /*at_local_midnight=*/true, &day_columns_[e.holiday_column_]);
+      holidays_differ_after_midnight_ =
+          e.holidays_->Write(local.day_number, /*at_local_midnight=*/true,
+                             &day_columns_[e.holiday_column_],
+                             absl::MakeSpan(holiday_brackets_));
       holidays_after_midnight_filled_ = false;
     }
   }
-  day_ = local.date;
+  day_number_ = local.day_number;
   has_day_ = true;
 }
 
@@ -1052,7 +1103,7 @@ void CalendarEncoder::Writer::EncodeRows(absl::Span<const int64_t> times_ns,
 void CalendarEncoder::Writer::EncodeRow(int64_t unix_ns, double* out, double* angles) {
   const CalendarEncoder& e = encoder_;
   const LocalTime& local = cursor_.At(unix_ns);
-  if (!has_day_ || local.date != day_) FillDay(local);
+  if (!has_day_ || local.day_number != day_number_) FillDay(local);
   if (e.sum_d_model_ > 0) {
     std::memcpy(out, day_columns_.data(), day_columns_.size() * sizeof(double));
     for (const Slot& slot : e.slots_) {
@@ -1109,7 +1160,7 @@ void CalendarEncoder::Writer::EncodeRow(int64_t unix_ns, double* out, double* an
     if (later && !holidays_after_midnight_filled_) {
       // Once per local day whose later rows differ (GLUONTS: a holiday
       // exactly 200 days back) and that has such a row.
-      e.holidays_->Write(day_, /*at_local_midnight=*/false,
+      e.holidays_->Write(day_number_, /*at_local_midnight=*/false,
                          holidays_after_midnight_.data());
       holidays_after_midnight_filled_ = true;
     }

@@ -160,6 +160,7 @@ absl::Status ValidateCalendarBlock(const CalendarBlock& block,
 // Everything the features need about one instant in one zone.
 struct LocalTime {
   absl::CivilDay date;      // The local date.
+  int64_t day_number = 0;   // date as days since 1970-01-01.
   int hour = 0;             // 0..23 by the local clock.
   int minute = 0;
   int second = 0;
@@ -255,13 +256,14 @@ class CalendarEncoder final {
     const CalendarEncoder& encoder_;
     LocalTimeCursor cursor_;
     bool has_day_ = false;
-    absl::CivilDay day_;
+    int64_t day_number_ = 0;  // The cached day's date, days since 1970-01-01.
     std::vector<double> day_columns_;  // CONCAT: day-level columns; SUM: their sum.
     // GLUONTS holidays: their columns for rows after local midnight, when
     // they differ from midnight's, filled when day_ first has such a row.
     std::vector<double> holidays_after_midnight_;
     bool holidays_differ_after_midnight_ = false;
     bool holidays_after_midnight_filled_ = false;
+    std::vector<HolidayCalendar::Bracket> holiday_brackets_;  // One per set.
     // EncodeRows: rows per batch, and the batch's angles, sines and cosines.
     int64_t rows_per_batch_ = 1;
     std::vector<double> angles_;

@@ -134,10 +134,23 @@ class HolidayCalendar final {
   bool clock_dependent() const {
     return distance_mode_ == HolidayDistanceMode::kGluonTs;
   }
-  // Writes width() values for a row on local date `day`. Returns whether a
-  // row at the other `at_local_midnight` of that day gets other values
-  // (only GLUONTS, only with a holiday exactly 200 days back).
-  bool Write(absl::CivilDay day, bool at_local_midnight, double* out) const;
+  // A set's nearest holidays around the last day Write looked up, kept by
+  // the caller (one per set, per thread). No holiday lies strictly between
+  // them, so they stay the nearest for every day in between: a run of
+  // days then searches once per holiday passed, not once per day.
+  struct Bracket {
+    int64_t past = 0;     // The latest holiday ≤ that day (or kNoPast).
+    int64_t future = -1;  // The earliest ≥ it (or kNoFuture); past > future: unset.
+  };
+  int64_t num_sets() const { return static_cast<int64_t>(sets_.size()); }
+
+  // Writes width() values for a row on the local date `day`, in days since
+  // 1970-01-01. Returns whether a row at the other `at_local_midnight` of
+  // that day gets other values (only GLUONTS, only with a holiday exactly
+  // 200 days back). `brackets`: empty, or num_sets() of them, read and
+  // updated (NEAREST; the values do not depend on them).
+  bool Write(int64_t day, bool at_local_midnight, double* out,
+             absl::Span<Bracket> brackets = {}) const;
 
   // Of the first set: NEAREST's d, ties to the past.
   // REQUIRES: the first set has a holiday.

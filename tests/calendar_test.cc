@@ -128,7 +128,8 @@ void ExpectMatches(const LocalTime& t, const Expected& e) {
 }
 
 bool SameLocalTime(const LocalTime& a, const LocalTime& b) {
-  return a.date == b.date && a.hour == b.hour && a.minute == b.minute &&
+  return a.date == b.date && a.day_number == b.day_number && a.hour == b.hour &&
+         a.minute == b.minute &&
          a.second == b.second && a.subsecond_ns == b.subsecond_ns &&
          a.weekday == b.weekday && a.day_of_year == b.day_of_year &&
          a.iso_year == b.iso_year && a.iso_week == b.iso_week &&
@@ -633,6 +634,42 @@ TEST(LocalTimeAt, ExtremeInt64TimestampsMatchAbslCivilTime) {
   EXPECT_EQ(max.date, absl::CivilDay(2262, 4, 11));
   EXPECT_EQ(max.hour * 3600 + max.minute * 60 + max.second, 23 * 3600 + 47 * 60 + 16);
   EXPECT_EQ(max.subsecond_ns, 854775807);
+}
+
+// The date fields come from day-number arithmetic; absl's civil-time
+// functions are the oracle, for every day int64 nanoseconds reach (UTC noon
+// of 1677-09-22 .. 2262-04-10), through the direct lookup and, in order and
+// every seventh day, through the cursor's arithmetic path.
+TEST(LocalTimeAt, EveryDateMatchesAbslCivilTime) {
+  const absl::CivilDay first(1677, 9, 22);
+  const absl::CivilDay last(2262, 4, 10);
+  const absl::CivilDay epoch(1970, 1, 1);
+  int mismatches = 0;
+  for (int stride : {1, 7}) {
+    LocalTimeCursor cursor(absl::UTCTimeZone());
+    for (absl::CivilDay day = first; day <= last; day += stride) {
+      const int64_t ns = ((day - epoch) * 86400 + 12 * 3600) * int64_t{1000000000};
+      const LocalTime direct = LocalTimeAt(absl::UTCTimeZone(), ns);
+      const LocalTime& sorted = cursor.At(ns);
+      const int weekday = (static_cast<int>(absl::GetWeekday(day)));  // Monday = 0.
+      const absl::CivilDay thursday = day + (3 - weekday);
+      const absl::CivilDay december28(thursday.year(), 12, 28);
+      const absl::CivilDay december28_thursday =
+          december28 + (3 - static_cast<int>(absl::GetWeekday(december28)));
+      const absl::CivilMonth month(day);
+      for (const LocalTime* t : {&direct, &sorted}) {
+        const bool same =
+            t->date == day && t->day_number == day - epoch && t->weekday == weekday &&
+            t->day_of_year == absl::GetYearDay(day) && t->iso_year == thursday.year() &&
+            t->iso_week == (absl::GetYearDay(thursday) - 1) / 7 + 1 &&
+            t->iso_weeks_in_year == (absl::GetYearDay(december28_thursday) - 1) / 7 + 1 &&
+            t->days_in_month == absl::CivilDay(month + 1) - absl::CivilDay(month) &&
+            t->days_in_year == absl::GetYearDay(absl::CivilDay(day.year(), 12, 31));
+        if (!same && ++mismatches <= 5) ADD_FAILURE() << day << " stride " << stride;
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
 }
 
 // The same instants through the whole calendar block (INT64_MIN itself is

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -134,8 +135,68 @@ TEST(ValidateHolidaysBlock, ErrorPaths) {
 std::vector<double> Row(const HolidayCalendar& cal, CivilDay day,
                         bool at_local_midnight = true) {
   std::vector<double> out(static_cast<size_t>(cal.width()), -99.0);
-  cal.Write(day, at_local_midnight, out.data());
+  cal.Write(day - CivilDay(1970, 1, 1), at_local_midnight, out.data());
   return out;
+}
+
+// Far from every holiday the kernels' exp underflows; the early 0 for
+// arguments below −746 must equal libm's result there and stay out of the
+// way above it.
+TEST(HolidayCalendar, KernelValuesMatchLibmThroughUnderflow) {
+  int mismatches = 0;
+  for (const double alpha : {0.5, 1.0, 0.01, 3.7}) {
+    for (int64_t d = 0; d <= 200000; d = d < 3000 ? d + 1 : d * 2) {
+      const auto x = static_cast<double>(d);
+      for (const int64_t signed_d : {d, -d}) {
+        const double exponential =
+            HolidayCalendar::KernelValue(HolidayKernel::kExponential, alpha, signed_d);
+        const double squared = HolidayCalendar::KernelValue(
+            HolidayKernel::kSquaredExponential, alpha, signed_d);
+        const double libm_exponential = std::exp(-alpha * x);
+        const double libm_squared = std::exp(-alpha * (x * x));
+        mismatches += std::memcmp(&exponential, &libm_exponential, sizeof(double)) != 0;
+        mismatches += std::memcmp(&squared, &libm_squared, sizeof(double)) != 0;
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+  // Both sides of the threshold are reached: a positive value and zeros.
+  EXPECT_GT(HolidayCalendar::KernelValue(HolidayKernel::kExponential, 0.5, 1490), 0.0);
+  EXPECT_EQ(HolidayCalendar::KernelValue(HolidayKernel::kExponential, 0.5, 1493), 0.0);
+}
+
+// The brackets a writer keeps between days change no value: days in runs
+// (forward, backward, across holidays, onto them) and jumps, several sets
+// (own dates, a shared list, an empty set), every kernel, raw distances.
+TEST(HolidayCalendar, BracketsGiveTheSameColumns) {
+  const HolidayDayList shared = MakeHolidayDayList(
+      {CivilDay(2024, 1, 1), CivilDay(2024, 12, 25), CivilDay(2025, 1, 1)});
+  std::vector<int64_t> days;
+  const int64_t start = CivilDay(2023, 11, 20) - CivilDay(1970, 1, 1);
+  for (int64_t d = 0; d < 500; ++d) days.push_back(start + d);        // Forward.
+  for (int64_t d = 500; d > 0; d -= 3) days.push_back(start + d);     // Backward.
+  for (int64_t d : {-40000, 90000, 12, 13, 12, 406, 407, 0, 5000}) days.push_back(start + d);
+  int compared = 0;
+  for (HolidayKernel kernel : {HolidayKernel::kIndicator, HolidayKernel::kExponential,
+                               HolidayKernel::kSquaredExponential}) {
+    HolidaysBlock block = Block({"2023-12-25", "2024-07-04", "2024-07-05"}, kernel, 0.3);
+    block.include_days_since = true;
+    block.include_days_until = true;
+    block.max_distance_days = 30;
+    block.sets = {HolidaySet{"shared", {"2024-02-14"}, {shared}}, HolidaySet{"none", {}, {}}};
+    ASSERT_TRUE(ValidateHolidaysBlock(block, "h").ok());
+    const HolidayCalendar cal(block);
+    std::vector<HolidayCalendar::Bracket> brackets(static_cast<size_t>(cal.num_sets()));
+    for (const int64_t day : days) {
+      std::vector<double> kept(static_cast<size_t>(cal.width()), -99.0);
+      std::vector<double> fresh(kept.size(), -99.0);
+      cal.Write(day, true, kept.data(), absl::MakeSpan(brackets));
+      cal.Write(day, true, fresh.data());
+      ASSERT_EQ(kept, fresh) << "day " << day;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 3 * static_cast<int>(days.size()));
 }
 
 TEST(HolidayCalendar, EmptyListGivesZeros) {
