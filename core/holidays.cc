@@ -260,6 +260,10 @@ double HolidayCalendar::GluonTsKernel(const Set& set, int64_t day,
              : value;
 }
 
+HolidayCalendar::Bracket HolidayCalendar::Search(const Set& set, int64_t day) {
+  return {AtOrBefore(set, day), AtOrAfter(set, day)};
+}
+
 bool HolidayCalendar::Write(int64_t day, bool at_local_midnight, double* out,
                             absl::Span<Bracket> brackets) const {
   assert(brackets.empty() || brackets.size() == sets_.size());
@@ -269,17 +273,20 @@ bool HolidayCalendar::Write(int64_t day, bool at_local_midnight, double* out,
     const Set& set = sets_[i];
     // The nearest holidays each side, searched once for every column that
     // needs them (or taken from the bracket that still holds them).
-    int64_t past = kNoPast;
-    int64_t future = kNoFuture;
-    if (!brackets.empty() && brackets[i].past < day && day < brackets[i].future) {
-      past = brackets[i].past;
-      future = brackets[i].future;
+    Bracket nearest = {kNoPast, kNoFuture};
+    if (gluonts) {
+      if (include_days_since_) nearest.past = AtOrBefore(set, day);
+      if (include_days_until_) nearest.future = AtOrAfter(set, day);
+    } else if (brackets.empty()) {
+      nearest = Search(set, day);
     } else {
-      if (!gluonts || include_days_since_) past = AtOrBefore(set, day);
-      if (!gluonts || include_days_until_) future = AtOrAfter(set, day);
-      // Only a bracket of both true neighbours may be reused.
-      if (!brackets.empty() && !gluonts) brackets[i] = {past, future};
+      if (!(brackets[i].past < day && day < brackets[i].future)) {
+        brackets[i] = Search(set, day);
+      }
+      nearest = brackets[i];
     }
+    const int64_t past = nearest.past;
+    const int64_t future = nearest.future;
     *out++ = gluonts ? GluonTsKernel(set, day, at_local_midnight, &window_edge)
                      : NearestKernel(day, past, future);
     if (include_days_since_) {

@@ -177,6 +177,8 @@ class HolidayCalendar final {
   static constexpr int64_t kNoFuture = int64_t{1} << 61;
   static int64_t AtOrBefore(const Set& set, int64_t day);
   static int64_t AtOrAfter(const Set& set, int64_t day);
+  // Both, out of line: Write's common case reuses a bracket instead.
+  [[gnu::noinline]] static Bracket Search(const Set& set, int64_t day);
   // NEAREST's kernel from the holidays at or before / at or after `day`.
   double NearestKernel(int64_t day, int64_t past, int64_t future) const;
   // GLUONTS's kernel, clip included.
