@@ -1034,6 +1034,10 @@ void CalendarEncoder::Writer::FillDay(const LocalTime& local) {
     // columns only, and each is written here.
     for (const Slot& slot : e.day_slots_) {
       double* column = &day_columns_[slot.offset];
+      if (IsFlagField(slot.field)) {  // As EncodeField, without the clock.
+        column[0] = CivilValue(slot.field, local);
+        continue;
+      }
       // CYCLIC, not fractional (as for the clock tables): a table lookup.
       const double* table = e.clock_cycle60_ == nullptr ? nullptr
                             : e.exact_cycles_ ? FixedDayCycles<true>(slot.field)
