@@ -259,7 +259,7 @@ class CalendarEncoder final {
     int64_t day_number_ = 0;  // The cached day's date, days since 1970-01-01.
     std::vector<double> day_columns_;  // CONCAT: day-level columns; SUM: their sum.
     // GLUONTS holidays: their columns for rows after local midnight, when
-    // they differ from midnight's, filled when day_ first has such a row.
+    // they differ from midnight's, filled when the day first has such a row.
     std::vector<double> holidays_after_midnight_;
     bool holidays_differ_after_midnight_ = false;
     bool holidays_after_midnight_filled_ = false;

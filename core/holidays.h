@@ -137,7 +137,8 @@ class HolidayCalendar final {
   // A set's nearest holidays around the last day Write looked up, kept by
   // the caller (one per set, per thread). No holiday lies strictly between
   // them, so they stay the nearest for every day in between: a run of
-  // days then searches once per holiday passed, not once per day.
+  // days then searches about twice per holiday passed (on the holiday and
+  // the day after), not once per day.
   struct Bracket {
     int64_t past = 0;     // The latest holiday ≤ that day (or kNoPast).
     int64_t future = -1;  // The earliest ≥ it (or kNoFuture); past > future: unset.
