@@ -736,7 +736,7 @@ LocalTime LocalTimeAt(const absl::TimeZone& zone, int64_t unix_ns) {
   const absl::TimeZone::CivilInfo info =
       zone.At(absl::FromUnixSeconds(split.seconds));
   LocalTime t;
-  FillDate(absl::CivilDay(info.cs) - absl::CivilDay(1970, 1, 1), &t);
+  FillDate(DayOrdinal(absl::CivilDay(info.cs)), &t);
   t.hour = info.cs.hour();
   t.minute = info.cs.minute();
   t.second = info.cs.second();
@@ -761,7 +761,7 @@ void LocalTimeCursor::Refill(int64_t unix_seconds) {
   }
   const absl::Time instant = absl::FromUnixSeconds(unix_seconds);
   const absl::TimeZone::CivilInfo info = zone_.At(instant);
-  const int64_t day = absl::CivilDay(info.cs) - absl::CivilDay(1970, 1, 1);
+  const int64_t day = DayOrdinal(absl::CivilDay(info.cs));
   if (!valid_ || day != local_.day_number) FillDate(day, &local_);
   local_.utc_offset_seconds = info.offset;
   local_.is_dst = info.is_dst;
@@ -1031,13 +1031,11 @@ void CalendarEncoder::Writer::FillDay(const LocalTime& local) {
     }
   } else {
     // CONCAT: EncodeRow reads the day-level slots' and the holidays'
-    // columns only, and each is written here.
+    // columns only, and each is written here. Day-level slots are flags or
+    // not fractional: none reads the clock.
+    const RowClock no_clock{0.0, 0.0};
     for (const Slot& slot : e.day_slots_) {
       double* column = &day_columns_[slot.offset];
-      if (IsFlagField(slot.field)) {  // As EncodeField, without the clock.
-        column[0] = CivilValue(slot.field, local);
-        continue;
-      }
       // CYCLIC, not fractional (as for the clock tables): a table lookup.
       const double* table = e.clock_cycle60_ == nullptr ? nullptr
                             : e.exact_cycles_ ? FixedDayCycles<true>(slot.field)
@@ -1046,7 +1044,7 @@ void CalendarEncoder::Writer::FillDay(const LocalTime& local) {
         const int x = CivilValue(slot.field, local) - FieldBase(slot.field);
         TableHarmonics(table, x, LinearCount(slot.field), slot.order, column);
       } else {
-        e.EncodeField(slot, local, ClockOf(local), column);
+        e.EncodeField(slot, local, no_clock, column);
       }
     }
     if (e.holiday_column_ >= 0) {

@@ -74,9 +74,6 @@ absl::Status ValidateDates(const std::vector<std::string>& dates,
   return absl::OkStatus();
 }
 
-// Days since 1970-01-01.
-int64_t DayOrdinal(absl::CivilDay day) { return day - absl::CivilDay(1970, 1, 1); }
-
 // A set's name becomes a schema name ("calendar.holidays.<name>"), so it
 // has no dots and cannot be mistaken for a raw distance column.
 bool ValidSetName(absl::string_view name) {
@@ -90,6 +87,8 @@ bool ValidSetName(absl::string_view name) {
 }
 
 }  // namespace
+
+int64_t DayOrdinal(absl::CivilDay day) { return day - absl::CivilDay(1970, 1, 1); }
 
 HolidayDayList MakeHolidayDayList(std::vector<absl::CivilDay> days) {
   std::vector<int64_t> ordinals;

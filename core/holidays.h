@@ -64,6 +64,10 @@ enum class HolidayDistanceMode { kNearest, kGluonTs };
 // every request that names it.
 using HolidayDayList = std::shared_ptr<const std::vector<int64_t>>;
 
+// Days since 1970-01-01: the day numbers of holiday lists, of
+// HolidayCalendar::Write and of the calendar's LocalTime::day_number.
+int64_t DayOrdinal(absl::CivilDay day);
+
 // Sorts and deduplicates `days` into a shared list.
 HolidayDayList MakeHolidayDayList(std::vector<absl::CivilDay> days);
 
