@@ -5,6 +5,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -472,6 +473,49 @@ absl::StatusOr<FeatureLayout> TemporalFeatureLayout(
   return layout;
 }
 
+absl::StatusOr<TemporalEncoders> TemporalEncoders::Make(const TemporalSpec& spec,
+                                                         int64_t num_channels,
+                                                         SinusoidAccuracy accuracy,
+                                                         bool with_calendar) {
+  TemporalEncoders e(num_channels, accuracy);
+  const ResolvedBlocks r = Resolve(spec);
+  if (r.time.has_value() && !r.time->periods.empty()) {
+    e.time_.emplace(absl::MakeConstSpan(r.time->periods), accuracy);
+  } else if (r.time.has_value()) {
+    e.time_.emplace(r.time->dim, r.time->min_period_seconds, r.time->max_period_seconds,
+                    accuracy);
+  }
+  if (spec.time2vec.has_value()) e.time2vec_.emplace(*spec.time2vec, accuracy);
+  if (r.gaps.has_value()) e.gaps_.emplace(*r.gaps, num_channels, accuracy);
+  if (with_calendar && spec.calendar.has_value() && spec.combine != CombineMode::kSum) {
+    PHASOR_ASSIGN_OR_RETURN(
+        const absl::TimeZone zone,
+        LoadIanaTimeZone(spec.calendar->time_zone, "spec.temporal.calendar.time_zone"));
+    e.calendar_.emplace(*spec.calendar, zone, /*sum_d_model=*/0,
+                        std::numeric_limits<int64_t>::max(), accuracy);
+  }
+  // The containers' elements (phase steps, Time2Vec's terms in several
+  // forms, holiday days); the encoders' fixed parts are within kFixedBytes.
+  constexpr size_t kFixedBytes = 4096;
+  e.approximate_bytes_ = sizeof(TemporalEncoders) + kFixedBytes;
+  if (e.time_.has_value()) e.approximate_bytes_ += static_cast<size_t>(e.time_->dim()) * 32;
+  if (e.time2vec_.has_value()) {
+    e.approximate_bytes_ += static_cast<size_t>(e.time2vec_->width()) * 96;
+  }
+  if (e.calendar_.has_value()) {
+    e.approximate_bytes_ += static_cast<size_t>(e.calendar_->width()) * 64;
+    if (spec.calendar->holidays.has_value()) {
+      // Own dates as day numbers (shared calendar lists are not copied).
+      const HolidaysBlock& h = *spec.calendar->holidays;
+      size_t days = h.dates.size();
+      for (const HolidaySet& set : h.sets) days += set.dates.size() + 4;
+      e.approximate_bytes_ += days * sizeof(int64_t);
+    }
+  }
+  return e;
+}
+
+
 namespace {
 
 // Rows encoded together: each block fills its columns for the whole tile
@@ -490,11 +534,14 @@ struct Prepared {
   int64_t channels = 0;
   int64_t content_dim = 0;
   double content_scale = 1.0;
-  std::optional<TimeSinusoid> time;
-  std::optional<Time2Vec> time2vec;
-  std::optional<GapsEncoder> gaps;
-  // One per time zone of the call (the spec's, or the panel's list).
-  std::vector<CalendarEncoder> calendars;
+  // The blocks' encoders: the caller's, or those of `own`.
+  const TimeSinusoid* time = nullptr;
+  const Time2Vec* time2vec = nullptr;
+  const GapsEncoder* gaps = nullptr;
+  // One calendar per time zone of the call (the spec's, or the panel's list).
+  absl::Span<const CalendarEncoder> calendars;
+  std::optional<TemporalEncoders> own;
+  std::vector<CalendarEncoder> own_calendars;
 
   const SeriesState* state_in(int64_t s) const {
     return states_in.empty() ? nullptr : states_in[s];
@@ -507,7 +554,8 @@ struct Prepared {
 absl::Status Prepare(const TemporalSpec& spec, const FeatureLayout& layout,
                      const PanelView& panel, absl::Span<const absl::TimeZone> zones,
                      absl::Span<const SeriesState* const> states_in,
-                     SinusoidAccuracy accuracy, Prepared* p) {
+                     SinusoidAccuracy accuracy, const TemporalEncoders* encoders,
+                     Prepared* p) {
   const ObservationsView& obs = panel.rows;
   p->spec = &spec;
   p->panel = &panel;
@@ -518,35 +566,38 @@ absl::Status Prepare(const TemporalSpec& spec, const FeatureLayout& layout,
   p->channels = obs.num_channels;
   p->content_dim = obs.has_content() ? obs.content_dim : 0;
   p->content_scale = spec.content.has_value() ? spec.content->scale : 1.0;
-  const ResolvedBlocks& r = p->resolved;
-  if (r.time.has_value() && !r.time->periods.empty()) {
-    p->time.emplace(absl::MakeConstSpan(r.time->periods), accuracy);
-  } else if (r.time.has_value()) {
-    p->time.emplace(r.time->dim, r.time->min_period_seconds,
-                    r.time->max_period_seconds, accuracy);
+  assert(encoders == nullptr || (encoders->num_channels() == p->channels &&
+                                 encoders->accuracy() == accuracy));
+  if (encoders == nullptr) {
+    PHASOR_ASSIGN_OR_RETURN(p->own, TemporalEncoders::Make(spec, p->channels, accuracy,
+                                                           /*with_calendar=*/zones.empty()));
+    encoders = &*p->own;
   }
-  if (spec.time2vec.has_value()) p->time2vec.emplace(*spec.time2vec, accuracy);
-  if (r.gaps.has_value()) p->gaps.emplace(*r.gaps, p->channels, accuracy);
-  if (spec.calendar.has_value()) {
-    const int64_t d_model = p->sum ? spec.d_model : 0;
-    if (zones.empty()) {
-      PHASOR_ASSIGN_OR_RETURN(
-          const absl::TimeZone zone,
-          LoadIanaTimeZone(spec.calendar->time_zone,
-                           "spec.temporal.calendar.time_zone"));
-      p->calendars.emplace_back(*spec.calendar, zone, d_model,
-                                /*max_table_rows=*/obs.num_rows(), accuracy);
-    } else {
-      // SUM tables of all zones together stay within the output's rows.
-      const int64_t table_rows =
-          obs.num_rows() / static_cast<int64_t>(zones.size());
-      p->calendars.reserve(zones.size());
-      for (const absl::TimeZone& zone : zones) {
-        p->calendars.emplace_back(*spec.calendar, zone, d_model, table_rows,
-                                  accuracy);
-      }
+  p->time = encoders->time();
+  p->time2vec = encoders->time2vec();
+  p->gaps = encoders->gaps();
+  if (!spec.calendar.has_value()) return absl::OkStatus();
+  if (zones.empty() && encoders->calendar() != nullptr) {
+    p->calendars = absl::MakeConstSpan(encoders->calendar(), 1);
+    return absl::OkStatus();
+  }
+  // A SUM calendar (tables within the output's rows), or per-series zones.
+  const int64_t d_model = p->sum ? spec.d_model : 0;
+  if (zones.empty()) {
+    PHASOR_ASSIGN_OR_RETURN(
+        const absl::TimeZone zone,
+        LoadIanaTimeZone(spec.calendar->time_zone, "spec.temporal.calendar.time_zone"));
+    p->own_calendars.emplace_back(*spec.calendar, zone, d_model,
+                                  /*max_table_rows=*/obs.num_rows(), accuracy);
+  } else {
+    // SUM tables of all zones together stay within the output's rows.
+    const int64_t table_rows = obs.num_rows() / static_cast<int64_t>(zones.size());
+    p->own_calendars.reserve(zones.size());
+    for (const absl::TimeZone& zone : zones) {
+      p->own_calendars.emplace_back(*spec.calendar, zone, d_model, table_rows, accuracy);
     }
   }
+  p->calendars = p->own_calendars;
   return absl::OkStatus();
 }
 
@@ -592,11 +643,12 @@ void StartSeries(const Prepared& p, int64_t s, GapTracker* tracker) {
 // One thread's working memory, allocated once per chunk.
 class ChunkScratch {
  public:
-  explicit ChunkScratch(const Prepared& p)
-      : tile_(static_cast<size_t>(kTileRows * p.width)),
-        term_(p.sum ? static_cast<size_t>(kTileRows * p.width) : 0),
+  // `tile_rows`: the most rows a tile of the chunk holds.
+  ChunkScratch(const Prepared& p, int64_t tile_rows)
+      : tile_(static_cast<size_t>(tile_rows * p.width)),
+        term_(p.sum ? static_cast<size_t>(tile_rows * p.width) : 0),
         writers_(p.calendars.size()),
-        calendars_(&p.calendars) {}
+        calendars_(p.calendars) {}
 
   double* tile() { return tile_.data(); }
   double* term() { return term_.data(); }
@@ -605,7 +657,7 @@ class ChunkScratch {
   // calendar block.
   CalendarEncoder::Writer* writer(int32_t z) {
     if (writers_.empty()) return nullptr;
-    if (!writers_[z].has_value()) writers_[z].emplace((*calendars_)[z]);
+    if (!writers_[z].has_value()) writers_[z].emplace(calendars_[z]);
     return &*writers_[z];
   }
 
@@ -614,7 +666,7 @@ class ChunkScratch {
   std::vector<double> term_;
   GapTracker tracker_{0};
   std::vector<std::optional<CalendarEncoder::Writer>> writers_;
-  const std::vector<CalendarEncoder>* calendars_;
+  absl::Span<const CalendarEncoder> calendars_;
 };
 
 // Encodes rows [begin, begin + n) of one series (n <= kTileRows) into
@@ -692,17 +744,17 @@ void EncodeTile(const Prepared& p, const SeriesOrigins& o, int64_t begin,
       done(2 * channels);
     }
   }
-  if (p.time.has_value()) {
+  if (p.time != nullptr) {
     // All the tile's angles go through the vector kernel together.
     p.time->EncodeRows(times.subspan(begin, n), o.time, target(0), width);
     done(p.time->dim());
   }
-  if (p.time2vec.has_value()) {
+  if (p.time2vec != nullptr) {
     p.time2vec->EncodeRows(times.subspan(begin, n), o.time2vec, target(0), width);
     done(p.time2vec->width());
   }
   GapTracker& tracker = scratch->tracker();
-  if (p.gaps.has_value()) {
+  if (p.gaps != nullptr) {
     p.gaps->EncodeRows(&tracker, obs, begin, n, o.gaps, target(0), width);
     done(p.gaps->width());
   } else if (track) {
@@ -757,10 +809,11 @@ absl::Status EncodeValidatedPanelAs(const TemporalSpec& spec,
                                     absl::Span<const SeriesState* const> states_in,
                                     const ExecutionOptions& options,
                                     absl::Span<T> out,
-                                    absl::Span<SeriesState> states_out) {
+                                    absl::Span<SeriesState> states_out,
+                                    const TemporalEncoders* encoders = nullptr) {
   Prepared p;
-  PHASOR_RETURN_IF_ERROR(
-      Prepare(spec, layout, panel, zones, states_in, AccuracyFor<T>(), &p));
+  PHASOR_RETURN_IF_ERROR(Prepare(spec, layout, panel, zones, states_in, AccuracyFor<T>(),
+                                 encoders, &p));
   const ObservationsView& obs = panel.rows;
   const absl::Span<const int64_t> offsets = panel.series_offsets;
   const int64_t num_series = panel.num_series();
@@ -788,7 +841,7 @@ absl::Status EncodeValidatedPanelAs(const TemporalSpec& spec,
   const int64_t tile_rows = std::min(kTileRows, rows_per_poll);
   const std::vector<int64_t> bounds = ChunkBounds(options, offsets, width);
   // The gaps memory is needed for the gaps block and for the states.
-  const bool track = p.gaps.has_value() || write_states;
+  const bool track = p.gaps != nullptr || write_states;
   std::atomic<bool> stopped{false};
   // Rows [begin, end): the rest of the series holding `begin` (its memory
   // rebuilt by replaying its earlier rows), then every series starting in
@@ -796,7 +849,8 @@ absl::Status EncodeValidatedPanelAs(const TemporalSpec& spec,
   // series' state is written by the chunk holding its last row; an empty
   // series', by the chunk its offset falls in.
   const auto encode_chunk = [&](int64_t begin, int64_t end) {
-    ChunkScratch scratch(p);
+    // A tile holds rows of [begin, end) only: a small call's scratch is small.
+    ChunkScratch scratch(p, std::max<int64_t>(1, std::min(tile_rows, end - begin)));
     GapTracker& tracker = scratch.tracker();
     const auto stop = [&] {
       if (stopped.load(std::memory_order_relaxed) || StopRequested(options)) {
@@ -988,9 +1042,10 @@ absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
                                   absl::Span<const SeriesState* const> states_in,
                                   const ExecutionOptions& options,
                                   absl::Span<float> out,
-                                  absl::Span<SeriesState> states_out) {
+                                  absl::Span<SeriesState> states_out,
+                                  const TemporalEncoders* encoders) {
   return EncodeValidatedPanelAs(spec, layout, panel, zones, states_in, options,
-                                out, states_out);
+                                out, states_out, encoders);
 }
 absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
                                   const FeatureLayout& layout,
@@ -999,9 +1054,10 @@ absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
                                   absl::Span<const SeriesState* const> states_in,
                                   const ExecutionOptions& options,
                                   absl::Span<double> out,
-                                  absl::Span<SeriesState> states_out) {
+                                  absl::Span<SeriesState> states_out,
+                                  const TemporalEncoders* encoders) {
   return EncodeValidatedPanelAs(spec, layout, panel, zones, states_in, options,
-                                out, states_out);
+                                out, states_out, encoders);
 }
 
 }  // namespace phasor

@@ -188,9 +188,57 @@ absl::Status EncodePanel(const TemporalSpec& spec, const PanelView& panel,
                          const ExecutionOptions& options, absl::Span<double> out,
                          absl::Span<SeriesState> states_out);
 
+// The blocks' encoders of one spec for C channels and one output precision:
+// the time ladder's exact phase steps, Time2Vec's parameters, the gaps
+// block, and the calendar of the spec's own zone with its holiday sets. A
+// call builds them before its first row; a caller that encodes with the same
+// spec again and again (the server, for every request repeating a spec)
+// builds them once and passes them in. Immutable once built, so any number
+// of calls and threads may share one. A SUM calendar is left out (its tables
+// are sized by each call's rows) and is then built per call, as are the
+// calendars of a panel's per-series zones.
+class TemporalEncoders final {
+ public:
+  // REQUIRES: ValidateTemporalSpec(spec).ok(). `accuracy` is kFloat64 for
+  // float64 outputs, kFloat32 for the others. `with_calendar` false leaves
+  // the calendar out (for a call with per-series zones, which builds its
+  // own). Fails only when the spec's time zone does not load
+  // (INVALID_ARGUMENT naming the field).
+  static absl::StatusOr<TemporalEncoders> Make(const TemporalSpec& spec,
+                                               int64_t num_channels,
+                                               SinusoidAccuracy accuracy,
+                                               bool with_calendar = true);
+
+  int64_t num_channels() const { return num_channels_; }
+  SinusoidAccuracy accuracy() const { return accuracy_; }
+  // Each block's encoder; null for a block the spec does not have (and for
+  // a SUM calendar).
+  const TimeSinusoid* time() const { return time_ ? &*time_ : nullptr; }
+  const Time2Vec* time2vec() const { return time2vec_ ? &*time2vec_ : nullptr; }
+  const GapsEncoder* gaps() const { return gaps_ ? &*gaps_ : nullptr; }
+  const CalendarEncoder* calendar() const { return calendar_ ? &*calendar_ : nullptr; }
+  // About the memory the encoders hold, for a cache's charge.
+  size_t approximate_bytes() const { return approximate_bytes_; }
+
+ private:
+  TemporalEncoders(int64_t num_channels, SinusoidAccuracy accuracy)
+      : num_channels_(num_channels), accuracy_(accuracy) {}
+
+  int64_t num_channels_;
+  SinusoidAccuracy accuracy_;
+  std::optional<TimeSinusoid> time_;
+  std::optional<Time2Vec> time2vec_;
+  std::optional<GapsEncoder> gaps_;
+  std::optional<CalendarEncoder> calendar_;  // CONCAT, the spec's zone.
+  size_t approximate_bytes_ = 0;
+};
+
 // EncodePanel for a caller that validated everything itself (the server):
 // spec, ValidatePanel(panel, states_in, zones.size()), layout and sizes.
-// Returns OK, or CANCELLED when options.stop_requested stopped it.
+// `encoders`, when given, are TemporalEncoders::Make(spec, C, accuracy) for
+// this spec, the panel's channel count and the output type's accuracy; null:
+// the call builds its own. Returns OK, or CANCELLED when
+// options.stop_requested stopped it.
 absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
                                   const FeatureLayout& layout,
                                   const PanelView& panel,
@@ -198,7 +246,8 @@ absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
                                   absl::Span<const SeriesState* const> states_in,
                                   const ExecutionOptions& options,
                                   absl::Span<float> out,
-                                  absl::Span<SeriesState> states_out);
+                                  absl::Span<SeriesState> states_out,
+                                  const TemporalEncoders* encoders = nullptr);
 absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
                                   const FeatureLayout& layout,
                                   const PanelView& panel,
@@ -206,7 +255,8 @@ absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
                                   absl::Span<const SeriesState* const> states_in,
                                   const ExecutionOptions& options,
                                   absl::Span<double> out,
-                                  absl::Span<SeriesState> states_out);
+                                  absl::Span<SeriesState> states_out,
+                                  const TemporalEncoders* encoders = nullptr);
 
 }  // namespace phasor
 

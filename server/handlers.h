@@ -34,11 +34,15 @@ namespace phasor::server {
 
 // What EncodeObservations keeps across calls (server/spec_cache.h): the
 // converted, validated spec under its request's config (an inline spec's
-// bytes, or a profile's name), and the feature layout under the config plus
-// the channel count and content width it was built for. One per server.
+// bytes, or a profile's name), the feature layout under the config plus
+// the channel count and content width it was built for, and the blocks'
+// encoders (core/compose.h TemporalEncoders: ladder phases, Time2Vec, gaps,
+// the spec zone's calendar) under the config plus the channel count and the
+// output's precision. One per server.
 struct ObservationsCaches {
   SpecCache<TemporalSpec> specs{SpecCacheLimits{}};
   SpecCache<FeatureLayout> layouts{SpecCacheLimits{/*max_entries=*/1024}};
+  SpecCache<TemporalEncoders> encoders{SpecCacheLimits{/*max_entries=*/256}};
 };
 
 struct HandlerContext {

@@ -448,6 +448,32 @@ absl::StatusOr<std::shared_ptr<const FeatureLayout>> LayoutCached(
 }
 
 
+// TemporalEncoders::Make through the cache, under the config's key plus C
+// and the accuracy (everything the encoders depend on besides the spec).
+// `config_key` empty: built for this call alone.
+absl::StatusOr<std::shared_ptr<const TemporalEncoders>> EncodersCached(
+    const HandlerContext& context, absl::string_view config_key,
+    const TemporalSpec& spec, int64_t num_channels, SinusoidAccuracy accuracy) {
+  ObservationsCaches* caches = context.observations_caches;
+  std::string key;
+  if (caches != nullptr && !config_key.empty()) {
+    key.reserve(config_key.size() + sizeof(int64_t) + 1);
+    key.append(config_key.data(), config_key.size());
+    char bytes[sizeof(int64_t)];
+    std::memcpy(bytes, &num_channels, sizeof(num_channels));
+    key.append(bytes, sizeof(bytes));
+    key.push_back(accuracy == SinusoidAccuracy::kFloat64 ? 'd' : 'f');
+    if (std::shared_ptr<const TemporalEncoders> hit = caches->encoders.Find(key)) {
+      return hit;
+    }
+  }
+  PHASOR_ASSIGN_OR_RETURN(TemporalEncoders encoders,
+                          TemporalEncoders::Make(spec, num_channels, accuracy));
+  auto built = std::make_shared<const TemporalEncoders>(std::move(encoders));
+  if (!key.empty()) caches->encoders.Insert(key, built, built->approximate_bytes());
+  return built;
+}
+
 // The panel parts of a request: series offsets, time zones, states in.
 struct DecodedPanel {
   TypedInput<int64_t> offsets_input;
@@ -701,13 +727,20 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
       /*extra_bytes=*/state_bytes + offsets_bytes + names_bytes * per_channel_entries));
   PHASOR_RETURN_IF_ERROR(context.check_alive());
 
+  PHASOR_ASSIGN_OR_RETURN(
+      const std::shared_ptr<const TemporalEncoders> encoders,
+      EncodersCached(context,
+                     continues ? absl::string_view(stream->config_key) : config_key, *spec,
+                     view.num_channels,
+                     output_dtype == DType::kFloat64 ? SinusoidAccuracy::kFloat64
+                                                     : SinusoidAccuracy::kFloat32));
   std::vector<SeriesState> states_out(static_cast<size_t>(num_series));
   const absl::Status encoded = WriteFloatOutput(
       context, shape, output_dtype, response->mutable_features(),
       [&](auto out) {
         return EncodeValidatedPanel(*spec, layout, panel_view, panel.zones,
                                     panel.state_ptrs, context.execution, out,
-                                    absl::MakeSpan(states_out));
+                                    absl::MakeSpan(states_out), encoders.get());
       });
   // A kernel stopped through execution.stop_requested reports CANCELLED;
   // the call itself tells a passed deadline from a cancelled client.

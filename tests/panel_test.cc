@@ -2,10 +2,13 @@
 // and states of S separate EncodeObservations calls, for any thread count
 // and chunking; errors name the series and its own row.
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "core/calendar.h"
@@ -284,6 +287,116 @@ TEST(EncodePanel, ErrorsNameTheSeriesAndItsOwnRow) {
     for (ChannelState& c : state.channels) c = ChannelState{};
     EXPECT_THAT(p.Run({&state, nullptr, nullptr}),
                 IsFieldError(kInvalid, "observations.series[0].timestamps[0]"));
+  }
+}
+
+
+// Calendar fields Informer's SUM tables cover, nothing else (d_model 8).
+TemporalSpec SumSpec() {
+  TemporalSpec spec;
+  spec.combine = CombineMode::kSum;
+  spec.d_model = 8;
+  spec.time = TimeBlock{0, 1.0, 1e7, OriginKind::kFirstObservation, 0, {}};
+  CalendarBlock cal;
+  cal.time_zone = "Europe/Berlin";
+  cal.fields = {CalendarField::kHourOfDay, CalendarField::kDayOfWeek};
+  spec.calendar = cal;
+  return spec;
+}
+
+// EncodeValidatedPanel's output bytes (features, then each state's fields
+// that the tracker writes) with `encoders`, or building its own when null.
+template <typename T>
+std::string EncodeWith(const TemporalSpec& spec, const PanelView& panel,
+                       absl::Span<const absl::TimeZone> zones,
+                       const std::vector<const SeriesState*>& states_in, int threads,
+                       const TemporalEncoders* encoders) {
+  const absl::StatusOr<FeatureLayout> layout =
+      TemporalFeatureLayout(spec, panel.rows.num_channels, 0);
+  EXPECT_TRUE(layout.ok()) << layout.status();
+  std::vector<T> out(static_cast<size_t>(panel.rows.num_rows() * layout->width));
+  std::vector<SeriesState> states(static_cast<size_t>(panel.num_series()));
+  const ExecutionOptions options{.max_threads = threads, .grain_elements = 600};
+  const absl::Status status =
+      EncodeValidatedPanel(spec, *layout, panel, zones, states_in, options,
+                           absl::MakeSpan(out), absl::MakeSpan(states), encoders);
+  EXPECT_TRUE(status.ok()) << status;
+  std::string bytes(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(T));
+  for (const SeriesState& state : states) {
+    absl::StrAppend(&bytes, "|", state.has_rows, ",", state.first_timestamp_ns, ",",
+                    state.last_timestamp_ns);
+    for (const ChannelState& c : state.channels) {
+      absl::StrAppend(&bytes, ";", c.seen, ",", c.last_seen_ns, ",", c.last_value);
+    }
+  }
+  return bytes;
+}
+
+// Encoders built once and passed in give the bytes of calls that build their
+// own: panels in the spec's zone and in per-series zones, float32 and
+// float64 outputs, a SUM calendar (which is built per call either way), any
+// thread count, and one set of encoders shared by calls on four threads.
+TEST(TemporalEncoders, SharedGiveTheBytesOfCallsBuildingTheirOwn) {
+  const std::vector<absl::TimeZone> zones = LoadZones();
+  const std::vector<TemporalSpec> specs = {
+      FullSpec(), FullSpec(FirstObservationPolicy::kSinceOrigin, GapTransform::kSinusoidal),
+      SumSpec()};
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const TemporalSpec& spec = specs[k];
+    const int64_t channels = 3;
+    // Every member from its first row, so that no state is needed.
+    std::vector<Member<WideSeries>> members = RandomMembers<WideSeries>(30, 50 + k);
+    for (Member<WideSeries>& m : members) {
+      m.end -= m.begin;
+      m.begin = 0;
+    }
+    Stacked per_zone;
+    Stack(members, /*wide=*/true, /*with_content=*/false, channels, &per_zone);
+    Stacked spec_zone;
+    Stack(members, true, false, channels, &spec_zone);
+    spec_zone.zone_index.clear();
+    spec_zone.panel.zone_index = {};
+    const absl::StatusOr<TemporalEncoders> f32 =
+        TemporalEncoders::Make(spec, channels, SinusoidAccuracy::kFloat32);
+    const absl::StatusOr<TemporalEncoders> f64 =
+        TemporalEncoders::Make(spec, channels, SinusoidAccuracy::kFloat64);
+    PHASOR_ASSERT_OK(f32.status());
+    PHASOR_ASSERT_OK(f64.status());
+    EXPECT_EQ(f32->calendar() == nullptr, spec.combine == CombineMode::kSum) << "spec " << k;
+    EXPECT_GT(f32->approximate_bytes(), sizeof(TemporalEncoders));
+    for (int threads : {1, 2}) {
+      for (const Stacked* stacked : {&spec_zone, &per_zone}) {
+        const absl::Span<const absl::TimeZone> call_zones =
+            stacked == &per_zone ? absl::MakeConstSpan(zones)
+                                 : absl::Span<const absl::TimeZone>();
+        const std::string own = EncodeWith<float>(spec, stacked->panel, call_zones,
+                                                  stacked->states, threads, nullptr);
+        EXPECT_EQ(own, EncodeWith<float>(spec, stacked->panel, call_zones, stacked->states,
+                                         threads, &*f32))
+            << "spec " << k << ", threads " << threads;
+        const std::string own64 = EncodeWith<double>(spec, stacked->panel, call_zones,
+                                                     stacked->states, threads, nullptr);
+        EXPECT_EQ(own64, EncodeWith<double>(spec, stacked->panel, call_zones,
+                                            stacked->states, threads, &*f64))
+            << "spec " << k << ", threads " << threads << ", float64";
+      }
+    }
+    const std::string expected = EncodeWith<float>(spec, spec_zone.panel, {},
+                                                   spec_zone.states, 1, nullptr);
+    std::vector<int> mismatches(4, 0);
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 4; ++t) {
+      callers.emplace_back([&, t] {
+        for (int i = 0; i < 5; ++i) {
+          if (EncodeWith<float>(spec, spec_zone.panel, {}, spec_zone.states, 1, &*f32) !=
+              expected) {
+            ++mismatches[t];
+          }
+        }
+      });
+    }
+    for (std::thread& caller : callers) caller.join();
+    for (int t = 0; t < 4; ++t) EXPECT_EQ(mismatches[t], 0) << "spec " << k << ", caller " << t;
   }
 }
 

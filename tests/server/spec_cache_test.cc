@@ -195,11 +195,22 @@ TEST_F(CachedObservationsTest, HitsAnswerTheSameBytesAsUncachedCalls) {
   const std::string first = Encode(request, &caches);
   EXPECT_EQ(caches.specs.misses(), 1);
   EXPECT_EQ(caches.layouts.misses(), 1);
+  EXPECT_EQ(caches.encoders.misses(), 1);
   const std::string second = Encode(request, &caches);
   EXPECT_EQ(caches.specs.hits(), 1);
   EXPECT_EQ(caches.layouts.hits(), 1);
+  EXPECT_EQ(caches.encoders.hits(), 1);
   EXPECT_EQ(first, uncached);
   EXPECT_EQ(second, uncached);
+  // float64 output: the same spec, encoders of the other precision.
+  v1::EncodeObservationsRequest wide = request;
+  wide.set_output_dtype(v1::FLOAT64);
+  const std::string wide_uncached = Encode(wide, nullptr);
+  EXPECT_EQ(Encode(wide, &caches), wide_uncached);
+  EXPECT_EQ(caches.encoders.misses(), 2);
+  EXPECT_EQ(Encode(wide, &caches), wide_uncached);
+  EXPECT_EQ(caches.encoders.hits(), 2);
+  EXPECT_EQ(caches.encoders.size(), 2u);
 }
 
 TEST_F(CachedObservationsTest, ADifferentSpecOrChannelCountDoesNotHit) {
@@ -219,6 +230,7 @@ TEST_F(CachedObservationsTest, ADifferentSpecOrChannelCountDoesNotHit) {
   const std::string narrow = Encode(one_channel, &caches);
   EXPECT_EQ(caches.specs.hits(), 1);
   EXPECT_EQ(caches.layouts.hits(), 0);
+  EXPECT_EQ(caches.encoders.hits(), 0);
   EXPECT_EQ(narrow, Encode(one_channel, nullptr));
   // Channel names are not part of the layout key, and are still applied.
   v1::EncodeObservationsRequest renamed = Request("Europe/Berlin");
@@ -239,6 +251,8 @@ TEST_F(CachedObservationsTest, ManyDistinctSpecsKeepTheCacheBounded) {
   EXPECT_LE(caches.specs.size(), SpecCacheLimits{}.max_entries);
   EXPECT_LE(caches.specs.bytes(), SpecCacheLimits{}.max_bytes);
   EXPECT_LE(caches.layouts.bytes(), SpecCacheLimits{}.max_bytes);
+  EXPECT_LE(caches.encoders.size(), 256u);
+  EXPECT_LE(caches.encoders.bytes(), SpecCacheLimits{}.max_bytes);
   EXPECT_EQ(caches.specs.hits(), 0);
 }
 
