@@ -40,6 +40,11 @@ namespace phasor::server {
 // the spec zone's calendar) under the config plus the channel count and the
 // output's precision. One per server.
 struct ObservationsCaches {
+  ObservationsCaches() = default;
+  // Encoder cache limits of their own (bench/handler_bench.cc turns it off
+  // with max_entries 0 to measure what it saves).
+  explicit ObservationsCaches(SpecCacheLimits encoder_limits) : encoders(encoder_limits) {}
+
   SpecCache<TemporalSpec> specs{SpecCacheLimits{}};
   SpecCache<FeatureLayout> layouts{SpecCacheLimits{/*max_entries=*/1024}};
   SpecCache<TemporalEncoders> encoders{SpecCacheLimits{/*max_entries=*/256}};
