@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "bench/load_spec.h"
 #include "benchmark/benchmark.h"
 #include "phasor/v1/encoder.pb.h"
 #include "server/handlers.h"
@@ -58,18 +59,7 @@ v1::EncodeObservationsRequest LoadRequest() {
   *observations->mutable_timestamps() = MakeTensor(Bytes(times), {kRows}, v1::INT64);
   *observations->mutable_values() = MakeTensor(Bytes(values), {kRows, kChannels}, v1::FLOAT32);
   observations->set_num_channels(kChannels);
-  v1::TemporalSpec* spec = request.mutable_spec()->mutable_temporal();
-  spec->mutable_content();
-  spec->mutable_time()->set_dim(30);
-  spec->mutable_time()->set_min_period_seconds(1.0);
-  spec->mutable_time()->set_max_period_seconds(10 * 365.2425 * 86400.0);
-  v1::CalendarBlock* calendar = spec->mutable_calendar();
-  calendar->set_time_zone("America/New_York");
-  for (int field = v1::CalendarBlock::SECOND_OF_MINUTE; field <= v1::CalendarBlock::QUARTER;
-       ++field) {
-    calendar->add_fields(static_cast<v1::CalendarBlock::Field>(field));
-  }
-  calendar->set_encoding(v1::CalendarBlock::CYCLIC);
+  bench::SetLoadObservationsSpec(request.mutable_spec()->mutable_temporal());
   return request;
 }
 

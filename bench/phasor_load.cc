@@ -56,6 +56,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "bench/load_spec.h"
 #include "client/encoder_client.h"
 #include "phasor/v1/encoder.pb.h"
 
@@ -205,18 +206,7 @@ class EncodeObservationsCall final : public Call {
     SetTensor(observations->mutable_values(), {rows, kChannels}, v1::FLOAT32,
               FloatBytes(rows * kChannels));
     observations->set_num_channels(kChannels);
-    v1::TemporalSpec* spec = request_.mutable_spec()->mutable_temporal();
-    spec->mutable_content();
-    spec->mutable_time()->set_dim(30);
-    spec->mutable_time()->set_min_period_seconds(1.0);
-    spec->mutable_time()->set_max_period_seconds(10 * 365.2425 * 86400.0);
-    v1::CalendarBlock* calendar = spec->mutable_calendar();
-    calendar->set_time_zone("America/New_York");
-    for (int field = v1::CalendarBlock::SECOND_OF_MINUTE;
-         field <= v1::CalendarBlock::QUARTER; ++field) {
-      calendar->add_fields(static_cast<v1::CalendarBlock::Field>(field));
-    }
-    calendar->set_encoding(v1::CalendarBlock::CYCLIC);
+    bench::SetLoadObservationsSpec(request_.mutable_spec()->mutable_temporal());
   }
   absl::Status Run(const EncoderClient& client, bool check) const override {
     absl::StatusOr<v1::EncodeObservationsResponse> response =
