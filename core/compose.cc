@@ -498,7 +498,12 @@ absl::StatusOr<TemporalEncoders> TemporalEncoders::Make(const TemporalSpec& spec
   // forms, holiday days); the encoders' fixed parts are within kFixedBytes.
   constexpr size_t kFixedBytes = 4096;
   e.approximate_bytes_ = sizeof(TemporalEncoders) + kFixedBytes;
+  // A period is an ExactPhase and two 64-bit steps, ~32 bytes.
   if (e.time_.has_value()) e.approximate_bytes_ += static_cast<size_t>(e.time_->dim()) * 32;
+  if (e.gaps_.has_value() && r.gaps->transform == GapTransform::kSinusoidal) {
+    // The gaps' own ladder, sinusoidal_dim / 2 periods.
+    e.approximate_bytes_ += static_cast<size_t>(r.gaps->sinusoidal_dim) * 32;
+  }
   if (e.time2vec_.has_value()) {
     e.approximate_bytes_ += static_cast<size_t>(e.time2vec_->width()) * 96;
   }

@@ -364,6 +364,15 @@ TEST(TemporalEncoders, SharedGiveTheBytesOfCallsBuildingTheirOwn) {
     PHASOR_ASSERT_OK(f64.status());
     EXPECT_EQ(f32->calendar() == nullptr, spec.combine == CombineMode::kSum) << "spec " << k;
     EXPECT_GT(f32->approximate_bytes(), sizeof(TemporalEncoders));
+    if (spec.gaps.has_value() && spec.gaps->transform == GapTransform::kSinusoidal) {
+      // A wide gaps sinusoid is charged its ladder (a cache's bound).
+      TemporalSpec wide_gaps = spec;
+      wide_gaps.gaps->sinusoidal_dim = 65536;
+      const absl::StatusOr<TemporalEncoders> wide =
+          TemporalEncoders::Make(wide_gaps, channels, SinusoidAccuracy::kFloat32);
+      PHASOR_ASSERT_OK(wide.status());
+      EXPECT_GE(wide->approximate_bytes(), size_t{65536} * 16) << "spec " << k;
+    }
     for (int threads : {1, 2}) {
       for (const Stacked* stacked : {&spec_zone, &per_zone}) {
         const absl::Span<const absl::TimeZone> call_zones =
