@@ -1,6 +1,7 @@
 // EncodeObservations and EncodeObservationsStream: request tensors -> a core
 // ObservationsView, the series state in and out, and the schema.
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -422,6 +423,21 @@ absl::StatusOr<std::shared_ptr<const TemporalSpec>> ResolveTemporalCached(
   return resolved;
 }
 
+// A cache key for what is derived from a config: its key, then `values` as
+// raw int64s (fixed width, so two keys never run into each other).
+std::string DerivedKey(absl::string_view config_key,
+                       std::initializer_list<int64_t> values) {
+  std::string key;
+  key.reserve(config_key.size() + values.size() * sizeof(int64_t));
+  key.append(config_key.data(), config_key.size());
+  for (const int64_t value : values) {
+    char bytes[sizeof(int64_t)];
+    std::memcpy(bytes, &value, sizeof(value));
+    key.append(bytes, sizeof(bytes));
+  }
+  return key;
+}
+
 // TemporalFeatureLayout through the cache, under the config's key plus C
 // and the content width (everything the layout depends on besides the
 // spec). `config_key` empty: not cached.
@@ -431,13 +447,7 @@ absl::StatusOr<std::shared_ptr<const FeatureLayout>> LayoutCached(
   ObservationsCaches* caches = context.observations_caches;
   std::string key;
   if (caches != nullptr && !config_key.empty()) {
-    key.reserve(config_key.size() + 2 * sizeof(int64_t));
-    key.append(config_key.data(), config_key.size());
-    for (const int64_t value : {num_channels, content_dim}) {
-      char bytes[sizeof(int64_t)];
-      std::memcpy(bytes, &value, sizeof(value));
-      key.append(bytes, sizeof(bytes));
-    }
+    key = DerivedKey(config_key, {num_channels, content_dim});
     if (std::shared_ptr<const FeatureLayout> hit = caches->layouts.Find(key)) return hit;
   }
   PHASOR_ASSIGN_OR_RETURN(FeatureLayout layout,
@@ -446,7 +456,6 @@ absl::StatusOr<std::shared_ptr<const FeatureLayout>> LayoutCached(
   if (!key.empty()) caches->layouts.Insert(key, built, CachedBytes(*built));
   return built;
 }
-
 
 // TemporalEncoders::Make through the cache, under the config's key plus C
 // and the accuracy (everything the encoders depend on besides the spec).
@@ -457,12 +466,8 @@ absl::StatusOr<std::shared_ptr<const TemporalEncoders>> EncodersCached(
   ObservationsCaches* caches = context.observations_caches;
   std::string key;
   if (caches != nullptr && !config_key.empty()) {
-    key.reserve(config_key.size() + sizeof(int64_t) + 1);
-    key.append(config_key.data(), config_key.size());
-    char bytes[sizeof(int64_t)];
-    std::memcpy(bytes, &num_channels, sizeof(num_channels));
-    key.append(bytes, sizeof(bytes));
-    key.push_back(accuracy == SinusoidAccuracy::kFloat64 ? 'd' : 'f');
+    key = DerivedKey(config_key,
+                     {num_channels, accuracy == SinusoidAccuracy::kFloat64 ? 1 : 0});
     if (std::shared_ptr<const TemporalEncoders> hit = caches->encoders.Find(key)) {
       return hit;
     }
