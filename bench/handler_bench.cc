@@ -11,8 +11,8 @@
 // time dim 30, nine CYCLIC calendar fields in America/New_York, 64 columns);
 // `every_block` adds Time2Vec, gaps and holidays (2 channels, 8 rows).
 //
-//   build/bench/handler_bench --benchmark_repetitions=5 \
-//     --benchmark_enable_random_interleaving=true
+//   build/bench/handler_bench --benchmark_repetitions=5
+//       --benchmark_enable_random_interleaving=true   (one command line)
 #include <cstdint>
 #include <cmath>
 #include <cstring>

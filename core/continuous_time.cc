@@ -63,8 +63,29 @@ constexpr double kC6 = -1.13596475577881948265e-11;  // 0xBDA8FAE9 BE8838D4
 // Adding 1.5·2^52 leaves no fraction bits: rounds to nearest, ties to
 // even, and leaves q in two's complement in the low significand bits.
 constexpr double kShifter = 6755399441055744.0;
-// 2π as the scalar path's kTwoPi (below) rounds it.
-constexpr double kLadderTwoPi = 6.283185307179586476925286766559;
+
+// The polynomials' tails in z = r^2 (zz = z^2), one expression for both
+// kernels below: k_sin.c's S2 + z·S3 + ... + z^4·S6 and k_cos.c's
+// z·C1 + ... + z^6·C6, in fdlibm's order.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V SinTail(D d, V z, V zz) {
+  return hn::Add(
+      hn::Add(hn::Set(d, kS2),
+              hn::Mul(z, hn::Add(hn::Set(d, kS3), hn::Mul(z, hn::Set(d, kS4))))),
+      hn::Mul(hn::Mul(z, zz),
+              hn::Add(hn::Set(d, kS5), hn::Mul(z, hn::Set(d, kS6)))));
+}
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V CosTail(D d, V z, V zz) {
+  return hn::Add(
+      hn::Mul(z, hn::Add(hn::Set(d, kC1),
+                         hn::Mul(z, hn::Add(hn::Set(d, kC2),
+                                            hn::Mul(z, hn::Set(d, kC3)))))),
+      hn::Mul(hn::Mul(zz, zz),
+              hn::Add(hn::Set(d, kC4),
+                      hn::Mul(z, hn::Add(hn::Set(d, kC5),
+                                         hn::Mul(z, hn::Set(d, kC6)))))));
+}
 
 // The kernel on one vector of Lanes(d) angles x, turned by `quarter_turns`
 // more quarter turns (per lane, mod 4; zero for x itself): *sin_x, *cos_x of
@@ -89,25 +110,14 @@ HWY_INLINE void SinCosOf(D d, V x, VU quarter_turns, V* sin_x, V* cos_x) {
   //   y0 − ((z·(y1/2 − v·sr) − y1) − v·S1).
   const V z = hn::Mul(y0, y0);
   const V zz = hn::Mul(z, z);
-  const V sr = hn::Add(
-      hn::Add(hn::Set(d, kS2),
-              hn::Mul(z, hn::Add(hn::Set(d, kS3), hn::Mul(z, hn::Set(d, kS4))))),
-      hn::Mul(hn::Mul(z, zz),
-              hn::Add(hn::Set(d, kS5), hn::Mul(z, hn::Set(d, kS6)))));
+  const V sr = SinTail(d, z, zz);
   const V v = hn::Mul(z, y0);
   const V ks = hn::Sub(
       y0, hn::Sub(hn::Sub(hn::Mul(z, hn::Sub(hn::Mul(half, y1), hn::Mul(v, sr))), y1),
                   hn::Mul(v, hn::Set(d, kS1))));
   // __kernel_cos(y0, y1):
   //   (1 − z/2) + (((1 − (1 − z/2)) − z/2) + (z·cr − y0·y1)).
-  const V cr = hn::Add(
-      hn::Mul(z, hn::Add(hn::Set(d, kC1),
-                         hn::Mul(z, hn::Add(hn::Set(d, kC2),
-                                            hn::Mul(z, hn::Set(d, kC3)))))),
-      hn::Mul(hn::Mul(zz, zz),
-              hn::Add(hn::Set(d, kC4),
-                      hn::Mul(z, hn::Add(hn::Set(d, kC5),
-                                         hn::Mul(z, hn::Set(d, kC6)))))));
+  const V cr = CosTail(d, z, zz);
   const V hz = hn::Mul(half, z);
   const V one_minus_hz = hn::Sub(one, hz);
   const V kc = hn::Add(
@@ -227,18 +237,79 @@ void SinCosOfTurnsKernel(const uint64_t* HWY_RESTRICT turns, size_t count,
   }
 }
 
+// sin and cos of 2π·turns·2^-64 for Lanes(d) phases, for float32 outputs
+// (every kFloat32 path of the time sinusoid: the same bits on every
+// target). With u = turns + 2^61, u's top two bits are the nearest quarter
+// turn q mod 4 and (u mod 2^62) − 2^61 the residual r in [−2^61, 2^61) of
+// 2^-64 turn; the angle r·π·2^-63 is rounded from the integer once and
+// scaled once (relative error < 2^-51, so it stays relative next to a
+// zero of sin or cos, where 2π·turns in double was ~4e-16 off absolute),
+// |angle| <= π/4. No reduction is left to do: these are SinCosOf's
+// polynomials with y0 = angle and y1 = 0 and its zero terms dropped, which
+// round exactly as SinCosOf does on that angle (RN(0 − a) = −a,
+// RN(−a − b) = −RN(a + b), x − 0 = x), so < 1 ulp from the exact sin and cos
+// of the rounded angle. q's swap and signs come from u's bits, no shifts:
+// odd q is bit 62, sin's sign bit 63 and cos's the bit 63 of u + 2^62.
+template <class D, class V = hn::Vec<D>, class VU = hn::Vec<hn::RebindToUnsigned<D>>>
+HWY_INLINE void SinCosOfTurnsFloat32(D d, VU turns, V* sin_x, V* cos_x) {
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const VU quarter = hn::Set(du, uint64_t{1} << 62);
+  const VU eighth = hn::Set(du, uint64_t{1} << 61);
+  const VU sign = hn::Set(du, uint64_t{1} << 63);
+  const VU u = hn::Add(turns, eighth);
+  const VU residual = hn::Sub(hn::AndNot(hn::Or(sign, quarter), u), eighth);
+  const V y0 = hn::Mul(hn::ConvertTo(d, hn::BitCast(di, residual)),
+                       hn::Set(d, kTurnRadians));
+  const V one = hn::Set(d, 1.0);
+  const V half = hn::Set(d, 0.5);
+  const V z = hn::Mul(y0, y0);
+  const V zz = hn::Mul(z, z);
+  const V v = hn::Mul(z, y0);
+  // SinCosOf's y0 − ((z·(y1/2 − v·sr) − y1) − v·S1) at y1 = 0.
+  const V ks = hn::Add(y0, hn::Add(hn::Mul(z, hn::Mul(v, SinTail(d, z, zz))),
+                                   hn::Mul(v, hn::Set(d, kS1))));
+  // SinCosOf's (1 − z/2) + (((1 − (1 − z/2)) − z/2) + (z·cr − y0·y1)) at y1 = 0.
+  const V hz = hn::Mul(half, z);
+  const V one_minus_hz = hn::Sub(one, hz);
+  const V kc = hn::Add(one_minus_hz,
+                       hn::Add(hn::Sub(hn::Sub(one, one_minus_hz), hz),
+                               hn::Mul(z, CosTail(d, z, zz))));
+  const auto odd = hn::RebindMask(d, hn::TestBit(u, quarter));
+  const V s = hn::IfThenElse(odd, kc, ks);
+  const V c = hn::IfThenElse(odd, ks, kc);
+  *sin_x = hn::BitCast(d, hn::Xor(hn::BitCast(du, s), hn::And(u, sign)));
+  *cos_x = hn::BitCast(d, hn::Xor(hn::BitCast(du, c), hn::And(hn::Add(u, quarter), sign)));
+}
+
+// SinCosOfTurnsFloat32 over `count` phases (any count: one lane at a time
+// after the full vectors; each lane is computed alone).
+void SinCosOfTurnsFloat32Kernel(const uint64_t* HWY_RESTRICT turns, size_t count,
+                                double* HWY_RESTRICT sin_out,
+                                double* HWY_RESTRICT cos_out) {
+  const auto one_vector = [&](auto d, size_t i) {
+    hn::Vec<decltype(d)> s, c;
+    SinCosOfTurnsFloat32(d, hn::LoadU(hn::RebindToUnsigned<decltype(d)>(), turns + i), &s, &c);
+    hn::StoreU(s, d, sin_out + i);
+    hn::StoreU(c, d, cos_out + i);
+  };
+  const hn::ScalableTag<double> full;
+  size_t i = 0;
+  for (; i + hn::Lanes(full) <= count; i += hn::Lanes(full)) one_vector(full, i);
+  for (; i < count; ++i) one_vector(hn::CappedTag<double, 1>(), i);
+}
+
 // Periods k.. k + Lanes(d) of one row of the float32-path ladder:
-// row[2k] = sin, row[2k + 1] = cos of 2π·SignedTurns(e) (ExactPhase), the
+// row[2k] = sin, row[2k + 1] = cos of the phase ExactPhase::Turns(e), the
 // top 64 bits of the 128-bit product e·step_k formed from 32-bit pieces
 // (an int64 e sign-extended: e·step_lo's high half + e·step_hi's low half
-// − step_lo when e < 0, all mod 2^64) — the same integer, so the same
-// double angle and the same bits as the scalar path.
+// − step_lo when e < 0, all mod 2^64) — the same integer as the scalar
+// path's, through the same SinCosOfTurnsFloat32, so the same bits.
 template <class D>
 HWY_INLINE void LadderVector(D d, int64_t e, const uint64_t* HWY_RESTRICT step_lo,
                              const uint64_t* HWY_RESTRICT step_hi, size_t k,
                              double* HWY_RESTRICT row) {
   const hn::RebindToUnsigned<D> du;
-  const hn::RebindToSigned<D> di;
   const hn::Repartition<uint32_t, decltype(du)> du32;
   using VU = hn::Vec<decltype(du)>;
   const VU a = hn::Set(du, static_cast<uint64_t>(e));
@@ -263,10 +334,8 @@ HWY_INLINE void LadderVector(D d, int64_t e, const uint64_t* HWY_RESTRICT step_l
       hn::Add(hn::MulEven(low32(a), low32(hi)), hn::ShiftLeft<32>(cross));
   VU top = hn::Add(product_high, product_low);
   if (e < 0) top = hn::Sub(top, lo);
-  const auto turns =
-      hn::Mul(hn::ConvertTo(d, hn::BitCast(di, top)), hn::Set(d, 0x1p-64));
   hn::Vec<D> s, c;
-  SinCosOf(d, hn::Mul(hn::Set(d, kLadderTwoPi), turns), &s, &c);
+  SinCosOfTurnsFloat32(d, top, &s, &c);
   hn::StoreInterleaved2(s, c, d, row + 2 * k);
 }
 
@@ -304,9 +373,8 @@ void LadderRowsFloat32(const int64_t* HWY_RESTRICT elapsed, size_t rows,
           (static_cast<unsigned __int128>(step_hi[k]) << 64) | step_lo[k];
       const auto top = static_cast<uint64_t>(
           (static_cast<unsigned __int128>(static_cast<__int128>(elapsed[r])) * step) >> 64);
-      const double turns = static_cast<double>(static_cast<int64_t>(top)) * 0x1p-64;
       hn::Vec<decltype(one)> s, c;
-      SinCosOf(one, hn::Set(one, kLadderTwoPi * turns), &s, &c);
+      SinCosOfTurnsFloat32(one, hn::Set(hn::RebindToUnsigned<decltype(one)>(), top), &s, &c);
       row[2 * k] = hn::GetLane(s);
       row[2 * k + 1] = hn::GetLane(c);
     }
@@ -328,6 +396,7 @@ HWY_AFTER_NAMESPACE();
 namespace phasor {
 HWY_EXPORT(SinCosSmallAngles);
 HWY_EXPORT(SinCosOfTurnsKernel);
+HWY_EXPORT(SinCosOfTurnsFloat32Kernel);
 HWY_EXPORT(LadderRowsFloat32);
 HWY_EXPORT(DoubleLanes);
 namespace {
@@ -650,35 +719,17 @@ void TimeSinusoid::EncodeRows(absl::Span<const int64_t> times_ns,
 
 namespace {
 
-// The kernel's input for period `phase` at `elapsed_ns`. kFloat32: the whole
-// angle 2π·turns in [−π, π), one double (*quadrant stays 0). kFloat64:
-// QuarterTurnSplit's residual, |angle| <= π/4, for which the kernel's own
-// reduction is the identity (q = 0, y1 = 0: SinCosSmallAngles) and the
-// kernel alone remains, < 1 ulp.
+// sin_out[i], cos_out[i] of the phases turns[0..count) (2^-64 turn), as
+// kAccuracy's outputs take them: kFloat32 through SinCosOfTurnsFloat32
+// (the vector ladder's own kernel, so every kFloat32 path gives the same
+// bits); kFloat64 through SinCosOfTurns (QuarterTurnSplit, within 1.7e-16).
 template <SinusoidAccuracy kAccuracy>
-inline double KernelAngle(const ExactPhase& phase, __int128 elapsed_ns,
-                          uint32_t* quadrant) {
+void SinCosOfPhases(const uint64_t* turns, size_t count, double* sin_out,
+                    double* cos_out) {
   if constexpr (kAccuracy == SinusoidAccuracy::kFloat32) {
-    return kTwoPi * phase.SignedTurns(elapsed_ns);
+    HWY_DYNAMIC_DISPATCH(SinCosOfTurnsFloat32Kernel)(turns, count, sin_out, cos_out);
   } else {
-    return ExactAngle::QuarterTurnSplit(phase.Turns(elapsed_ns), quadrant);
-  }
-}
-
-// Stores sin, cos of the angle the quadrant and the kernel's (s, c) of the
-// residual stand for: +q quarter turns is (s, c) → (c, −s) → (−s, −c) →
-// (−c, s). Selects, not branches: a quadrant is random.
-template <SinusoidAccuracy kAccuracy>
-inline void StoreSinCos(uint32_t quadrant, double s, double c, double* out) {
-  if constexpr (kAccuracy == SinusoidAccuracy::kFloat32) {
-    out[0] = s;
-    out[1] = c;
-  } else {
-    const bool swap = (quadrant & 1) != 0;
-    const double sin_value = swap ? c : s;
-    const double cos_value = swap ? s : c;
-    out[0] = (quadrant & 2) != 0 ? -sin_value : sin_value;
-    out[1] = ((quadrant + 1) & 2) != 0 ? -cos_value : cos_value;
+    HWY_DYNAMIC_DISPATCH(SinCosOfTurnsKernel)(turns, count, sin_out, cos_out);
   }
 }
 
@@ -686,26 +737,20 @@ inline void StoreSinCos(uint32_t quadrant, double s, double c, double* out) {
 
 template <SinusoidAccuracy kAccuracy>
 void TimeSinusoid::EncodeImpl(__int128 elapsed_ns, double* out) const {
-  // Periods in chunks of kSinCosBatch: the exact phases first (integer work),
-  // then one vector sin/cos pass; a short last chunk is padded with zeros.
-  constexpr int kBatch = static_cast<int>(kSinCosBatch);
-  HWY_ALIGN double angle[kBatch];
-  HWY_ALIGN double sin_angle[kBatch];
-  HWY_ALIGN double cos_angle[kBatch];
-  uint32_t quadrant[kBatch] = {};
+  // Periods in chunks of kChunk: the exact phases first (integer work), then
+  // one vector sin/cos pass.
+  constexpr int64_t kChunk = 64;
+  uint64_t turns[kChunk];
+  double sin_angle[kChunk];
+  double cos_angle[kChunk];
   const auto num_periods = static_cast<int64_t>(phases_.size());
-  const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
-  for (int64_t k0 = 0; k0 < num_periods; k0 += kBatch) {
-    const int lanes = static_cast<int>(std::min<int64_t>(kBatch, num_periods - k0));
-    for (int i = 0; i < kBatch; ++i) {
-      angle[i] = i < lanes ? KernelAngle<kAccuracy>(phases_[k0 + i], elapsed_ns,
-                                                    &quadrant[i])
-                           : 0.0;
-    }
-    sin_cos(angle, kSinCosBatch, sin_angle, cos_angle);
-    for (int i = 0; i < lanes; ++i) {
-      StoreSinCos<kAccuracy>(quadrant[i], sin_angle[i], cos_angle[i],
-                             out + 2 * (k0 + i));
+  for (int64_t k0 = 0; k0 < num_periods; k0 += kChunk) {
+    const int64_t n = std::min(kChunk, num_periods - k0);
+    for (int64_t i = 0; i < n; ++i) turns[i] = phases_[k0 + i].Turns(elapsed_ns);
+    SinCosOfPhases<kAccuracy>(turns, static_cast<size_t>(n), sin_angle, cos_angle);
+    for (int64_t i = 0; i < n; ++i) {
+      out[2 * (k0 + i)] = sin_angle[i];
+      out[2 * (k0 + i) + 1] = cos_angle[i];
     }
   }
 }
@@ -748,41 +793,34 @@ void TimeSinusoid::EncodeRowsImpl(absl::Span<const int64_t> times_ns,
   }
   const auto num_periods = static_cast<int64_t>(phases_.size());
   const auto rows = static_cast<int64_t>(times_ns.size());
-  // Angles of whole rows, kAngles at most per kernel call.
-  constexpr int64_t kAngles = 64;
-  const int64_t rows_per_call = kAngles / num_periods;
-  if (rows_per_call == 0) {  // dim > 2·kAngles: rows one by one.
+  // Phases of whole rows, kPhases at most per kernel call.
+  constexpr int64_t kPhases = 64;
+  const int64_t rows_per_call = kPhases / num_periods;
+  if (rows_per_call == 0) {  // dim > 2·kPhases: rows one by one.
     for (int64_t r = 0; r < rows; ++r) {
       EncodeImpl<kAccuracy>(ElapsedNs(times_ns[r], origin_ns),
                             out + r * row_stride);
     }
     return;
   }
-  HWY_ALIGN double angle[kAngles];
-  HWY_ALIGN double sin_angle[kAngles];
-  HWY_ALIGN double cos_angle[kAngles];
-  uint32_t quadrant[kAngles] = {};
-  const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
+  uint64_t turns[kPhases];
+  double sin_angle[kPhases];
+  double cos_angle[kPhases];
   for (int64_t r0 = 0; r0 < rows; r0 += rows_per_call) {
     const int64_t call_rows = std::min(rows_per_call, rows - r0);
-    const int64_t used = call_rows * num_periods;
     for (int64_t r = 0; r < call_rows; ++r) {
       const __int128 elapsed = ElapsedNs(times_ns[r0 + r], origin_ns);
       for (int64_t k = 0; k < num_periods; ++k) {
-        const int64_t a = r * num_periods + k;
-        angle[a] = KernelAngle<kAccuracy>(phases_[k], elapsed, &quadrant[a]);
+        turns[r * num_periods + k] = phases_[k].Turns(elapsed);
       }
     }
-    const auto batch = static_cast<int64_t>(kSinCosBatch);
-    const int64_t padded = (used + batch - 1) / batch * batch;
-    std::fill(angle + used, angle + padded, 0.0);
-    sin_cos(angle, static_cast<size_t>(padded), sin_angle, cos_angle);
+    SinCosOfPhases<kAccuracy>(turns, static_cast<size_t>(call_rows * num_periods),
+                              sin_angle, cos_angle);
     for (int64_t r = 0; r < call_rows; ++r) {
       double* row = out + (r0 + r) * row_stride;
       for (int64_t k = 0; k < num_periods; ++k) {
-        const int64_t a = r * num_periods + k;
-        StoreSinCos<kAccuracy>(quadrant[a], sin_angle[a], cos_angle[a],
-                               row + 2 * k);
+        row[2 * k] = sin_angle[r * num_periods + k];
+        row[2 * k + 1] = cos_angle[r * num_periods + k];
       }
     }
   }

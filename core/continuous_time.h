@@ -24,9 +24,11 @@
 // (1900→2200 is ~9.47e18 ns, past int64). For the ladder each period becomes
 // an exact fixed-point step of 2^-128 turns per nanosecond, so the phase of
 // any int64 instant is reduced to within 2^-64 turns (plain double loses
-// ~1e-5 rad for a 1 s period over 300 years); sin/cos are then taken in
-// double of an angle in [−π, π), by fdlibm's kernels vectorised with Highway
-// (< 1 ulp, the same bits on every SIMD target; continuous_time.cc). Time2Vec parameters are arbitrary reals, so
+// ~1e-5 rad for a 1 s period over 300 years); the phase's integer bits give
+// the nearest quarter turn and a residual angle in [−π/4, π/4], and sin/cos
+// of that angle are taken in double by fdlibm's kernels vectorised with
+// Highway (< 1 ulp, the same bits on every SIMD target; continuous_time.cc).
+// Time2Vec parameters are arbitrary reals, so
 // its phase is reduced in long double (64-bit significand on x86-64, 113 on
 // aarch64): error about |ω·τ|·2^-62 rad, 1e-9 rad for ω = 2π rad/s over 300
 // years. Float32 outputs are within 2e-6 of a long-double reference for
@@ -39,9 +41,11 @@
 // (< 1 ulp) and the quadrant swaps and negates them exactly: within 1.7e-16
 // of the exact values for any int64 instant (tests/temporal_f64_test.cc
 // checks ≤ 4e-16 against a __float128 reference, 1900–2200). The float32
-// path instead rounds 2π·turns to a double angle of up to π (≤ 5.2e-16 rad
-// before the sine), which a float32 rounding never sees; it keeps that path
-// for speed and for its bytes.
+// path splits at the same quarter turn but rounds the residual's integer to
+// one double and scales it once (relative error < 2^-51, ≤ 3.5e-16 rad
+// before the sine), which a float32 rounding never sees; it is faster (no
+// two-part conversion, no second reduction) and, relative to a value next
+// to zero, about as accurate.
 //
 // Thread-safety: the classes are immutable after construction; concurrent
 // calls on one object are safe.
@@ -185,12 +189,12 @@ class ExactPhase final {
 };
 
 // Which output a sinusoid's doubles are for: kFloat32 (also fp16, bf16)
-// forms the angle 2π·turns in double, fast and far inside a float32 ulp;
-// kFloat64 reduces to a quarter turn first (see the file comment), within
-// 1.7e-16 of exact. The two differ by up to ~7e-16 absolute, so a float64
-// result narrowed to float32 may differ from the float32 result by one
-// float32 ulp where the exact value lies that close to a float32 rounding
-// boundary, or by up to 7e-16 for a value within ~1e-8 of zero.
+// rounds the quarter-turn residual to one double angle (see the file
+// comment), fast and far inside a float32 ulp; kFloat64 converts it in two
+// parts, within 1.7e-16 of exact. The two differ by a few 1e-16 relative,
+// so a float64 result narrowed to float32 may differ from the float32
+// result by one float32 ulp where the exact value lies that close to a
+// float32 rounding boundary.
 enum class SinusoidAccuracy { kFloat32, kFloat64 };
 
 // The time-sinusoid ladder, prepared once per request.
@@ -217,7 +221,7 @@ class TimeSinusoid final {
   // out + r·row_stride), the same bits. kFloat32 (and Encode's kFloat32)
   // takes a row's whole ladder in vectors: the exact 128-bit phases of
   // Lanes periods at once from 32-bit multiplies, the sin/cos kernel in
-  // registers, sin and cos stored interleaved. kFloat64 sends the angles
+  // registers, sin and cos stored interleaved. kFloat64 sends the phases
   // of up to 64/(dim/2) rows through the vector kernel together.
   // REQUIRES: row_stride >= dim(); out holds (rows − 1)·row_stride + dim()
   // values.

@@ -34,6 +34,13 @@ inline constexpr double kTwoPiPieces[4] = {0x1.921fb54442d00p+2,
                                            0x1.01b839a252040p-94,
                                            0x1.3822299f31d00p-143};
 
+// 2π in quad (to its 113 bits).
+inline Quad TwoPiQuad() {
+  Quad sum = 0;
+  for (double piece : kTwoPiPieces) sum += Quad(piece);
+  return sum;
+}
+
 inline Quad ReduceTwoPi(Quad x) {
   const Quad two_pi = Quad(kTwoPiPieces[0]) + Quad(kTwoPiPieces[1]);
   const Quad k = rintq(x / two_pi);

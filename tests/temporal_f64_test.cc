@@ -27,17 +27,12 @@ namespace phasor {
 namespace {
 
 using testing::Quad;
+using testing::TwoPiQuad;
 
 // The bound for float64 encodings (the kernels promise 1.7e-16).
 constexpr double kF64Bound = 4e-16;
 
 // 2π to ~2^-190, summed in quad (113 bits).
-Quad TwoPiQuad() {
-  Quad sum = 0;
-  for (double piece : testing::kTwoPiPieces) sum += Quad(piece);
-  return sum;
-}
-
 int64_t CivilNs(absl::CivilSecond civil, const absl::TimeZone& zone, int64_t extra_ns = 0) {
   return absl::ToUnixNanos(absl::FromCivil(civil, zone)) + extra_ns;
 }
