@@ -401,35 +401,11 @@ HWY_EXPORT(LadderRowsFloat32);
 HWY_EXPORT(DoubleLanes);
 namespace {
 
-// The Time2Vec phase reduction needs more than double's 53 bits.
+// Time2Vec's linear term is formed in an extended long double.
 static_assert(std::numeric_limits<long double>::digits >= 64,
-              "Time2Vec phase reduction needs an extended long double");
-
-constexpr double kTwoPi = 6.283185307179586476925286766559;
-constexpr long double kInverseTwoPiLong =
-    0.159154943091895335768883763372514362034459645740456448747667L;
+              "Time2Vec's linear term needs an extended long double");
 
 using u128 = unsigned __int128;
-
-constexpr long double PowerOfTwo(int exponent) {
-  long double value = 1.0L;
-  for (int i = 0; i < exponent; ++i) value *= 2.0L;
-  return value;
-}
-
-// std::nearbyint(x) in the default rounding mode (to nearest, ties to even),
-// without the libm call (nearbyintl saves and restores the floating-point
-// environment, ~20% of a Time2Vec row). Adding 1.5·2^(p−1) (p = significand
-// bits) leaves no fraction bits, so the sum is x rounded to an integer by
-// the hardware, ties to even (the constant is even); subtracting it back is
-// exact. |x| >= 2^(p−2) is rare and goes to the library.
-inline long double RoundToNearestEven(long double x) {
-  constexpr int kDigits = std::numeric_limits<long double>::digits;
-  constexpr long double kShifter = 3.0L * PowerOfTwo(kDigits - 2);
-  constexpr long double kLimit = PowerOfTwo(kDigits - 2);
-  if (!(std::fabs(x) < kLimit)) return std::nearbyint(x);
-  return (x + kShifter) - kShifter;
-}
 
 // A field path kept as prefix + suffix and joined only for an error message,
 // so validating a valid ladder builds no string (it runs once per request).
@@ -851,6 +827,31 @@ void SplitBinary128(Binary128 value, double* hi, double* lo) {
   *lo = static_cast<double>(value - Binary128(*hi));
 }
 
+// x mod 1 in 2^-128 units, mod 2^128 (a negative x wraps), truncated
+// toward zero: within 2^-128 of x's fraction. x = m·2^k with m a 53-bit
+// integer, read from the bits; the bits of m·2^(k+128) below 2^128 are the
+// fraction's.
+u128 FractionStep(double x) {
+  uint64_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
+  uint64_t mantissa = bits & ((uint64_t{1} << 52) - 1);
+  int shift = -1074 + 128;  // Subnormal: m·2^-1074.
+  if (biased != 0) {
+    mantissa |= uint64_t{1} << 52;
+    shift = biased - 1075 + 128;
+  }
+  u128 step = 0;
+  if (shift >= 128 || mantissa == 0) {
+    step = 0;  // An integer: no fraction.
+  } else if (shift >= 0) {
+    step = static_cast<u128>(mantissa) << shift;  // Wraps off the whole turns.
+  } else if (shift > -64) {
+    step = mantissa >> -shift;
+  }
+  return (bits >> 63) != 0 ? u128{0} - step : step;
+}
+
 // x mod 1 turn as a 2^-64-turn integer, within 2^-64 turn (truncated).
 // x − round(x) is exact for every double (an |x| >= 2^52 is an integer).
 // Rounded by adding 1.5·2^52 (no fraction bits left; the hardware rounds to
@@ -889,19 +890,29 @@ inline void SplitElapsed(__int128 e, double* hi, double* lo) {
 Time2Vec::Time2Vec(const Time2VecBlock& block, SinusoidAccuracy accuracy)
     : omega_(block.omega.begin(), block.omega.end()),
       phi_long_(block.phi.begin(), block.phi.end()),
-      phi_(block.phi),
       unit_ns_(static_cast<long double>(block.unit_seconds) * 1e9L),
       accuracy_(accuracy) {
-  if (accuracy_ != SinusoidAccuracy::kFloat64) return;
   const size_t n = block.omega.size();
+  // U = unit_seconds·1e9: a 53-bit by 30-bit product, exact in binary128.
+  const Binary128 unit_ns = Binary128(block.unit_seconds) * Binary128(1e9);
+  const Binary128 two_pi = TwoPi128();
+  if (accuracy_ == SinusoidAccuracy::kFloat32) {
+    for (size_t i = 1; i < n; ++i) {
+      double rate_hi = 0;
+      double rate_lo = 0;
+      SplitBinary128(Binary128(block.omega[i]) / (unit_ns * two_pi), &rate_hi, &rate_lo);
+      turn_steps_.push_back(FractionStep(rate_hi) + FractionStep(rate_lo));
+      const double phi = block.phi[i];
+      const uint64_t phi_turns = ExactAngle(std::fabs(phi)).Turns(1);
+      phase_offsets_.push_back(phi < 0 ? uint64_t{0} - phi_turns : phi_turns);
+    }
+    return;
+  }
   rate_hi_.resize(n);
   rate_lo_.resize(n);
   offset_hi_.resize(n);
   offset_lo_.resize(n);
   offset_turns_.resize(n);
-  // U = unit_seconds·1e9: a 53-bit by 30-bit product, exact in binary128.
-  const Binary128 unit_ns = Binary128(block.unit_seconds) * Binary128(1e9);
-  const Binary128 two_pi = TwoPi128();
   for (size_t i = 0; i < n; ++i) {
     const Binary128 per_turn = i == 0 ? Binary128(1) : two_pi;
     SplitBinary128(Binary128(block.omega[i]) / (unit_ns * per_turn), &rate_hi_[i],
@@ -977,20 +988,24 @@ inline long double ToLongDouble(__int128 e) {
 }
 
 // The largest angle handed to SinCosSmallAngles: it needs |q| < 2^20 quarter
-// turns (~1.6e6 rad); a Time2Vec angle is 2π·turns + φ_i with any finite φ_i,
-// and the rare one past this goes to libm.
+// turns (~1.6e6 rad); a caller's angle may be any finite double, and the
+// rare one past this goes to libm.
 constexpr double kMaxKernelAngle = 0x1p20;
 
 }  // namespace
 
-void Time2Vec::EncodeFloat32(__int128 elapsed_ns, double* out,
-                             double* angle) const {
+double Time2Vec::LinearFloat32(__int128 elapsed_ns) const {
   const long double tau = ToLongDouble(elapsed_ns) / unit_ns_;
-  out[0] = static_cast<double>(omega_[0] * tau + phi_long_[0]);
-  for (size_t i = 1; i < omega_.size(); ++i) {
-    long double turns = omega_[i] * tau * kInverseTwoPiLong;
-    turns -= RoundToNearestEven(turns);
-    angle[i - 1] = kTwoPi * static_cast<double>(turns) + phi_[i];
+  return static_cast<double>(omega_[0] * tau + phi_long_[0]);
+}
+
+void Time2Vec::PhasesFloat32(__int128 elapsed_ns, size_t first, size_t count,
+                             uint64_t* turns) const {
+  // e·step mod 2^128 (the whole turns wrap away), its top 64 bits the phase.
+  const auto e = static_cast<u128>(elapsed_ns);
+  for (size_t j = 0; j < count; ++j) {
+    turns[j] = static_cast<uint64_t>((e * turn_steps_[first + j]) >> 64) +
+               phase_offsets_[first + j];
   }
 }
 
@@ -1018,11 +1033,13 @@ void Time2Vec::EncodeRows(absl::Span<const int64_t> times_ns, int64_t origin_ns,
 template <typename Time>
 void Time2Vec::EncodeRowsFloat32(absl::Span<const Time> times, int64_t origin_ns,
                                  double* out, int64_t row_stride) const {
-  // The phases row by row (long double, scalar), then the sines of the
-  // angles of up to kAngles / k rows through the vector kernel together.
-  constexpr int64_t kAngles = 64;
-  double angle[kAngles];
-  const auto sines = static_cast<int64_t>(omega_.size()) - 1;
+  // The phases row by row (integer), then the sines of the phases of up to
+  // kPhases / k rows through the float32 ladder's kernel together.
+  constexpr int64_t kPhases = 64;
+  uint64_t turns[kPhases];
+  double sin_turns[kPhases];
+  double cos_turns[kPhases];  // Not used: the kernel gives both.
+  const auto sines = static_cast<int64_t>(turn_steps_.size());
   const auto rows = static_cast<int64_t>(times.size());
   const auto elapsed = [&](int64_t r) -> __int128 {
     if constexpr (std::is_same_v<Time, __int128>) {
@@ -1031,25 +1048,31 @@ void Time2Vec::EncodeRowsFloat32(absl::Span<const Time> times, int64_t origin_ns
       return ElapsedNs(times[r], origin_ns);
     }
   };
-  if (sines > kAngles) {  // A row at a time, in place.
+  if (sines > kPhases) {  // A row at a time, kPhases sines at a time.
     for (int64_t r = 0; r < rows; ++r) {
       double* row = out + r * row_stride;
-      EncodeFloat32(elapsed(r), row, row + 1);
-      SinOfAngles(absl::MakeConstSpan(row + 1, sines), absl::MakeSpan(row + 1, sines));
+      const __int128 e = elapsed(r);
+      row[0] = LinearFloat32(e);
+      for (int64_t k0 = 0; k0 < sines; k0 += kPhases) {
+        const auto n = static_cast<size_t>(std::min(kPhases, sines - k0));
+        PhasesFloat32(e, static_cast<size_t>(k0), n, turns);
+        SinCosOfPhases<SinusoidAccuracy::kFloat32>(turns, n, row + 1 + k0, cos_turns);
+      }
     }
     return;
   }
-  const int64_t rows_per_call = sines == 0 ? rows : kAngles / sines;
+  const int64_t rows_per_call = sines == 0 ? rows : kPhases / sines;
   for (int64_t r0 = 0; r0 < rows; r0 += rows_per_call) {
     const int64_t call_rows = std::min(rows_per_call, rows - r0);
     for (int64_t r = 0; r < call_rows; ++r) {
-      EncodeFloat32(elapsed(r0 + r), out + (r0 + r) * row_stride,
-                    angle + r * sines);
+      const __int128 e = elapsed(r0 + r);
+      out[(r0 + r) * row_stride] = LinearFloat32(e);
+      PhasesFloat32(e, 0, static_cast<size_t>(sines), turns + r * sines);
     }
-    const absl::Span<double> used = absl::MakeSpan(angle, call_rows * sines);
-    SinOfAngles(used, used);
+    SinCosOfPhases<SinusoidAccuracy::kFloat32>(
+        turns, static_cast<size_t>(call_rows * sines), sin_turns, cos_turns);
     for (int64_t r = 0; r < call_rows; ++r) {
-      std::copy(angle + r * sines, angle + (r + 1) * sines,
+      std::copy(sin_turns + r * sines, sin_turns + (r + 1) * sines,
                 out + (r0 + r) * row_stride + 1);
     }
   }

@@ -28,11 +28,11 @@
 // the nearest quarter turn and a residual angle in [−π/4, π/4], and sin/cos
 // of that angle are taken in double by fdlibm's kernels vectorised with
 // Highway (< 1 ulp, the same bits on every SIMD target; continuous_time.cc).
-// Time2Vec parameters are arbitrary reals, so
-// its phase is reduced in long double (64-bit significand on x86-64, 113 on
-// aarch64): error about |ω·τ|·2^-62 rad, 1e-9 rad for ω = 2π rad/s over 300
-// years. Float32 outputs are within 2e-6 of a long-double reference for
-// timestamps 1900–2200 (tests/continuous_time_test.cc proves it).
+// Time2Vec's rates are arbitrary reals: each becomes the same kind of
+// fixed-point step from its fraction in turns per nanosecond (see Time2Vec
+// below), within |ω·τ|/2π·2^-104 turns. Float32 outputs are within 2e-6 of
+// a long-double reference for timestamps 1900–2200
+// (tests/continuous_time_test.cc proves it).
 //
 // Float64 outputs (SinusoidAccuracy::kFloat64): the ladder's phase is split
 // into the nearest quarter turn and a residual angle in [−π/4, π/4] within
@@ -272,6 +272,17 @@ void SinCosOfTurns(absl::Span<const uint64_t> turns, double* sin_out,
 
 // Time2Vec, prepared once per request.
 //
+// SinusoidAccuracy::kFloat32: the elapsed nanoseconds are an integer, so
+// (ω_i·τ/2π) mod 1 = (e·(ω_i/(2π·U) mod 1)) mod 1: the rate's fraction,
+// from its binary128 double-double (2^-106 relative), becomes a 128-bit
+// fixed-point step as the time sinusoid's periods do, and a row's phase is
+// the top 64 bits of e·step plus φ_i/2π mod 1 (reduced exactly, Payne–Hanek,
+// core/exact_angle.h), all integer arithmetic; sin comes from the float32
+// ladder's kernel (quarter turn from the bits, < 1 ulp on the residual).
+// The phase is within |ω_i·τ|/2π·2^-104 + 2^-62 turns of exact: ≤ 2e-16
+// rad off while |ω_i·τ| < 2^40 turns, for any φ_i. The linear term
+// ω_0·τ + φ_0 is formed in long double (64-bit significand on x86-64).
+//
 // SinusoidAccuracy::kFloat64 evaluates the exact τ = elapsed_ns / U,
 // U = unit_seconds·1e9, without long double: per term the rate ω_i/U (in
 // turns per ns, ω_i/(2π·U), for i >= 1) and the offset (φ_i/(2π) turns) are
@@ -306,9 +317,12 @@ class Time2Vec final {
 
  private:
   void EncodeFloat64(__int128 elapsed_ns, double* out) const;
-  // kFloat32: out[0] (the linear term) and the k sine arguments
-  // 2π·((ω_i·τ/2π) mod 1) + φ_i in angle[0..k).
-  void EncodeFloat32(__int128 elapsed_ns, double* out, double* angle) const;
+  // kFloat32: the linear term ω_0·τ + φ_0.
+  double LinearFloat32(__int128 elapsed_ns) const;
+  // kFloat32: turns[j] = the phase (ω_i·τ + φ_i) mod 2π in 2^-64 turns of
+  // sine i = first + j + 1, for j < count.
+  void PhasesFloat32(__int128 elapsed_ns, size_t first, size_t count,
+                     uint64_t* turns) const;
   // Time is int64_t (times minus origin_ns) or __int128 (elapsed times).
   template <typename Time>
   void EncodeRowsFloat32(absl::Span<const Time> times, int64_t origin_ns,
@@ -316,7 +330,6 @@ class Time2Vec final {
 
   std::vector<long double> omega_;
   std::vector<long double> phi_long_;
-  std::vector<double> phi_;
   long double unit_ns_;
   SinusoidAccuracy accuracy_;
   // kFloat64: rate and offset of each term as hi + lo (see above); term 0's
@@ -326,6 +339,11 @@ class Time2Vec final {
   std::vector<double> offset_hi_;
   std::vector<double> offset_lo_;
   std::vector<uint64_t> offset_turns_;  // Terms >= 1: the offset mod 1 turn.
+  // kFloat32, terms >= 1 (index i − 1): ω_i/(2π·U) mod 1 as a step of
+  // 2^-128 turns per ns (the ladder's fixed point, ExactPhase), and φ_i mod
+  // 2π in 2^-64 turns, reduced exactly for any double φ_i (ExactAngle).
+  std::vector<unsigned __int128> turn_steps_;
+  std::vector<uint64_t> phase_offsets_;
 };
 
 }  // namespace phasor

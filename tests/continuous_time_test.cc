@@ -176,33 +176,58 @@ TEST(ExactPhase, StepIsTheBitByBitQuotient) {
   }
 }
 
-TEST(Time2Vec, PhaseReductionRoundsLikeNearbyint) {
-  // Time2Vec reduces turns = ω·τ/(2π) by the nearest integer, ties to even;
-  // the result must be bit-identical to std::nearbyint in long double, also
-  // for phases of 2^62 turns and more.
+TEST(Time2Vec, Float32PhaseWithinItsBoundOfQuadAtAnyInstant) {
+  // The float32 path's phase is e·step + φ/2π in fixed point: within
+  // |ω·τ|/2π·2^-104 + 2^-62 turns of exact (continuous_time.h), so each
+  // sine within 2π times that plus the kernel's ulp, at every int64
+  // instant. The reference forms ω·e/U + φ in __float128 (a 53-bit by
+  // 64-bit product, rounded once) and reduces it by 2π to 2^-190.
+  // A long-double reduction (2^-64 relative) is up to ~1 rad off at
+  // ω = 1e9 rad/s, e ~ 2^63 ns, against a bound of ~1e-12 there.
   Time2VecBlock block;
-  block.omega = {1.0, 1.0, 6.283185307179586, 1e-3, 1e6, 1e12, 4e18};
-  block.phi = {0.5, 0.0, 0.25, -1.0, 2.0, 0.0, 0.0};
+  block.omega = {1.0, 1.0, 6.283185307179586, 1e-3, 1e6, 1e9, 0.37};
+  block.phi = {0.5, 0.0, 0.25, -1.0, 2.0, 1e6, -1e15};
   const Time2Vec t2v(block);
   std::mt19937_64 rng(9);
   std::vector<double> out(block.omega.size());
+  double worst_excess = 0;  // Largest error over its bound.
   for (int i = 0; i < 5000; ++i) {
-    const __int128 elapsed = static_cast<__int128>(static_cast<int64_t>(rng()));
-    t2v.Encode(elapsed, out.data());
-    const long double tau = static_cast<long double>(elapsed) / 1e9L;
+    const int64_t e = i % 2 == 0 ? static_cast<int64_t>(rng())
+                                 : static_cast<int64_t>(rng() >> (i % 60));
+    t2v.Encode(e, out.data());
     for (size_t k = 1; k < block.omega.size(); ++k) {
-      long double turns = static_cast<long double>(block.omega[k]) * tau *
-                          0.159154943091895335768883763372514362034459645740456448747667L;
-      turns -= std::nearbyint(turns);
-      const double angle =
-          6.283185307179586476925286766559 * static_cast<double>(turns) +
-          block.phi[k];
-      // The sine is the vector kernel's (SinOfAngles); one turn more or
-      // less in the reduction would change the angle's bits.
-      double expected = 0;
-      SinOfAngles(absl::MakeConstSpan(&angle, 1), absl::MakeSpan(&expected, 1));
-      ASSERT_EQ(out[k], expected) << k << " " << static_cast<double>(elapsed);
+      const Quad x = Quad(block.omega[k]) * Quad(static_cast<double>(e >> 11)) *
+                         Quad(2048.0) / Quad(1e9) +
+                     Quad(block.omega[k]) * Quad(static_cast<double>(e & 2047)) / Quad(1e9) +
+                     Quad(block.phi[k]);
+      const Quad exact = sinq(testing::ReduceTwoPi(x));
+      const double x_abs = std::fabs(static_cast<double>(x));
+      const double bound = x_abs * 0x1p-103 + 0x1p-58 + 4e-16;
+      const double error = static_cast<double>(fabsl(
+          static_cast<long double>(Quad(out[k]) - exact)));
+      worst_excess = std::max(worst_excess, error / bound);
+      ASSERT_LE(error, bound) << "term " << k << " at e = " << e;
     }
+  }
+  RecordProperty("worst_error_over_bound", std::to_string(worst_excess));
+}
+
+TEST(Time2Vec, HugePhiIsReducedExactly) {
+  // φ_i mod 2π is reduced exactly (Payne–Hanek) for any double; with ω_i = 0
+  // the output is sin(φ_i), as glibc's correctly reduced sin gives it.
+  Time2VecBlock block;
+  const double phis[] = {1e15, -1e300, 0x1p1000, 3.0e7, -7.5};
+  block.omega = {0.0};
+  block.phi = {0.0};
+  for (double phi : phis) {
+    block.omega.push_back(0.0);
+    block.phi.push_back(phi);
+  }
+  const Time2Vec t2v(block);
+  std::vector<double> out(block.omega.size());
+  t2v.Encode(123456789, out.data());
+  for (size_t k = 1; k < block.omega.size(); ++k) {
+    EXPECT_NEAR(out[k], std::sin(block.phi[k]), 4e-16) << block.phi[k];
   }
 }
 
