@@ -6,14 +6,17 @@
 // The work is measured as this process's CPU time (the server runs in it),
 // not wall time: ctest runs other tests beside this one, and on a loaded
 // machine a call's wall time says little about how much of the kernel ran.
-// The test first encodes the request's rows with the core library directly
-// (the kernel alone, one thread), so the bounds scale with the machine, then
-// ends the same request through the server after 20% of that CPU time in
-// wall time. However the machine is loaded, the kernel cannot have used more
-// CPU than wall time by then, so a server that stops at the next poll uses
-// about 20% of the kernel's CPU for the call, and one that runs the kernel
-// to the end uses 100% or more. (The whole uninterrupted call costs about
-// three times its kernel: the 64 MB response's serialization, transport and
+// The test first measures the two costs a call has before its output is
+// complete: sizing the 64 MB response tensor (server/uninitialized_string.h:
+// free in Release, a 0xA5 fill in builds with assertions, ~0.2 s under
+// ASan) and the kernel (the request's rows through the core library, one
+// thread), so the bounds scale with the build and the machine. It then ends
+// the same request through the server after the first plus 20% of the
+// second in wall time. However the machine is loaded, the call cannot have
+// used more CPU than wall time by then, so a server that stops at the next
+// poll uses about the sizing plus 20% of the kernel, and one that runs the
+// kernel to the end uses all of both. (The whole uninterrupted call costs
+// about three times its kernel: the response's serialization, transport and
 // parse, which a cancelled call skips whether or not its kernel stopped, so
 // the kernel's own cost is the yardstick.) The end must fall inside the
 // kernel's rows, where only core/'s own polling
@@ -34,6 +37,7 @@
 #include "absl/types/span.h"
 #include "core/compose.h"
 #include "gtest/gtest.h"
+#include "server/uninitialized_string.h"
 #include "test_util.h"
 
 namespace phasor::server::testing {
@@ -156,11 +160,33 @@ class DeadlineTest : public ::testing::Test {
     return {ProcessCpuSeconds() - cpu_before, HandlingSecondsSum() - full.wall_seconds};
   }
 
-  // When to end the interrupted call: after 20% of the kernel's CPU time,
-  // in wall time.
-  static std::chrono::microseconds EndAfter(double kernel_cpu_seconds) {
-    return std::chrono::microseconds(static_cast<int64_t>(0.2 * kernel_cpu_seconds * 1e6));
+  // CPU seconds of sizing (and freeing) the response tensor as the handler
+  // does.
+  static double SizingCpuSeconds() {
+    const double cpu_before = ProcessCpuSeconds();
+    {
+      std::string data;
+      ResizeUninitialized(&data, static_cast<size_t>(kRows) * kTerms * sizeof(float));
+    }
+    return ProcessCpuSeconds() - cpu_before;
   }
+
+  // What a call costs before its output is complete.
+  struct Yardstick {
+    double sizing = 0;
+    double kernel = 0;
+  };
+  static Yardstick MeasureYardstick() { return {SizingCpuSeconds(), KernelCpuSeconds()}; }
+
+  // When to end the interrupted call: after the sizing and 20% of the
+  // kernel's CPU time, in wall time.
+  static std::chrono::microseconds EndAfter(const Yardstick& y) {
+    return std::chrono::microseconds(static_cast<int64_t>((y.sizing + 0.2 * y.kernel) * 1e6));
+  }
+  // Finishing the kernel costs at least the sizing and the kernel; stopping
+  // costs what ran until the end plus one poll interval (64 rows here, under
+  // 1%) and the call's own small costs.
+  static double StoppedBound(const Yardstick& y) { return y.sizing + 0.6 * y.kernel; }
 
   void ExpectStillServing() { ExpectServing(*server_.stub); }
 
@@ -169,13 +195,13 @@ class DeadlineTest : public ::testing::Test {
 
 TEST_F(DeadlineTest, DeadlinePassingMidKernelStopsTheWork) {
   const Cost full = MeasureFullCall();
-  const double kernel = KernelCpuSeconds();
+  const Yardstick y = MeasureYardstick();
   // Below this the workload is too light to tell stopping from finishing.
-  ASSERT_GT(kernel, 0.03) << "the heavy request's kernel used " << kernel << " s";
+  ASSERT_GT(y.kernel, 0.03) << "the heavy request's kernel used " << y.kernel << " s";
 
   const double cpu_before = ProcessCpuSeconds();
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + EndAfter(kernel));
+  context.set_deadline(std::chrono::system_clock::now() + EndAfter(y));
   v1::EncodeObservationsResponse response;
   const grpc::Status status =
       server_.stub->EncodeObservations(&context, HeavyRequest(), &response);
@@ -186,25 +212,24 @@ TEST_F(DeadlineTest, DeadlinePassingMidKernelStopsTheWork) {
   // tears the call down first, no status is sent and the call counts as
   // cancelled. Either way it ended unfinished, once.
   EXPECT_EQ(Handled("DeadlineExceeded") + Handled("Canceled"), 1);
-  // Finishing the kernel costs at least its CPU; stopping costs what ran
-  // until the deadline plus one poll interval (64 rows here, under 1%).
-  EXPECT_LT(cut.cpu_seconds, 0.6 * kernel)
-      << "kernel " << kernel << " s CPU, full call " << full.cpu_seconds << " s CPU ("
-      << full.wall_seconds << " s wall), call with a deadline " << cut.cpu_seconds
-      << " s CPU (" << cut.wall_seconds << " s wall)";
+  EXPECT_LT(cut.cpu_seconds, StoppedBound(y))
+      << "sizing " << y.sizing << " s CPU, kernel " << y.kernel << " s CPU, full call "
+      << full.cpu_seconds << " s CPU (" << full.wall_seconds
+      << " s wall), call with a deadline " << cut.cpu_seconds << " s CPU ("
+      << cut.wall_seconds << " s wall)";
   ExpectStillServing();
 }
 
 TEST_F(DeadlineTest, ClientCancellingMidKernelStopsTheWork) {
   const Cost full = MeasureFullCall();
-  const double kernel = KernelCpuSeconds();
-  ASSERT_GT(kernel, 0.03) << "the heavy request's kernel used " << kernel << " s";
+  const Yardstick y = MeasureYardstick();
+  ASSERT_GT(y.kernel, 0.03) << "the heavy request's kernel used " << y.kernel << " s";
 
   const double cpu_before = ProcessCpuSeconds();
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  std::thread canceller([&context, kernel] {
-    std::this_thread::sleep_for(EndAfter(kernel));
+  std::thread canceller([&context, y] {
+    std::this_thread::sleep_for(EndAfter(y));
     context.TryCancel();
   });
   v1::EncodeObservationsResponse response;
@@ -215,10 +240,10 @@ TEST_F(DeadlineTest, ClientCancellingMidKernelStopsTheWork) {
 
   const Cost cut = CutCallCost(cpu_before, full);
   EXPECT_EQ(Handled("Canceled"), 1);  // go-grpc-prometheus spelling.
-  EXPECT_LT(cut.cpu_seconds, 0.6 * kernel)
-      << "kernel " << kernel << " s CPU, full call " << full.cpu_seconds << " s CPU ("
-      << full.wall_seconds << " s wall), cancelled call " << cut.cpu_seconds << " s CPU ("
-      << cut.wall_seconds << " s wall)";
+  EXPECT_LT(cut.cpu_seconds, StoppedBound(y))
+      << "sizing " << y.sizing << " s CPU, kernel " << y.kernel << " s CPU, full call "
+      << full.cpu_seconds << " s CPU (" << full.wall_seconds << " s wall), cancelled call "
+      << cut.cpu_seconds << " s CPU (" << cut.wall_seconds << " s wall)";
   ExpectStillServing();
 }
 
