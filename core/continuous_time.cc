@@ -223,18 +223,23 @@ HWY_INLINE void SinCosOfTurnsVector(D d, const uint64_t* HWY_RESTRICT turns, siz
   hn::StoreU(c, d, cos_out + i);
 }
 
-// SinCosOfTurnsVector over `count` phases (any count: one lane at a time
-// after the full vectors; each lane is computed alone).
-void SinCosOfTurnsKernel(const uint64_t* HWY_RESTRICT turns, size_t count,
-                         double* HWY_RESTRICT sin_out, double* HWY_RESTRICT cos_out) {
+// vector(d, i) for i = 0, Lanes, 2·Lanes, ... over full vectors of
+// doubles, then one lane at a time for the rest of `count` (each lane is
+// computed alone, so the split changes no bit).
+template <class VectorAt>
+HWY_INLINE void ForEachVector(size_t count, const VectorAt& vector) {
   const hn::ScalableTag<double> full;
   size_t i = 0;
-  for (; i + hn::Lanes(full) <= count; i += hn::Lanes(full)) {
-    SinCosOfTurnsVector(full, turns, i, sin_out, cos_out);
-  }
-  for (; i < count; ++i) {
-    SinCosOfTurnsVector(hn::CappedTag<double, 1>(), turns, i, sin_out, cos_out);
-  }
+  for (; i + hn::Lanes(full) <= count; i += hn::Lanes(full)) vector(full, i);
+  for (; i < count; ++i) vector(hn::CappedTag<double, 1>(), i);
+}
+
+// SinCosOfTurnsVector over `count` phases (any count).
+void SinCosOfTurnsKernel(const uint64_t* HWY_RESTRICT turns, size_t count,
+                         double* HWY_RESTRICT sin_out, double* HWY_RESTRICT cos_out) {
+  ForEachVector(count, [&](auto d, size_t i) {
+    SinCosOfTurnsVector(d, turns, i, sin_out, cos_out);
+  });
 }
 
 // sin and cos of 2π·turns·2^-64 for Lanes(d) phases, for float32 outputs
@@ -282,21 +287,16 @@ HWY_INLINE void SinCosOfTurnsFloat32(D d, VU turns, V* sin_x, V* cos_x) {
   *cos_x = hn::BitCast(d, hn::Xor(hn::BitCast(du, c), hn::And(hn::Add(u, quarter), sign)));
 }
 
-// SinCosOfTurnsFloat32 over `count` phases (any count: one lane at a time
-// after the full vectors; each lane is computed alone).
+// SinCosOfTurnsFloat32 over `count` phases (any count).
 void SinCosOfTurnsFloat32Kernel(const uint64_t* HWY_RESTRICT turns, size_t count,
                                 double* HWY_RESTRICT sin_out,
                                 double* HWY_RESTRICT cos_out) {
-  const auto one_vector = [&](auto d, size_t i) {
+  ForEachVector(count, [&](auto d, size_t i) {
     hn::Vec<decltype(d)> s, c;
     SinCosOfTurnsFloat32(d, hn::LoadU(hn::RebindToUnsigned<decltype(d)>(), turns + i), &s, &c);
     hn::StoreU(s, d, sin_out + i);
     hn::StoreU(c, d, cos_out + i);
-  };
-  const hn::ScalableTag<double> full;
-  size_t i = 0;
-  for (; i + hn::Lanes(full) <= count; i += hn::Lanes(full)) one_vector(full, i);
-  for (; i < count; ++i) one_vector(hn::CappedTag<double, 1>(), i);
+  });
 }
 
 // Periods k.. k + Lanes(d) of one row of the float32-path ladder:
@@ -827,29 +827,11 @@ void SplitBinary128(Binary128 value, double* hi, double* lo) {
   *lo = static_cast<double>(value - Binary128(*hi));
 }
 
-// x mod 1 in 2^-128 units, mod 2^128 (a negative x wraps), truncated
-// toward zero: within 2^-128 of x's fraction. x = m·2^k with m a 53-bit
-// integer, read from the bits; the bits of m·2^(k+128) below 2^128 are the
-// fraction's.
-u128 FractionStep(double x) {
-  uint64_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
-  uint64_t mantissa = bits & ((uint64_t{1} << 52) - 1);
-  int shift = -1074 + 128;  // Subnormal: m·2^-1074.
-  if (biased != 0) {
-    mantissa |= uint64_t{1} << 52;
-    shift = biased - 1075 + 128;
-  }
-  u128 step = 0;
-  if (shift >= 128 || mantissa == 0) {
-    step = 0;  // An integer: no fraction.
-  } else if (shift >= 0) {
-    step = static_cast<u128>(mantissa) << shift;  // Wraps off the whole turns.
-  } else if (shift > -64) {
-    step = mantissa >> -shift;
-  }
-  return (bits >> 63) != 0 ? u128{0} - step : step;
+// (θ/2π) mod 1 in 2^-128 turn, mod 2^128, for any finite double θ of either
+// sign: ExactAngle's exact step of |θ|, negated for a negative θ.
+u128 SignedTurnStep(double theta) {
+  const u128 step = ExactAngle(std::fabs(theta)).step();
+  return theta < 0 ? u128{0} - step : step;
 }
 
 // x mod 1 turn as a 2^-64-turn integer, within 2^-64 turn (truncated).
@@ -895,19 +877,22 @@ Time2Vec::Time2Vec(const Time2VecBlock& block, SinusoidAccuracy accuracy)
   const size_t n = block.omega.size();
   // U = unit_seconds·1e9: a 53-bit by 30-bit product, exact in binary128.
   const Binary128 unit_ns = Binary128(block.unit_seconds) * Binary128(1e9);
-  const Binary128 two_pi = TwoPi128();
   if (accuracy_ == SinusoidAccuracy::kFloat32) {
+    turn_steps_.reserve(n);
+    phase_offsets_.reserve(n);
     for (size_t i = 1; i < n; ++i) {
+      // ω_i/U rad per ns as a double-double; each part's turn fraction is
+      // exact (ExactAngle), so the sum is within 2^-127 turn per ns of
+      // the fraction of their sum.
       double rate_hi = 0;
       double rate_lo = 0;
-      SplitBinary128(Binary128(block.omega[i]) / (unit_ns * two_pi), &rate_hi, &rate_lo);
-      turn_steps_.push_back(FractionStep(rate_hi) + FractionStep(rate_lo));
-      const double phi = block.phi[i];
-      const uint64_t phi_turns = ExactAngle(std::fabs(phi)).Turns(1);
-      phase_offsets_.push_back(phi < 0 ? uint64_t{0} - phi_turns : phi_turns);
+      SplitBinary128(Binary128(block.omega[i]) / unit_ns, &rate_hi, &rate_lo);
+      turn_steps_.push_back(SignedTurnStep(rate_hi) + SignedTurnStep(rate_lo));
+      phase_offsets_.push_back(static_cast<uint64_t>(SignedTurnStep(block.phi[i]) >> 64));
     }
     return;
   }
+  const Binary128 two_pi = TwoPi128();
   rate_hi_.resize(n);
   rate_lo_.resize(n);
   offset_hi_.resize(n);
@@ -1078,15 +1063,11 @@ void Time2Vec::EncodeRowsFloat32(absl::Span<const Time> times, int64_t origin_ns
   }
 }
 
-namespace {
-
-// SinOfAngles and SinCosOfAngles: sin_out[i] (and cos_out[i] unless null).
-void SinCosOfAnglesImpl(absl::Span<const double> angles, double* sin_out,
-                        double* cos_out) {
-  // kAngles at a time; angles past the kernel's range (a Time2Vec φ_i can
-  // be any finite value) are taken by libm after the kernel, so a chunk has
-  // no branch per angle otherwise. `in` keeps the chunk: sin_out may be
-  // angles.
+void SinCosOfAngles(absl::Span<const double> angles, double* sin_out,
+                    double* cos_out) {
+  // kAngles at a time; angles past the kernel's range are taken by libm
+  // after the kernel, so a chunk has no branch per angle otherwise. `in`
+  // keeps the chunk: sin_out or cos_out may be angles.
   constexpr int64_t kAngles = 64;
   double in[kAngles];
   HWY_ALIGN double angle[kAngles];
@@ -1117,20 +1098,8 @@ void SinCosOfAnglesImpl(absl::Span<const double> angles, double* sin_out,
       }
     }
     std::copy(sin_angle, sin_angle + used, sin_out + i0);
-    if (cos_out != nullptr) std::copy(cos_angle, cos_angle + used, cos_out + i0);
+    std::copy(cos_angle, cos_angle + used, cos_out + i0);
   }
-}
-
-}  // namespace
-
-void SinOfAngles(absl::Span<const double> angles, absl::Span<double> out) {
-  assert(out.size() == angles.size());
-  SinCosOfAnglesImpl(angles, out.data(), nullptr);
-}
-
-void SinCosOfAngles(absl::Span<const double> angles, double* sin_out,
-                    double* cos_out) {
-  SinCosOfAnglesImpl(angles, sin_out, cos_out);
 }
 
 void SinCosOfTurns(absl::Span<const uint64_t> turns, double* sin_out,

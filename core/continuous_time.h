@@ -166,16 +166,8 @@ class ExactPhase final {
   // kMaxLadderPeriodSeconds; 1 <= harmonic <= kMaxFourierOrder.
   explicit ExactPhase(double period_seconds, int64_t harmonic = 1);
 
-  // (elapsed_ns / P_ns) mod 1, in turns, reduced to [−0.5, 0.5).
-  double SignedTurns(__int128 elapsed_ns) const {
-    const unsigned __int128 turns =
-        static_cast<unsigned __int128>(elapsed_ns) * step_;
-    const auto top =
-        static_cast<int64_t>(static_cast<uint64_t>(turns >> 64));
-    return static_cast<double>(top) * 0x1p-64;
-  }
-  // The same phase mod 1 turn as a fraction of 2^64 (the top of the 128-bit
-  // product), for a quarter-turn split.
+  // (elapsed_ns / P_ns) mod 1 turn as a fraction of 2^64 (the top of the
+  // 128-bit product), for a quarter-turn split.
   uint64_t Turns(__int128 elapsed_ns) const {
     const unsigned __int128 turns =
         static_cast<unsigned __int128>(elapsed_ns) * step_;
@@ -250,16 +242,12 @@ class TimeSinusoid final {
   std::vector<uint64_t> step_hi_;
 };
 
-// out[i] = sin(angles[i]), < 1 ulp: the time sinusoid's vector kernel (the
-// same bits on every SIMD target; it and glibc's sin may differ in the last
-// bit), libm's sin for |angles[i]| > 2^20. out may be angles.
-// REQUIRES: out.size() == angles.size().
-void SinOfAngles(absl::Span<const double> angles, absl::Span<double> out);
-
-// sin_out[i] = sin(angles[i]), cos_out[i] = cos(angles[i]): SinOfAngles's
-// kernel (< 1 ulp, the same bits on every SIMD target; libm's sin and cos
-// for |angles[i]| > 2^20). Each value depends on its angle alone, not on
-// the call's other angles. sin_out and cos_out hold angles.size() values.
+// sin_out[i] = sin(angles[i]), cos_out[i] = cos(angles[i]): the vector
+// fdlibm kernel (< 1 ulp, the same bits on every SIMD target; it and glibc
+// may differ in the last bit), libm's sin and cos for |angles[i]| > 2^20.
+// Each value depends on its angle alone, not on the call's other angles.
+// sin_out and cos_out hold angles.size() values; either may be
+// angles.data().
 void SinCosOfAngles(absl::Span<const double> angles, double* sin_out,
                     double* cos_out);
 
@@ -273,11 +261,12 @@ void SinCosOfTurns(absl::Span<const uint64_t> turns, double* sin_out,
 // Time2Vec, prepared once per request.
 //
 // SinusoidAccuracy::kFloat32: the elapsed nanoseconds are an integer, so
-// (ω_i·τ/2π) mod 1 = (e·(ω_i/(2π·U) mod 1)) mod 1: the rate's fraction,
-// from its binary128 double-double (2^-106 relative), becomes a 128-bit
-// fixed-point step as the time sinusoid's periods do, and a row's phase is
-// the top 64 bits of e·step plus φ_i/2π mod 1 (reduced exactly, Payne–Hanek,
-// core/exact_angle.h), all integer arithmetic; sin comes from the float32
+// (ω_i·τ/2π) mod 1 = (e·(ω_i/(2π·U) mod 1)) mod 1: the rate ω_i/U rad per
+// ns, as a binary128 double-double (2^-106 relative), becomes a 128-bit
+// fixed-point step of turns per ns as the time sinusoid's periods do (each
+// part's turn fraction exact, Payne–Hanek: core/exact_angle.h), and a
+// row's phase is the top 64 bits of e·step plus φ_i/2π mod 1 (reduced
+// exactly the same way), all integer arithmetic; sin comes from the float32
 // ladder's kernel (quarter turn from the bits, < 1 ulp on the residual).
 // The phase is within |ω_i·τ|/2π·2^-104 + 2^-62 turns of exact: ≤ 2e-16
 // rad off while |ω_i·τ| < 2^40 turns, for any φ_i. The linear term
@@ -340,8 +329,8 @@ class Time2Vec final {
   std::vector<double> offset_lo_;
   std::vector<uint64_t> offset_turns_;  // Terms >= 1: the offset mod 1 turn.
   // kFloat32, terms >= 1 (index i − 1): ω_i/(2π·U) mod 1 as a step of
-  // 2^-128 turns per ns (the ladder's fixed point, ExactPhase), and φ_i mod
-  // 2π in 2^-64 turns, reduced exactly for any double φ_i (ExactAngle).
+  // 2^-128 turns per ns (the ladder's fixed point), and φ_i mod 2π in 2^-64
+  // turns, both reduced by ExactAngle.
   std::vector<unsigned __int128> turn_steps_;
   std::vector<uint64_t> phase_offsets_;
 };

@@ -96,6 +96,10 @@ class ExactAngle final {
     CosSinOfTurns(static_cast<uint64_t>(turns >> 64), cos_out, sin_out);
   }
 
+  // floor(frac(θ/2π)·2^128): the phase step per unit position, in 2^-128
+  // turn.
+  unsigned __int128 step() const { return step_; }
+
   // The phase of p·θ in units of 2^-64 turn (mod 2^64).
   uint64_t Turns(int64_t position) const {
     const unsigned __int128 turns =

@@ -22,6 +22,12 @@ namespace {
 
 using testing::Quad;
 
+// (elapsed_ns / P_ns) mod 1 in turns, in [−0.5, 0.5): the phase's 2^-64-turn
+// integer read as signed.
+double SignedTurns(const ExactPhase& phase, __int128 elapsed_ns) {
+  return static_cast<double>(static_cast<int64_t>(phase.Turns(elapsed_ns))) * 0x1p-64;
+}
+
 constexpr long double kTwoPiL =
     6.283185307179586476925286766559005768394338798750211641949889L;
 
@@ -95,7 +101,7 @@ TEST(ExactPhase, ExactForWholeNanosecondPeriods) {
       double exact = static_cast<double>(static_cast<long double>(r) /
                                          static_cast<long double>(period_ns));
       if (exact >= 0.5) exact -= 1.0;
-      double diff = std::fabs(phase.SignedTurns(elapsed) - exact);
+      double diff = std::fabs(SignedTurns(phase, elapsed) - exact);
       diff = std::min(diff, 1.0 - diff);  // −0.5 and 0.5 are the same phase.
       worst = std::max(worst, diff);
     }
@@ -114,11 +120,11 @@ TEST(ExactPhase, TinyAndHugePeriods) {
     if (r < 0) r += 1000000000;
     double exact = static_cast<double>(r) / 1e9;
     if (exact >= 0.5) exact -= 1.0;
-    EXPECT_NEAR(tiny.SignedTurns(elapsed), exact, 1e-15);
+    EXPECT_NEAR(SignedTurns(tiny, elapsed), exact, 1e-15);
   }
   // 1e15 s: after 1e14 s the phase is 0.1 turn.
   const ExactPhase huge(1e15);
-  EXPECT_NEAR(huge.SignedTurns(static_cast<__int128>(1e14) * 1000000000), 0.1,
+  EXPECT_NEAR(SignedTurns(huge, static_cast<__int128>(1e14) * 1000000000), 0.1,
               1e-15);
 }
 
@@ -169,8 +175,8 @@ TEST(ExactPhase, StepIsTheBitByBitQuotient) {
     const unsigned __int128 step = ReferenceStep(period);
     const auto high = static_cast<int64_t>(static_cast<uint64_t>(step >> 64));
     const auto low = static_cast<int64_t>(static_cast<uint64_t>(step));
-    EXPECT_EQ(phase.SignedTurns(1), static_cast<double>(high) * 0x1p-64) << period;
-    EXPECT_EQ(phase.SignedTurns(static_cast<__int128>(1) << 64),
+    EXPECT_EQ(SignedTurns(phase, 1), static_cast<double>(high) * 0x1p-64) << period;
+    EXPECT_EQ(SignedTurns(phase, static_cast<__int128>(1) << 64),
               static_cast<double>(low) * 0x1p-64)
         << period;
   }
@@ -459,11 +465,11 @@ TEST(Time2Vec, MatchesLongDoubleReferenceFrom1900To2200) {
   EXPECT_GT(naive_worst, 2e-6);
 }
 
-TEST(SinOfAngles, WithinTwoUlpOfLibmAndTheSameFloat32) {
-  // Time2Vec's float32 path took libm's sin per value before it used the
+TEST(SinCosOfAngles, SinWithinTwoUlpOfLibmAndTheSameFloat32) {
+  // The calendar's angles took libm's sin per value before they used the
   // vector kernel: float32 outputs must not change, doubles by <= 2 ulp.
-  // Angles 2π·turns + φ as Time2Vec forms them, small and huge φ (past
-  // 2^20 rad libm takes over, bit for bit), and the tails of a chunk.
+  // Angles 2π·turns + φ, small and huge φ (past 2^20 rad libm takes over,
+  // bit for bit), and the tails of a chunk.
   std::mt19937_64 rng(14);
   std::uniform_real_distribution<double> turns(-0.5, 0.5);
   std::uniform_real_distribution<double> unit(-1.0, 1.0);
@@ -478,9 +484,10 @@ TEST(SinOfAngles, WithinTwoUlpOfLibmAndTheSameFloat32) {
         a = 6.283185307179586 * turns(rng) + phi * std::fabs(unit(rng));
       }
       std::vector<double> got(count);
-      SinOfAngles(angles, absl::MakeSpan(got));
+      std::vector<double> cosines(count);
+      SinCosOfAngles(angles, got.data(), cosines.data());
       std::vector<double> in_place = angles;
-      SinOfAngles(in_place, absl::MakeSpan(in_place));
+      SinCosOfAngles(in_place, in_place.data(), cosines.data());
       ASSERT_EQ(0, std::memcmp(got.data(), in_place.data(), count * sizeof(double)));
       for (int64_t i = 0; i < count; ++i) {
         const double want = std::sin(angles[i]);
@@ -624,7 +631,7 @@ TEST(ExactPhase, HarmonicIsTheExactStepOfKOverP) {
         double exact = static_cast<double>(static_cast<long double>(r) /
                                            static_cast<long double>(period_ns));
         if (exact >= 0.5) exact -= 1.0;
-        double diff = std::fabs(phase.SignedTurns(elapsed) - exact);
+        double diff = std::fabs(SignedTurns(phase, elapsed) - exact);
         diff = std::min(diff, 1.0 - diff);
         worst = std::max(worst, diff);
       }
