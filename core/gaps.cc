@@ -15,9 +15,52 @@
 #include "core/errors.h"
 #include "core/status_macros.h"
 
-// The log1p kernel is compiled once per SIMD target Highway finds, as the
-// sin/cos kernel of continuous_time.cc is (hwy/examples/skeleton.cc); the
-// scalar code below is in HWY_ONCE.
+#ifndef PHASOR_CORE_GAPS_CHANNEL_BLOCK_
+#define PHASOR_CORE_GAPS_CHANNEL_BLOCK_
+namespace phasor::gaps_internal {
+
+// Up to kGroup channels down up to kRows rows, for ChannelBlockKernel:
+// each channel's memory in a lane (rows one after another, channels side
+// by side). Arrays of kGroup hold whole vectors of any x86 target.
+constexpr int64_t kGroup = 16;
+constexpr int64_t kRows = 64;
+struct ChannelBlock {
+  int64_t rows = 0;      // <= kRows.
+  int64_t channels = 0;  // Live lanes, <= kGroup.
+  // Per row: its time, a gap's reference without an earlier event, and
+  // whether time moved on (−1) or not (0), from which time.
+  const int64_t* t = nullptr;
+  const int64_t* no_history = nullptr;
+  const int64_t* moved = nullptr;
+  const int64_t* moved_from = nullptr;
+  // [rows][kGroup]: values as doubles and observed (−1) or not (0).
+  const double* values = nullptr;
+  const int64_t* observed = nullptr;
+  // [kGroup], in and out: GapTracker::Channel's fields, booleans as 0 / −1.
+  int64_t* history_seen = nullptr;
+  int64_t* history_ns = nullptr;
+  double* history_value = nullptr;
+  int64_t* current_seen = nullptr;
+  double* current_value = nullptr;
+  // Out: the gap, flag, mask and last-value columns of row i at
+  // row_stride·i (null when not written), `channels` values each. A gap is
+  // g/divisor of g in ns, then sign(x)·log1p(|x|) when `log1p` (the vector
+  // log1p, libm past 2^53: SignedLog1p's values).
+  double* gaps = nullptr;
+  double divisor = 1.0;
+  bool log1p = false;
+  double* flags = nullptr;
+  double* mask = nullptr;
+  double* last = nullptr;
+  int64_t row_stride = 0;
+};
+
+}  // namespace phasor::gaps_internal
+#endif  // PHASOR_CORE_GAPS_CHANNEL_BLOCK_
+
+// The log1p and gap kernels are compiled once per SIMD target Highway finds,
+// as the sin/cos kernel of continuous_time.cc is (hwy/examples/skeleton.cc);
+// the scalar code below is in HWY_ONCE.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/gaps.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -40,15 +83,12 @@ constexpr double kLp5 = 1.818357216161805012e-01;      // 0x3FC74664 96CB03DE
 constexpr double kLp6 = 1.531383769920937332e-01;      // 0x3FC39A09 D078C69F
 constexpr double kLp7 = 1.479819860511658591e-01;      // 0x3FC2F112 DF3E5244
 
-// log1p of one vector of magnitudes 0 <= a < 2^53 at x[i..], in place,
-// then the sign of the input given back (sign(v)·log1p(|v|)).
-template <class D>
-HWY_INLINE void SignedLog1pVector(D d, double* HWY_RESTRICT x, size_t i) {
+// sign(v)·log1p(|v|) of one vector of magnitudes 0 <= |v| < 2^53.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V SignedLog1pOf(D d, V v) {
   const hn::RebindToUnsigned<D> du;
   const hn::RebindToSigned<D> di;
-  using V = hn::Vec<D>;
   using VI = hn::Vec<decltype(di)>;
-  const V v = hn::LoadU(d, x + i);
   const V a = hn::Abs(v);
   const V one = hn::Set(d, 1.0);
   const auto high = [&](V value) -> VI {
@@ -120,7 +160,13 @@ HWY_INLINE void SignedLog1pVector(D d, double* HWY_RESTRICT x, size_t i) {
       hn::Sub(a, hn::Mul(hn::Mul(a, a), half)));
   result = hn::IfThenElse(hn::RebindMask(d, hn::Lt(hx, hn::Set(di, 0x3e200000))),
                           tiny, result);
-  hn::StoreU(hn::CopySign(result, v), d, x + i);
+  return hn::CopySign(result, v);
+}
+
+// The same, in place, for the vector at x[i..].
+template <class D>
+HWY_INLINE void SignedLog1pVector(D d, double* HWY_RESTRICT x, size_t i) {
+  hn::StoreU(SignedLog1pOf(d, hn::LoadU(d, x + i)), d, x + i);
 }
 
 // x[i] = sign(x[i])·log1p(|x[i]|) for `count` values with |x[i]| < 2^53
@@ -143,6 +189,100 @@ void SignedLog1pKernel(double* HWY_RESTRICT x, size_t count) {
   for (; i < count; ++i) SignedLog1pVector(one, x, i);
 }
 
+// sign(x)·log1p(|x|) of a vector as SignedLog1p gives it: the vector
+// kernel, and libm for lanes past its range (|x| >= 2^53).
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V SignedLog1pWithLibm(D d, V x) {
+  V y = SignedLog1pOf(d, x);
+  if (HWY_UNLIKELY(!hn::AllTrue(d, hn::Lt(hn::Abs(x), hn::Set(d, 0x1p53))))) {
+    HWY_ALIGN double xs[HWY_MAX_BYTES / sizeof(double)];
+    HWY_ALIGN double ys[HWY_MAX_BYTES / sizeof(double)];
+    hn::Store(x, d, xs);
+    hn::Store(y, d, ys);
+    for (size_t l = 0; l < hn::Lanes(d); ++l) {
+      if (!(std::fabs(xs[l]) < 0x1p53)) {
+        ys[l] = std::copysign(std::log1p(std::fabs(xs[l])), xs[l]);
+      }
+    }
+    y = hn::Load(d, ys);
+  }
+  return y;
+}
+
+// The memory of a group of channels down a block of rows (GapTracker's
+// BeginRow, Observe and the getters RowPass reads, for every channel at
+// once): selects on lane masks, no branch on whether a value is observed.
+void ChannelBlockKernel(const gaps_internal::ChannelBlock& k) {
+  const hn::ScalableTag<double> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  using gaps_internal::kGroup;
+  static_assert(kGroup % (HWY_MAX_BYTES / sizeof(double)) == 0,
+                "a group holds whole vectors");
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto one = hn::Set(d, 1.0);
+  const auto divisor = hn::Set(d, k.divisor);
+  for (int64_t j = 0; j < k.channels; j += lanes) {
+    const auto live = hn::FirstN(d, static_cast<size_t>(std::min(lanes, k.channels - j)));
+    auto history_seen = hn::LoadU(di, k.history_seen + j);
+    auto history_ns = hn::LoadU(di, k.history_ns + j);
+    auto history_value = hn::LoadU(d, k.history_value + j);
+    auto current_seen = hn::LoadU(di, k.current_seen + j);
+    auto current_value = hn::LoadU(d, k.current_value + j);
+    for (int64_t i = 0; i < k.rows; ++i) {
+      // Time moved on: what was observed at the old time becomes history.
+      const auto moved = hn::Set(di, k.moved[i]);
+      const auto promote = hn::MaskFromVec(hn::And(moved, current_seen));
+      history_seen = hn::Or(history_seen, hn::VecFromMask(di, promote));
+      history_ns = hn::IfThenElse(promote, hn::Set(di, k.moved_from[i]), history_ns);
+      history_value =
+          hn::IfThenElse(hn::RebindMask(d, promote), current_value, history_value);
+      current_seen = hn::AndNot(moved, current_seen);
+      const auto seen = hn::MaskFromVec(history_seen);
+      const auto reference = hn::IfThenElse(seen, history_ns, hn::Set(di, k.no_history[i]));
+      const int64_t row = i * k.row_stride + j;
+      if (k.gaps != nullptr) {
+        auto x = hn::Div(hn::ConvertTo(d, hn::Sub(hn::Set(di, k.t[i]), reference)),
+                         divisor);
+        if (k.log1p) x = SignedLog1pWithLibm(d, x);
+        hn::BlendedStore(x, live, d, k.gaps + row);
+      }
+      if (k.flags != nullptr) {
+        hn::BlendedStore(hn::IfThenZeroElse(hn::RebindMask(d, seen), one), live, d,
+                         k.flags + row);
+      }
+      const auto value = hn::LoadU(d, k.values + i * kGroup + j);
+      const auto observed_bits = hn::LoadU(di, k.observed + i * kGroup + j);
+      const auto observed = hn::RebindMask(d, hn::MaskFromVec(observed_bits));
+      if (k.mask != nullptr) {
+        hn::BlendedStore(hn::IfThenElseZero(observed, one), live, d, k.mask + row);
+      }
+      if (k.last != nullptr) {
+        hn::BlendedStore(hn::IfThenElse(observed, value, history_value), live, d,
+                         k.last + row);
+      }
+      current_seen = hn::Or(current_seen, observed_bits);
+      current_value = hn::IfThenElse(observed, value, current_value);  // Last wins.
+    }
+    hn::StoreU(history_seen, di, k.history_seen + j);
+    hn::StoreU(history_ns, di, k.history_ns + j);
+    hn::StoreU(history_value, d, k.history_value + j);
+    hn::StoreU(current_seen, di, k.current_seen + j);
+    hn::StoreU(current_value, d, k.current_value + j);
+  }
+}
+
+// x[i] = x[i] / divisor for `count` values: IEEE division lane by lane, the
+// bits of the scalar `/` on every target.
+void DivideKernel(double* HWY_RESTRICT x, size_t count, double divisor) {
+  const hn::ScalableTag<double> full;
+  const auto d = hn::Set(full, divisor);
+  size_t i = 0;
+  for (; i + hn::Lanes(full) <= count; i += hn::Lanes(full)) {
+    hn::StoreU(hn::Div(hn::LoadU(full, x + i), d), full, x + i);
+  }
+  for (; i < count; ++i) x[i] /= divisor;
+}
+
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace phasor
@@ -151,6 +291,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace phasor {
 HWY_EXPORT(SignedLog1pKernel);
+HWY_EXPORT(DivideKernel);
+HWY_EXPORT(ChannelBlockKernel);
 
 void SignedLog1p(absl::Span<double> values) {
   // In chunks: magnitudes past the kernel's range (2^53 and more, or not
@@ -346,10 +488,6 @@ GapsEncoder::GapsEncoder(const GapsBlock& block, int64_t num_channels,
   }
 }
 
-namespace {
-
-}  // namespace
-
 template <typename Tracker, typename Reader>
 [[gnu::always_inline]] inline void GapsEncoder::RowPass(
     Tracker& tracker, const Reader& reader, int64_t row, int64_t t_ns,
@@ -362,10 +500,11 @@ template <typename Tracker, typename Reader>
   // A gap is t_ns − reference: the earlier event, or with no earlier event
   // the origin (SINCE_ORIGIN) or t_ns itself (a gap of 0).
   const int64_t no_history_ns = since_origin ? origin_ns : t_ns;
-  // RAW / LOG1P: the gap in ns as a double, rounded once, over unit_ns_
-  // (ScaleGaps then takes LOG1P's log1p); computed in int64 with the
-  // overflow noted, and the row's gaps redone in 128 bits in the rare case
-  // one overflows. SINUSOIDAL: the transform, from the exact 128-bit gap.
+  // RAW / LOG1P: the gap in ns as a double, rounded once (ScaleGaps then
+  // divides by unit_ns_ and takes LOG1P's log1p, a tile at a time in
+  // vectors); computed in int64 with the overflow noted, and the row's gaps
+  // redone in 128 bits in the rare case one overflows. SINUSOIDAL: the
+  // transform, from the exact 128-bit gap.
   bool overflow = false;
   const auto gap = [&](bool seen, int64_t reference_ns, double* p) {
     const int64_t reference = seen ? reference_ns : no_history_ns;
@@ -374,7 +513,7 @@ template <typename Tracker, typename Reader>
     } else {
       int64_t g = 0;
       overflow |= __builtin_sub_overflow(t_ns, reference, &g);
-      *p = static_cast<double>(g) / unit_ns_;
+      *p = static_cast<double>(g);
     }
   };
   double* p = out;
@@ -399,8 +538,7 @@ template <typename Tracker, typename Reader>
     // 128-bit differences, rounded once (a library conversion).
     double* q = out;
     const auto wide_gap = [&](bool seen, int64_t reference_ns) {
-      *q = static_cast<double>(ElapsedNs(t_ns, seen ? reference_ns : no_history_ns)) /
-           unit_ns_;
+      *q = static_cast<double>(ElapsedNs(t_ns, seen ? reference_ns : no_history_ns));
       q += 1;
     };
     if (block_.global_delta) {
@@ -443,8 +581,23 @@ template <typename Tracker, typename Reader>
   }
 }
 
-void GapsEncoder::ScaleGaps(double* out, int64_t rows, int64_t stride) const {
+void GapsEncoder::TransformGaps(double* x, int64_t count) const {
+  // g / unit, rounded once: the division of one call, in vectors (a scalar
+  // division per gap was a third of the gaps block).
+  HWY_DYNAMIC_DISPATCH(DivideKernel)(x, static_cast<size_t>(count), unit_ns_);
   if (block_.transform != GapTransform::kLog1p) return;
+  if (accuracy_ == SinusoidAccuracy::kFloat32) {
+    SignedLog1p(absl::MakeSpan(x, static_cast<size_t>(count)));
+  } else {
+    // float64 outputs keep libm's log1p, bit for bit as before.
+    for (int64_t i = 0; i < count; ++i) {
+      x[i] = std::copysign(std::log1p(std::fabs(x[i])), x[i]);
+    }
+  }
+}
+
+void GapsEncoder::ScaleGaps(double* out, int64_t rows, int64_t stride) const {
+  if (block_.transform == GapTransform::kSinusoidal) return;
   // The gap columns of a row: Δt at 0, δ_0..δ_{C−1} after Δt and its flag;
   // one run when there is no flag between them.
   const int64_t flag =
@@ -465,16 +618,7 @@ void GapsEncoder::ScaleGaps(double* out, int64_t rows, int64_t stride) const {
   // whole vectors whatever C and the stride; the same walk writes back.
   constexpr int64_t kStage = 256;
   double stage[kStage];
-  const auto transform = [&](int64_t count) {
-    if (accuracy_ == SinusoidAccuracy::kFloat32) {
-      SignedLog1p(absl::MakeSpan(stage, count));
-    } else {
-      // float64 outputs keep libm's log1p, bit for bit as before.
-      for (int64_t i = 0; i < count; ++i) {
-        stage[i] = std::copysign(std::log1p(std::fabs(stage[i])), stage[i]);
-      }
-    }
-  };
+  const auto transform = [&](int64_t count) { TransformGaps(stage, count); };
   // Walks `count` gap values from (walk_row, walk_run, walk_index), the
   // first not yet transformed, in row-major order: gather copies them into
   // the stage, !gather copies the stage back; returns where it stopped.
@@ -536,10 +680,178 @@ void GapTracker::AdvanceRows(const ObservationsView& observations, int64_t begin
   }
 }
 
+bool GapsEncoder::GapsFitInt64(const GapTracker& tracker,
+                               absl::Span<const int64_t> times, int64_t begin,
+                               int64_t n, int64_t origin_ns) const {
+  // A gap is t − reference with both in [−2^62, 2^62): the rows' times lie
+  // between the first and the last (non-decreasing), the references are
+  // earlier rows, the tracker's remembered times or the origin.
+  constexpr int64_t kLimit = int64_t{1} << 62;
+  int64_t lo = times[begin];
+  int64_t hi = times[begin + n - 1];
+  if (tracker.has_rows_) lo = std::min(lo, tracker.last_ns_);
+  for (const GapTracker::Channel& ch : tracker.channels_) {
+    if (ch.history_seen) lo = std::min(lo, ch.history_ns);
+  }
+  if (block_.first_observation == FirstObservationPolicy::kSinceOrigin) {
+    lo = std::min(lo, origin_ns);
+    hi = std::max(hi, origin_ns);
+  }
+  return lo >= -kLimit && hi < kLimit;
+}
+
+template <typename Reader>
+void GapsEncoder::EncodeColumns(GapTracker& tracker, const Reader& reader,
+                                absl::Span<const int64_t> times, int64_t begin,
+                                int64_t n, int64_t origin_ns, double* out,
+                                int64_t stride) const {
+  const bool flag_policy =
+      block_.first_observation == FirstObservationPolicy::kFlag;
+  const bool since_origin =
+      block_.first_observation == FirstObservationPolicy::kSinceOrigin;
+  const int64_t flag = flag_policy ? 1 : 0;
+  const int64_t channels = num_channels_;
+  // Column offsets within a row (gaps.h: Δt | flag, δ_c | flags, mask, last).
+  const int64_t delta_base = block_.global_delta ? 1 + flag : 0;
+  const int64_t mask_base =
+      delta_base + (block_.per_channel_delta ? channels * (1 + flag) : 0);
+  const int64_t last_base = mask_base + (block_.include_mask ? channels : 0);
+
+  // Rows a block at a time: the block's row-level memory first (BeginRow's
+  // part shared by all channels), then each channel down the block.
+  using gaps_internal::kGroup;
+  constexpr int64_t kBlock = gaps_internal::kRows;
+  int64_t t[kBlock];
+  int64_t no_history[kBlock];  // A gap's reference with no earlier event.
+  int64_t moved_from[kBlock];  // The previous row's time when time moved on.
+  int64_t moved[kBlock];       // Time moved on (−1): history takes the current.
+  double column[kBlock];
+  // The kernel's staging: one group's values and observed, and its
+  // channels' memory. Lanes past a group keep what they hold (zeros, or an
+  // earlier group's) and are computed on, never stored.
+  double values[kBlock * kGroup] = {};
+  int64_t observed[kBlock * kGroup] = {};
+  int64_t history_seen[kGroup], history_ns[kGroup], current_seen[kGroup];
+  double history_value[kGroup], current_value[kGroup];
+  // The vector log1p for float32 outputs, libm's afterwards for float64.
+  const bool log1p = block_.transform == GapTransform::kLog1p;
+  const bool vector_log1p = log1p && accuracy_ == SinusoidAccuracy::kFloat32;
+  const auto kernel = HWY_DYNAMIC_DISPATCH(ChannelBlockKernel);
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = std::min(kBlock, n - b);
+    double* rows = out + b * stride;
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t ti = times[begin + b + i];
+      const bool has_previous = tracker.has_rows_;
+      t[i] = ti;
+      no_history[i] = since_origin ? origin_ns : ti;
+      moved[i] = -static_cast<int64_t>(has_previous && ti != tracker.last_ns_);
+      moved_from[i] = tracker.last_ns_;
+      tracker.has_previous_row_ = has_previous;
+      tracker.previous_row_ns_ = tracker.last_ns_;
+      if (!has_previous) {
+        tracker.has_rows_ = true;
+        tracker.first_ns_ = ti;
+      }
+      tracker.last_ns_ = ti;
+      column[i] = static_cast<double>(
+          ti - (has_previous ? tracker.previous_row_ns_ : no_history[i]));
+      if (block_.global_delta && flag_policy) {
+        rows[i * stride + 1] = has_previous ? 0.0 : 1.0;
+      }
+    }
+    if (block_.global_delta) {
+      TransformGaps(column, m);
+      for (int64_t i = 0; i < m; ++i) rows[i * stride] = column[i];
+    }
+    // Channels a group at a time through the vector kernel, each channel's
+    // memory in a lane.
+    for (int64_t c0 = 0; c0 < channels; c0 += kGroup) {
+      const int64_t g = std::min(kGroup, channels - c0);
+      for (int64_t j = 0; j < kGroup; ++j) {
+        // Lanes past the group compute on zeros and are not stored.
+        const GapTracker::Channel ch =
+            j < g ? tracker.channels_[c0 + j] : GapTracker::Channel{};
+        history_seen[j] = -static_cast<int64_t>(ch.history_seen);
+        history_ns[j] = ch.history_ns;
+        history_value[j] = ch.history_value;
+        current_seen[j] = -static_cast<int64_t>(ch.current_seen);
+        current_value[j] = ch.current_value;
+      }
+      for (int64_t i = 0; i < m; ++i) {
+        double* v = values + i * kGroup;
+        int64_t* o = observed + i * kGroup;
+        for (int64_t j = 0; j < g; ++j) {
+          o[j] = -static_cast<int64_t>(reader.At(begin + b + i, c0 + j, &v[j]));
+        }
+      }
+      gaps_internal::ChannelBlock k;
+      k.rows = m;
+      k.channels = g;
+      k.t = t;
+      k.no_history = no_history;
+      k.moved = moved;
+      k.moved_from = moved_from;
+      k.values = values;
+      k.observed = observed;
+      k.history_seen = history_seen;
+      k.history_ns = history_ns;
+      k.history_value = history_value;
+      k.current_seen = current_seen;
+      k.current_value = current_value;
+      k.row_stride = stride;
+      if (block_.per_channel_delta) {
+        k.gaps = rows + delta_base + c0;
+        k.divisor = unit_ns_;
+        k.log1p = vector_log1p;
+      }
+      if (block_.per_channel_delta && flag_policy) {
+        k.flags = rows + delta_base + channels + c0;
+      }
+      if (block_.include_mask) k.mask = rows + mask_base + c0;
+      if (block_.include_last_value) k.last = rows + last_base + c0;
+      kernel(k);
+      for (int64_t j = 0; j < g; ++j) {
+        GapTracker::Channel& ch = tracker.channels_[c0 + j];
+        ch.history_seen = history_seen[j] != 0;
+        ch.history_ns = history_ns[j];
+        ch.history_value = history_value[j];
+        ch.current_seen = current_seen[j] != 0;
+        ch.current_value = current_value[j];
+      }
+      if (block_.per_channel_delta && log1p && !vector_log1p) {
+        // float64 outputs keep libm's log1p, bit for bit as before.
+        for (int64_t i = 0; i < m; ++i) {
+          double* x = rows + i * stride + delta_base + c0;
+          for (int64_t j = 0; j < g; ++j) {
+            x[j] = std::copysign(std::log1p(std::fabs(x[j])), x[j]);
+          }
+        }
+      }
+    }
+  }
+  // The channels observed at the last row's time, for the next BeginRow.
+  tracker.num_current_ = 0;
+  for (int64_t c = 0; c < channels; ++c) {
+    tracker.current_[tracker.num_current_] = c;
+    tracker.num_current_ += tracker.channels_[c].current_seen ? 1 : 0;
+  }
+}
+
 void GapsEncoder::EncodeRows(GapTracker* tracker, const ObservationsView& observations,
                              int64_t begin, int64_t n, int64_t origin_ns, double* out,
                              int64_t stride) const {
   const absl::Span<const int64_t> times = observations.row_times();
+  if (n <= 0) return;
+  if (observations.layout == ObservationLayout::kWide && !sinusoid_.has_value() &&
+      GapsFitInt64(*tracker, times, begin, n, origin_ns)) {
+    VisitObservationReader(observations, [&](const auto& reader) {
+      if constexpr (!std::decay_t<decltype(reader)>::kLong) {
+        EncodeColumns(*tracker, reader, times, begin, n, origin_ns, out, stride);
+      }
+    });
+    return;
+  }
   // Rows one after another (the tracker's memory is serial), then the
   // tile's gaps scaled and transformed together.
   VisitObservationReader(observations, [&](const auto& reader) {

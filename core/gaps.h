@@ -134,6 +134,9 @@ class GapTracker final {
   void AdvanceRows(const ObservationsView& observations, int64_t begin, int64_t n);
 
  private:
+  // Its column-wise tile path reads and writes the channels' memory
+  // directly.
+  friend class GapsEncoder;
   struct Channel {
     bool history_seen = false;
     int64_t history_ns = 0;
@@ -183,16 +186,33 @@ class GapsEncoder final {
                   int64_t stride) const;
 
  private:
-  // One row's columns, with LOG1P gaps left before their log1p for
-  // ScaleGaps (RAW and SINUSOIDAL gaps are final). Reader reads the row's
+  // One row's columns, with RAW and LOG1P gaps left in nanoseconds (as
+  // doubles) for ScaleGaps (SINUSOIDAL gaps are final). Reader reads the row's
   // observations (gaps.cc); with a non-const tracker the row's observations
   // are also recorded (ObserveRow), which the getters it reads do not see.
   template <typename Tracker, typename Reader>
   void RowPass(Tracker& tracker, const Reader& reader, int64_t row,
                int64_t t_ns, int64_t origin_ns, double* out) const;
-  // LOG1P: sign(x)·log1p(|x|) of the gaps x of `rows` rows written by
-  // RowPass (row i at out + i·stride), all in one pass.
+  // RAW and LOG1P: x = g/unit of the gaps g of `rows` rows written by
+  // RowPass (row i at out + i·stride), then LOG1P's sign(x)·log1p(|x|),
+  // all in one pass.
   void ScaleGaps(double* out, int64_t rows, int64_t stride) const;
+  // x = g/unit for `count` contiguous gaps g (ns, as doubles), then
+  // LOG1P's sign(x)·log1p(|x|): the last step of RAW and LOG1P.
+  void TransformGaps(double* x, int64_t count) const;
+  // EncodeRows for wide rows with RAW or LOG1P gaps when no gap can leave
+  // int64 (GapsFitInt64): the tile a column at a time, each channel's memory
+  // carried in registers down the rows and each column's gaps transformed
+  // in vectors. The same values and tracker state as RowPass row by row.
+  template <typename Reader>
+  void EncodeColumns(GapTracker& tracker, const Reader& reader,
+                     absl::Span<const int64_t> times, int64_t begin, int64_t n,
+                     int64_t origin_ns, double* out, int64_t stride) const;
+  // Whether every gap of rows [begin, begin + n) fits in int64: the rows'
+  // times, the tracker's remembered times and a SINCE_ORIGIN origin all
+  // within ±2^62.
+  bool GapsFitInt64(const GapTracker& tracker, absl::Span<const int64_t> times,
+                    int64_t begin, int64_t n, int64_t origin_ns) const;
 
   GapsBlock block_;
   int64_t num_channels_;

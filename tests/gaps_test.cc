@@ -431,16 +431,33 @@ std::vector<double> OracleGaps(const GapsBlock& block, const ObservationsView& o
   return out;
 }
 
-TEST(GapsEncoder, EncodeRowsMatchesTheScalarOracle) {
+void ExpectSameState(const SeriesState& got, const SeriesState& want) {
+  EXPECT_EQ(got.has_rows, want.has_rows);
+  EXPECT_EQ(got.first_timestamp_ns, want.first_timestamp_ns);
+  EXPECT_EQ(got.last_timestamp_ns, want.last_timestamp_ns);
+  ASSERT_EQ(got.channels.size(), want.channels.size());
+  for (size_t c = 0; c < want.channels.size(); ++c) {
+    const ChannelState& g = got.channels[c];
+    const ChannelState& w = want.channels[c];
+    SCOPED_TRACE(testing::Message() << "channel " << c);
+    EXPECT_EQ(g.seen, w.seen);
+    EXPECT_EQ(g.last_seen_ns, w.last_seen_ns);
+    EXPECT_EQ(g.last_value, w.last_value);
+    EXPECT_EQ(g.seen_before_last, w.seen_before_last);
+    EXPECT_EQ(g.before_last_seen_ns, w.before_last_seen_ns);
+    EXPECT_EQ(g.before_last_value, w.before_last_value);
+  }
+}
+
+void CheckEncodeRowsAgainstTheOracle(int64_t channels, int64_t rows, uint64_t seed) {
   // Wide (float64 and float32 values, with and without a mask) and long
-  // layouts, every policy, RAW and LOG1P, tiles of odd sizes, ties and
-  // gaps past int64 (an EXPLICIT origin near INT64_MIN). RAW and every
+  // layouts, every policy, RAW and LOG1P, tiles of odd sizes (a wide tile of
+  // 300 rows spans column blocks), ties and gaps past int64 (an EXPLICIT
+  // origin near INT64_MIN: the row path); then the tracker's state. RAW and every
   // other column: the same doubles; LOG1P: the same float32 values and
   // within 1 ulp as doubles (the vector kernel, kFloat32) or the same
   // doubles (libm, kFloat64).
-  std::mt19937_64 rng(23);
-  const int64_t rows = 300;
-  const int64_t channels = 5;
+  std::mt19937_64 rng(seed);
   std::vector<int64_t> times(rows);
   int64_t t = kT0;
   for (int64_t& v : times) {
@@ -502,34 +519,47 @@ TEST(GapsEncoder, EncodeRowsMatchesTheScalarOracle) {
           const std::vector<double> want = OracleGaps(block, obs, origin);
           for (SinusoidAccuracy accuracy :
                {SinusoidAccuracy::kFloat32, SinusoidAccuracy::kFloat64}) {
-            const GapsEncoder encoder(block, channels, accuracy);
-            const int64_t width = encoder.width();
-            const int64_t stride = width + 3;
-            std::vector<double> got(rows * stride, -9.0);
-            GapTracker tracker(channels);
-            // Tiles of 1, 64 and 37 rows.
-            for (int64_t begin = 0, tile = 1; begin < rows;
-                 begin += tile, tile = tile == 1 ? 64 : 37) {
-              const int64_t n = std::min(tile, rows - begin);
-              encoder.EncodeRows(&tracker, obs, begin, n, origin,
-                                 got.data() + begin * stride, stride);
-            }
-            for (int64_t r = 0; r < rows; ++r) {
-              for (int64_t j = 0; j < width; ++j) {
-                const double g = got[r * stride + j];
-                const double w = want[r * width + j];
-                SCOPED_TRACE(testing::Message() << "view " << v << " columns " << columns
-                                                << " row " << r << " col " << j);
-                if (transform == GapTransform::kLog1p &&
-                    accuracy == SinusoidAccuracy::kFloat32) {
-                  ASSERT_EQ(static_cast<float>(g), static_cast<float>(w));
-                  ASSERT_LE(UlpDistance(g, w), 1);
-                } else {
-                  ASSERT_EQ(g, w);
-                }
+            // The channel-lane kernel on every SIMD target the binary holds.
+            for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+              hwy::SetSupportedTargetsForTest(target);
+              SCOPED_TRACE(hwy::TargetName(target));
+              const GapsEncoder encoder(block, channels, accuracy);
+              const int64_t width = encoder.width();
+              const int64_t stride = width + 3;
+              std::vector<double> got(rows * stride, -9.0);
+              GapTracker tracker(channels);
+              // Tiles of 1, 64, 37 and 150 rows.
+              const int64_t tiles[] = {1, 64, 37, 150};
+              for (int64_t begin = 0, k = 0; begin < rows;
+                   begin += tiles[k], k = std::min<int64_t>(k + 1, 3)) {
+                const int64_t n = std::min(tiles[k], rows - begin);
+                encoder.EncodeRows(&tracker, obs, begin, n, origin,
+                                   got.data() + begin * stride, stride);
               }
-              ASSERT_EQ(got[r * stride + width], -9.0);  // Nothing past the row.
+              for (int64_t r = 0; r < rows; ++r) {
+                for (int64_t j = 0; j < width; ++j) {
+                  const double g = got[r * stride + j];
+                  const double w = want[r * width + j];
+                  const auto where = [&] {
+                    return testing::Message() << "view " << v << " columns " << columns
+                                              << " row " << r << " col " << j;
+                  };
+                  if (transform == GapTransform::kLog1p &&
+                      accuracy == SinusoidAccuracy::kFloat32) {
+                    ASSERT_EQ(static_cast<float>(g), static_cast<float>(w)) << where();
+                    ASSERT_LE(UlpDistance(g, w), 1) << where();
+                  } else {
+                    ASSERT_EQ(g, w) << where();
+                  }
+                }
+                ASSERT_EQ(got[r * stride + width], -9.0);  // Nothing past the row.
+              }
+              // The tracker remembers what row-by-row tracking does.
+              GapTracker serial(channels);
+              serial.AdvanceRows(obs, 0, rows);
+              ExpectSameState(tracker.ToState(), serial.ToState());
             }
+            hwy::SetSupportedTargetsForTest(0);
             ++cases;
           }
         }
@@ -537,6 +567,109 @@ TEST(GapsEncoder, EncodeRowsMatchesTheScalarOracle) {
     }
   }
   EXPECT_EQ(cases, 5 * 2 * 3 * 4 * 2);
+}
+
+TEST(GapsEncoder, EncodeRowsMatchesTheScalarOracle) {
+  CheckEncodeRowsAgainstTheOracle(/*channels=*/5, /*rows=*/300, /*seed=*/23);
+  // Two groups of the channel-lane kernel, the second partial; tiles of
+  // 1, 64, 37 and 150 rows still cross column blocks.
+  CheckEncodeRowsAgainstTheOracle(/*channels=*/21, /*rows=*/160, /*seed=*/24);
+}
+
+TEST(GapsEncoder, Log1pPastTwoToThe53TakesLibmInTheChannelKernel) {
+  // Gaps of months in nanoseconds (unit 1e-9 s): x >= 2^53, which the
+  // vector log1p leaves to libm lane by lane, mixed in vectors with small
+  // gaps (ties and near rows).
+  std::mt19937_64 rng(31);
+  const int64_t rows = 90;
+  const int64_t channels = 11;
+  std::vector<int64_t> times(rows);
+  int64_t t = kT0;
+  for (int64_t& v : times) {
+    const uint64_t kind = rng() % 4;
+    t += kind == 0 ? 0 : kind == 1 ? 5 : static_cast<int64_t>(rng() % (300 * 86400 * kSec));
+    v = t;
+  }
+  std::vector<double> values(rows * channels);
+  for (double& v : values) v = rng() % 2 == 0 ? kNaN : 1.0;
+  ObservationsView obs;
+  obs.num_channels = channels;
+  obs.timestamps = times;
+  obs.values.f64 = values;
+  PHASOR_ASSERT_OK(ValidateObservations(obs));
+  GapsBlock block;
+  block.transform = GapTransform::kLog1p;
+  block.unit_seconds = 1e-9;
+  const std::vector<double> want = OracleGaps(block, obs, /*origin_ns=*/0);
+  int64_t past = 0;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    const GapsEncoder encoder(block, channels, SinusoidAccuracy::kFloat32);
+    const int64_t width = encoder.width();
+    std::vector<double> got(rows * width);
+    GapTracker tracker(channels);
+    encoder.EncodeRows(&tracker, obs, 0, rows, 0, got.data(), width);
+    for (int64_t k = 0; k < rows * width; ++k) {
+      // Libm's doubles past 2^53 exactly; within 1 ulp below.
+      if (std::fabs(want[k]) >= std::log1p(0x1p53)) {
+        ++past;
+        ASSERT_EQ(got[k], want[k]) << hwy::TargetName(target) << " value " << k;
+      } else {
+        ASSERT_LE(UlpDistance(got[k], want[k]), 1) << hwy::TargetName(target);
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_GT(past, 100);
+}
+
+TEST(GapsEncoder, TilesSwitchingBetweenColumnAndRowPathsMatchTheOracle) {
+  // Times crossing ±2^62 ns, where a tile leaves the column path (whose
+  // gaps must fit in int64) for the row path or comes back to it: the
+  // memory one path leaves must be what the other reads.
+  constexpr int64_t kLimit = int64_t{1} << 62;
+  for (const int64_t start : {kLimit - 40 * kSec, -kLimit - 40 * kSec}) {
+    std::mt19937_64 rng(static_cast<uint64_t>(start));
+    const int64_t rows = 120;
+    const int64_t channels = 3;
+    std::vector<int64_t> times(rows);
+    int64_t t = start;
+    for (int64_t& v : times) {
+      t += (rng() % 3 == 0) ? 0 : static_cast<int64_t>(rng() % kSec);
+      v = t;
+    }
+    ASSERT_GT(times.back() - start, 40 * kSec);  // The series crosses the limit.
+    std::vector<double> values(rows * channels);
+    for (double& v : values) {
+      v = rng() % 3 == 0 ? kNaN : static_cast<double>(rng() % 100);
+    }
+    ObservationsView obs;
+    obs.num_channels = channels;
+    obs.timestamps = times;
+    obs.values.f64 = values;
+    PHASOR_ASSERT_OK(ValidateObservations(obs));
+    GapsBlock block;
+    block.transform = GapTransform::kRaw;
+    block.unit_seconds = 1e-9;
+    block.include_mask = true;
+    block.include_last_value = true;
+    const std::vector<double> want = OracleGaps(block, obs, /*origin_ns=*/0);
+    const GapsEncoder encoder(block, channels);
+    const int64_t width = encoder.width();
+    std::vector<double> got(rows * width);
+    GapTracker tracker(channels);
+    for (int64_t begin = 0; begin < rows; begin += 7) {
+      const int64_t n = std::min<int64_t>(7, rows - begin);
+      encoder.EncodeRows(&tracker, obs, begin, n, 0, got.data() + begin * width, width);
+    }
+    for (int64_t k = 0; k < rows * width; ++k) {
+      ASSERT_EQ(got[k], want[k]) << "start " << start << " row " << k / width
+                                 << " col " << k % width;
+    }
+    GapTracker serial(channels);
+    serial.AdvanceRows(obs, 0, rows);
+    ExpectSameState(tracker.ToState(), serial.ToState());
+  }
 }
 
 }  // namespace
