@@ -13,6 +13,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -172,7 +173,9 @@ CalendarEncoder::RowClock ClockOf(const LocalTime& t) {
 }
 
 // The elapsed part of the field's unit by the local clock, in [0, 1).
-double FieldFraction(CalendarField field, const LocalTime& t,
+// Inlined: FieldAnglesOf calls it with a constant field, which folds the
+// switch away.
+[[gnu::always_inline]] inline double FieldFraction(CalendarField field, const LocalTime& t,
                      const CalendarEncoder::RowClock& clock) {
   const double seconds = clock.seconds;
   const double day_fraction = clock.day_fraction;
@@ -960,16 +963,61 @@ void CalendarEncoder::EncodeField(const Slot& slot, const LocalTime& local,
   }
 }
 
-void CalendarEncoder::CyclicAngles(const Slot& slot, const LocalTime& local,
-                                   const RowClock& clock, double* angles) const {
-  const CalendarField field = slot.field;
-  const double x = (CivilValue(field, local) - FieldBase(field)) +
-                   FieldFraction(field, local, clock);
-  const int period = CyclePeriod(field, local);
-  for (int64_t k = 1; k <= slot.order; ++k) {
-    angles[k - 1] = HarmonicAngle(x, period, k);
+namespace {
+
+// The angles of harmonics 1..order of a CYCLIC fractional field (what
+// EncodeField takes the sin/cos of) for `rows` rows, row r's at
+// angles + r·stride. The field a constant, its switches fold away, and a
+// row's divisions do not wait on the previous row's: one field down many
+// rows, not many fields along one row (whose dependent divisions were a
+// third of a calendar row).
+template <CalendarField kField>
+void FieldAnglesOf(const LocalTime* locals, const CalendarEncoder::RowClock* clocks,
+                   int64_t rows, int64_t order, double* angles, int64_t stride) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const LocalTime& local = locals[r];
+    const double x = (CivilValue(kField, local) - FieldBase(kField)) +
+                     FieldFraction(kField, local, clocks[r]);
+    const int period = CyclePeriod(kField, local);
+    double* a = angles + r * stride;
+    for (int64_t k = 1; k <= order; ++k) a[k - 1] = HarmonicAngle(x, period, k);
   }
 }
+
+// FieldAnglesOf for a CYCLIC field known at run time.
+void FieldAngles(CalendarField field, const LocalTime* locals,
+                 const CalendarEncoder::RowClock* clocks, int64_t rows, int64_t order,
+                 double* angles, int64_t stride) {
+  using F = CalendarField;
+  const auto run = [&](auto constant) {
+    FieldAnglesOf<decltype(constant)::value>(locals, clocks, rows, order, angles, stride);
+  };
+  switch (field) {
+    case F::kSecondOfMinute:
+      return run(std::integral_constant<F, F::kSecondOfMinute>());
+    case F::kMinuteOfHour:
+      return run(std::integral_constant<F, F::kMinuteOfHour>());
+    case F::kHourOfDay:
+      return run(std::integral_constant<F, F::kHourOfDay>());
+    case F::kDayOfWeek:
+      return run(std::integral_constant<F, F::kDayOfWeek>());
+    case F::kDayOfMonth:
+      return run(std::integral_constant<F, F::kDayOfMonth>());
+    case F::kDayOfYear:
+      return run(std::integral_constant<F, F::kDayOfYear>());
+    case F::kWeekOfYear:
+      return run(std::integral_constant<F, F::kWeekOfYear>());
+    case F::kMonthOfYear:
+      return run(std::integral_constant<F, F::kMonthOfYear>());
+    case F::kQuarter:
+      return run(std::integral_constant<F, F::kQuarter>());
+    default:  // Not cyclic: never an angle slot.
+      assert(false);
+      return;
+  }
+}
+
+}  // namespace
 
 void CalendarEncoder::EncodeExactCycle(const Slot& slot, const LocalTime& local,
                                        double* out) const {
@@ -1010,6 +1058,7 @@ CalendarEncoder::Writer::Writer(const CalendarEncoder& encoder)
     rows_per_batch_ = std::max<int64_t>(kBatchAngles / encoder.row_angles_, 1);
     const auto angles = static_cast<size_t>(rows_per_batch_ * encoder.row_angles_);
     angles_.resize(angles);
+    batch_locals_.resize(static_cast<size_t>(rows_per_batch_));
     sin_.resize(angles);
     cos_.resize(angles);
   }
@@ -1068,7 +1117,9 @@ void CalendarEncoder::Writer::EncodeRows(absl::Span<const int64_t> times_ns,
   const CalendarEncoder& e = encoder_;
   const auto rows = static_cast<int64_t>(times_ns.size());
   if (e.row_angles_ == 0) {
-    for (int64_t r = 0; r < rows; ++r) EncodeRow(times_ns[r], out + r * row_stride, nullptr);
+    for (int64_t r = 0; r < rows; ++r) {
+      EncodeRow(times_ns[r], out + r * row_stride, /*batch_local=*/nullptr);
+    }
     return;
   }
   // The rows' CYCLIC angles first (rows_per_batch_ rows at a time), then all
@@ -1076,11 +1127,20 @@ void CalendarEncoder::Writer::EncodeRows(absl::Span<const int64_t> times_ns,
   // value was most of a fractional calendar row), then scattered. A value
   // depends on its angle alone, so the batching changes no bit.
   const int64_t per_row = e.row_angles_;
+  RowClock clocks[kBatchAngles];  // rows_per_batch_ <= kBatchAngles.
   for (int64_t r0 = 0; r0 < rows; r0 += rows_per_batch_) {
     const int64_t n = std::min(rows_per_batch_, rows - r0);
     for (int64_t r = 0; r < n; ++r) {
-      EncodeRow(times_ns[r0 + r], out + (r0 + r) * row_stride,
-                angles_.data() + r * per_row);
+      EncodeRow(times_ns[r0 + r], out + (r0 + r) * row_stride, &batch_locals_[r]);
+      clocks[r] = ClockOf(batch_locals_[r]);
+    }
+    // The angles a field at a time (harmonics of slot j at a_j in a row).
+    int64_t a = 0;
+    for (const Slot& slot : e.row_slots_) {
+      if (!slot.angles) continue;
+      FieldAngles(slot.field, batch_locals_.data(), clocks, n, slot.order,
+                  angles_.data() + a, per_row);
+      a += slot.order;
     }
     SinCosOfAngles(absl::MakeConstSpan(angles_.data(), n * per_row), sin_.data(),
                    cos_.data());
@@ -1102,9 +1162,11 @@ void CalendarEncoder::Writer::EncodeRows(absl::Span<const int64_t> times_ns,
   }
 }
 
-void CalendarEncoder::Writer::EncodeRow(int64_t unix_ns, double* out, double* angles) {
+void CalendarEncoder::Writer::EncodeRow(int64_t unix_ns, double* out,
+                                        LocalTime* batch_local) {
   const CalendarEncoder& e = encoder_;
   const LocalTime& local = cursor_.At(unix_ns);
+  if (batch_local != nullptr) *batch_local = local;
   if (!has_day_ || local.day_number != day_number_) FillDay(local);
   if (e.sum_d_model_ > 0) {
     std::memcpy(out, day_columns_.data(), day_columns_.size() * sizeof(double));
@@ -1143,9 +1205,8 @@ void CalendarEncoder::Writer::EncodeRow(int64_t unix_ns, double* out, double* an
     // Fractional fields share the row's clock (computed once, not per field).
     const RowClock clock = e.fractional_ ? ClockOf(local) : RowClock{0, 0};
     for (const Slot& slot : e.row_slots_) {
-      if (slot.angles && angles != nullptr) {  // Evaluated by EncodeRows.
-        e.CyclicAngles(slot, local, clock, angles);
-        angles += slot.order;
+      if (slot.angles && batch_local != nullptr) {
+        // EncodeRows evaluates it (FieldAngles).
       } else {
         e.EncodeField(slot, local, clock, out + slot.offset);
       }

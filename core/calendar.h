@@ -249,9 +249,9 @@ class CalendarEncoder final {
     static constexpr int64_t kBatchAngles = 256;
 
     void FillDay(const LocalTime& local);
-    // Encode; with `angles`, the slots with Slot::angles write their angles
-    // there (encoder.row_angles_ of them) instead of their columns.
-    void EncodeRow(int64_t unix_ns, double* out, double* angles);
+    // Encode; with `batch_local`, the row's local time is copied there and
+    // the slots with Slot::angles are left to EncodeRows.
+    void EncodeRow(int64_t unix_ns, double* out, LocalTime* batch_local);
 
     const CalendarEncoder& encoder_;
     LocalTimeCursor cursor_;
@@ -264,8 +264,10 @@ class CalendarEncoder final {
     bool holidays_differ_after_midnight_ = false;
     bool holidays_after_midnight_filled_ = false;
     std::vector<HolidayCalendar::Bracket> holiday_brackets_;  // One per set.
-    // EncodeRows: rows per batch, and the batch's angles, sines and cosines.
+    // EncodeRows: rows per batch, and the batch's local times, angles,
+    // sines and cosines.
     int64_t rows_per_batch_ = 1;
+    std::vector<LocalTime> batch_locals_;
     std::vector<double> angles_;
     std::vector<double> sin_;
     std::vector<double> cos_;
@@ -286,10 +288,6 @@ class CalendarEncoder final {
                    double* out) const;
   // EncodeField's CYCLIC columns on the float64 path; out of line, so the
   // float32 path's code is what it was.
-  // The angles of a slot with Slot::angles: angles[k − 1] for harmonic k,
-  // whose sin and cos are EncodeField's columns 2k − 2, 2k − 1.
-  void CyclicAngles(const Slot& slot, const LocalTime& local, const RowClock& clock,
-                    double* angles) const;
   [[gnu::noinline]] void EncodeExactCycle(const Slot& slot, const LocalTime& local,
                                           double* out) const;
   // Adds Informer's row PE(value) of `field` to out[0..d_model), from its
