@@ -216,8 +216,9 @@ void ChannelBlockKernel(const gaps_internal::ChannelBlock& k) {
   const hn::ScalableTag<double> d;
   const hn::RebindToSigned<decltype(d)> di;
   using gaps_internal::kGroup;
-  static_assert(kGroup % (HWY_MAX_BYTES / sizeof(double)) == 0,
-                "a group holds whole vectors");
+  static_assert(kGroup % (HWY_MAX_BYTES / sizeof(double)) == 0 &&
+                    HWY_MAX_BYTES / sizeof(double) <= 8,
+                "a group holds whole vectors, and 8 lanes past it are staged");
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const auto one = hn::Set(d, 1.0);
   const auto divisor = hn::Set(d, k.divisor);
@@ -726,11 +727,13 @@ void GapsEncoder::EncodeColumns(GapTracker& tracker, const Reader& reader,
   int64_t moved_from[kBlock];  // The previous row's time when time moved on.
   int64_t moved[kBlock];       // Time moved on (−1): history takes the current.
   double column[kBlock];
-  // The kernel's staging: one group's values and observed, and its
-  // channels' memory. Lanes past a group keep what they hold (zeros, or an
-  // earlier group's) and are computed on, never stored.
-  double values[kBlock * kGroup] = {};
-  int64_t observed[kBlock * kGroup] = {};
+  // The kernel's staging: one group's values and observed (row i at
+  // i·kGroup), and its channels' memory. The 8 lanes after a group's are
+  // zeroed as it is staged (the kernel computes on them and stores none;
+  // a vector has at most 8): +8 for the last row's. Nothing else is
+  // cleared, which per tile would cost more than the tile's gaps.
+  double values[kBlock * kGroup + 8];
+  int64_t observed[kBlock * kGroup + 8];
   int64_t history_seen[kGroup], history_ns[kGroup], current_seen[kGroup];
   double history_value[kGroup], current_value[kGroup];
   // The vector log1p for float32 outputs, libm's afterwards for float64.
@@ -783,6 +786,10 @@ void GapsEncoder::EncodeColumns(GapTracker& tracker, const Reader& reader,
         int64_t* o = observed + i * kGroup;
         for (int64_t j = 0; j < g; ++j) {
           o[j] = -static_cast<int64_t>(reader.At(begin + b + i, c0 + j, &v[j]));
+        }
+        for (int64_t j = g; j < g + 8; ++j) {  // Past the row at g > 8: the
+          v[j] = 0.0;                          // next row's, staged after.
+          o[j] = 0;
         }
       }
       gaps_internal::ChannelBlock k;
