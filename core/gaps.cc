@@ -33,8 +33,12 @@ struct ChannelBlock {
   const int64_t* no_history = nullptr;
   const int64_t* moved = nullptr;
   const int64_t* moved_from = nullptr;
-  // [rows][kGroup]: values as doubles and observed (−1) or not (0).
+  // Row i's values at values + i·values_stride, as doubles, and observed
+  // (−1) or not (0) at observed + i·kGroup; without `observed`, a value is
+  // observed unless NaN (the values read in place from a wide float64
+  // tensor without a mask). values_stride is kGroup when staged.
   const double* values = nullptr;
+  int64_t values_stride = 0;
   const int64_t* observed = nullptr;
   // [kGroup], in and out: GapTracker::Channel's fields, booleans as 0 / −1.
   int64_t* history_seen = nullptr;
@@ -251,8 +255,11 @@ void ChannelBlockKernel(const gaps_internal::ChannelBlock& k) {
         hn::BlendedStore(hn::IfThenZeroElse(hn::RebindMask(d, seen), one), live, d,
                          k.flags + row);
       }
-      const auto value = hn::LoadU(d, k.values + i * kGroup + j);
-      const auto observed_bits = hn::LoadU(di, k.observed + i * kGroup + j);
+      const auto value = hn::LoadU(d, k.values + i * k.values_stride + j);
+      const auto observed_bits =
+          k.observed != nullptr
+              ? hn::LoadU(di, k.observed + i * kGroup + j)
+              : hn::VecFromMask(di, hn::RebindMask(di, hn::Not(hn::IsNaN(value))));
       const auto observed = hn::RebindMask(d, hn::MaskFromVec(observed_bits));
       if (k.mask != nullptr) {
         hn::BlendedStore(hn::IfThenElseZero(observed, one), live, d, k.mask + row);
@@ -703,8 +710,8 @@ bool GapsEncoder::GapsFitInt64(const GapTracker& tracker,
 
 template <typename Reader>
 void GapsEncoder::EncodeColumns(GapTracker& tracker, const Reader& reader,
-                                absl::Span<const int64_t> times, int64_t begin,
-                                int64_t n, int64_t origin_ns, double* out,
+                                absl::Span<const int64_t> times, int64_t value_count,
+                                int64_t begin, int64_t n, int64_t origin_ns, double* out,
                                 int64_t stride) const {
   const bool flag_policy =
       block_.first_observation == FirstObservationPolicy::kFlag;
@@ -781,26 +788,41 @@ void GapsEncoder::EncodeColumns(GapTracker& tracker, const Reader& reader,
         current_seen[j] = -static_cast<int64_t>(ch.current_seen);
         current_value[j] = ch.current_value;
       }
-      for (int64_t i = 0; i < m; ++i) {
-        double* v = values + i * kGroup;
-        int64_t* o = observed + i * kGroup;
-        for (int64_t j = 0; j < g; ++j) {
-          o[j] = -static_cast<int64_t>(reader.At(begin + b + i, c0 + j, &v[j]));
-        }
-        for (int64_t j = g; j < g + 8; ++j) {  // Past the row at g > 8: the
-          v[j] = 0.0;                          // next row's, staged after.
-          o[j] = 0;
+      gaps_internal::ChannelBlock k;
+      // float64 values without a mask are read in place (a NaN is a missing
+      // value), unless a vector past the group would read past the tensor's
+      // end (the panel's last rows); others are staged.
+      const int64_t first = (begin + b) * channels + c0;
+      bool in_place = false;
+      if constexpr (std::is_same_v<Reader, WideObservationReader<double, false>>) {
+        in_place = (begin + b + m) * channels + 8 <= value_count;
+        if (in_place) {
+          k.values = reader.values + first;
+          k.values_stride = channels;
         }
       }
-      gaps_internal::ChannelBlock k;
+      if (!in_place) {
+        for (int64_t i = 0; i < m; ++i) {
+          double* v = values + i * kGroup;
+          int64_t* o = observed + i * kGroup;
+          for (int64_t j = 0; j < g; ++j) {
+            o[j] = -static_cast<int64_t>(reader.At(begin + b + i, c0 + j, &v[j]));
+          }
+          for (int64_t j = g; j < g + 8; ++j) {  // Past the row at g > 8: the
+            v[j] = 0.0;                          // next row's, staged after.
+            o[j] = 0;
+          }
+        }
+        k.values = values;
+        k.values_stride = kGroup;
+        k.observed = observed;
+      }
       k.rows = m;
       k.channels = g;
       k.t = t;
       k.no_history = no_history;
       k.moved = moved;
       k.moved_from = moved_from;
-      k.values = values;
-      k.observed = observed;
       k.history_seen = history_seen;
       k.history_ns = history_ns;
       k.history_value = history_value;
@@ -854,7 +876,9 @@ void GapsEncoder::EncodeRows(GapTracker* tracker, const ObservationsView& observ
       GapsFitInt64(*tracker, times, begin, n, origin_ns)) {
     VisitObservationReader(observations, [&](const auto& reader) {
       if constexpr (!std::decay_t<decltype(reader)>::kLong) {
-        EncodeColumns(*tracker, reader, times, begin, n, origin_ns, out, stride);
+        EncodeColumns(*tracker, reader, times,
+                      static_cast<int64_t>(observations.values.f64.size()), begin, n,
+                      origin_ns, out, stride);
       }
     });
     return;

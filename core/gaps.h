@@ -204,10 +204,12 @@ class GapsEncoder final {
   // int64 (GapsFitInt64): the tile a column at a time, each channel's memory
   // carried in registers down the rows and each column's gaps transformed
   // in vectors. The same values and tracker state as RowPass row by row.
+  // `value_count`: the float64 values' elements (0 for others).
   template <typename Reader>
   void EncodeColumns(GapTracker& tracker, const Reader& reader,
-                     absl::Span<const int64_t> times, int64_t begin, int64_t n,
-                     int64_t origin_ns, double* out, int64_t stride) const;
+                     absl::Span<const int64_t> times, int64_t value_count,
+                     int64_t begin, int64_t n, int64_t origin_ns, double* out,
+                     int64_t stride) const;
   // Whether every gap of rows [begin, begin + n) fits in int64: the rows'
   // times, the tracker's remembered times and a SINCE_ORIGIN origin all
   // within ±2^62.
