@@ -691,10 +691,10 @@ void GapTracker::AdvanceRows(const ObservationsView& observations, int64_t begin
 bool GapsEncoder::GapsFitInt64(const GapTracker& tracker,
                                absl::Span<const int64_t> times, int64_t begin,
                                int64_t n, int64_t origin_ns) const {
-  // A gap is t − reference with both in [−2^62, 2^62): the rows' times lie
+  // A gap is t − reference with both in [lo, hi]: the rows' times lie
   // between the first and the last (non-decreasing), the references are
-  // earlier rows, the tracker's remembered times or the origin.
-  constexpr int64_t kLimit = int64_t{1} << 62;
+  // earlier rows, the tracker's remembered times or the origin. Every gap
+  // fits when hi − lo does.
   int64_t lo = times[begin];
   int64_t hi = times[begin + n - 1];
   if (tracker.has_rows_) lo = std::min(lo, tracker.last_ns_);
@@ -705,7 +705,8 @@ bool GapsEncoder::GapsFitInt64(const GapTracker& tracker,
     lo = std::min(lo, origin_ns);
     hi = std::max(hi, origin_ns);
   }
-  return lo >= -kLimit && hi < kLimit;
+  int64_t span = 0;
+  return !__builtin_sub_overflow(hi, lo, &span);
 }
 
 template <typename Reader>

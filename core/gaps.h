@@ -211,8 +211,8 @@ class GapsEncoder final {
                      int64_t begin, int64_t n, int64_t origin_ns, double* out,
                      int64_t stride) const;
   // Whether every gap of rows [begin, begin + n) fits in int64: the rows'
-  // times, the tracker's remembered times and a SINCE_ORIGIN origin all
-  // within ±2^62.
+  // times, the tracker's remembered times and a SINCE_ORIGIN origin span
+  // less than 2^63 ns (292 years).
   bool GapsFitInt64(const GapTracker& tracker, absl::Span<const int64_t> times,
                     int64_t begin, int64_t n, int64_t origin_ns) const;
 
