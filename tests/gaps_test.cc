@@ -12,11 +12,11 @@
 #include "gtest/gtest.h"
 #include "hwy/targets.h"
 #include "tests/status_matchers.h"
+#include "tests/temporal_test_data.h"
 
 namespace phasor {
 namespace {
 
-constexpr int64_t kSec = 1000000000;
 constexpr int64_t kT0 = int64_t{1700000000} * kSec;
 const double kNaN = std::nan("");
 
@@ -431,24 +431,6 @@ std::vector<double> OracleGaps(const GapsBlock& block, const ObservationsView& o
   return out;
 }
 
-void ExpectSameState(const SeriesState& got, const SeriesState& want) {
-  EXPECT_EQ(got.has_rows, want.has_rows);
-  EXPECT_EQ(got.first_timestamp_ns, want.first_timestamp_ns);
-  EXPECT_EQ(got.last_timestamp_ns, want.last_timestamp_ns);
-  ASSERT_EQ(got.channels.size(), want.channels.size());
-  for (size_t c = 0; c < want.channels.size(); ++c) {
-    const ChannelState& g = got.channels[c];
-    const ChannelState& w = want.channels[c];
-    SCOPED_TRACE(testing::Message() << "channel " << c);
-    EXPECT_EQ(g.seen, w.seen);
-    EXPECT_EQ(g.last_seen_ns, w.last_seen_ns);
-    EXPECT_EQ(g.last_value, w.last_value);
-    EXPECT_EQ(g.seen_before_last, w.seen_before_last);
-    EXPECT_EQ(g.before_last_seen_ns, w.before_last_seen_ns);
-    EXPECT_EQ(g.before_last_value, w.before_last_value);
-  }
-}
-
 void CheckEncodeRowsAgainstTheOracle(int64_t channels, int64_t rows, uint64_t seed) {
   // Wide (float64 and float32 values, with and without a mask) and long
   // layouts, every policy, RAW and LOG1P, tiles of odd sizes (a wide tile of
@@ -576,6 +558,16 @@ TEST(GapsEncoder, EncodeRowsMatchesTheScalarOracle) {
   CheckEncodeRowsAgainstTheOracle(/*channels=*/21, /*rows=*/160, /*seed=*/24);
 }
 
+// A wide float64 series without a mask (views the vectors).
+ObservationsView WideF64(const std::vector<int64_t>& times,
+                         const std::vector<double>& values, int64_t channels) {
+  ObservationsView obs;
+  obs.num_channels = channels;
+  obs.timestamps = times;
+  obs.values.f64 = values;
+  return obs;
+}
+
 TEST(GapsEncoder, Log1pPastTwoToThe53TakesLibmInTheChannelKernel) {
   // Gaps of months in nanoseconds (unit 1e-9 s): x >= 2^53, which the
   // vector log1p leaves to libm lane by lane, mixed in vectors with small
@@ -592,10 +584,7 @@ TEST(GapsEncoder, Log1pPastTwoToThe53TakesLibmInTheChannelKernel) {
   }
   std::vector<double> values(rows * channels);
   for (double& v : values) v = rng() % 2 == 0 ? kNaN : 1.0;
-  ObservationsView obs;
-  obs.num_channels = channels;
-  obs.timestamps = times;
-  obs.values.f64 = values;
+  const ObservationsView obs = WideF64(times, values, channels);
   PHASOR_ASSERT_OK(ValidateObservations(obs));
   GapsBlock block;
   block.transform = GapTransform::kLog1p;
@@ -647,10 +636,7 @@ TEST(GapsEncoder, TilesSwitchingBetweenColumnAndRowPathsMatchTheOracle) {
     values[5 * channels + 2] = 7.0;
     for (int64_t r = 10; r < 40; ++r) values[r * channels + 2] = kNaN;
     values[40 * channels + 2] = 8.0;
-    ObservationsView obs;
-    obs.num_channels = channels;
-    obs.timestamps = times;
-    obs.values.f64 = values;
+    const ObservationsView obs = WideF64(times, values, channels);
     PHASOR_ASSERT_OK(ValidateObservations(obs));
     GapsBlock block;
     block.transform = GapTransform::kRaw;
