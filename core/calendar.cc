@@ -1142,8 +1142,9 @@ void CalendarEncoder::Writer::EncodeRows(absl::Span<const int64_t> times_ns,
                   angles_.data() + a, per_row);
       a += slot.order;
     }
-    SinCosOfAngles(absl::MakeConstSpan(angles_.data(), n * per_row), sin_.data(),
-                   cos_.data());
+    // The angles are in [0, 2π] (2π·(k·x mod P)/P): no range checks needed.
+    SinCosOfSmallAngles(absl::MakeConstSpan(angles_.data(), n * per_row), sin_.data(),
+                        cos_.data());
     for (int64_t r = 0; r < n; ++r) {
       double* row = out + (r0 + r) * row_stride;
       const double* s = sin_.data() + r * per_row;

@@ -1102,6 +1102,26 @@ void SinCosOfAngles(absl::Span<const double> angles, double* sin_out,
   }
 }
 
+void SinCosOfSmallAngles(absl::Span<const double> angles, double* sin_out,
+                         double* cos_out) {
+#ifndef NDEBUG
+  for (const double a : angles) assert(std::fabs(a) <= kMaxKernelAngle);
+#endif
+  const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
+  // Whole kernel batches in place; the last few angles padded with zeros.
+  const size_t whole = angles.size() / kSinCosBatch * kSinCosBatch;
+  sin_cos(angles.data(), whole, sin_out, cos_out);
+  if (whole == angles.size()) return;
+  HWY_ALIGN double angle[kSinCosBatch] = {};
+  HWY_ALIGN double sin_angle[kSinCosBatch];
+  HWY_ALIGN double cos_angle[kSinCosBatch];
+  const size_t rest = angles.size() - whole;
+  std::copy_n(angles.data() + whole, rest, angle);
+  sin_cos(angle, kSinCosBatch, sin_angle, cos_angle);
+  std::copy_n(sin_angle, rest, sin_out + whole);
+  std::copy_n(cos_angle, rest, cos_out + whole);
+}
+
 void SinCosOfTurns(absl::Span<const uint64_t> turns, double* sin_out,
                    double* cos_out) {
   HWY_DYNAMIC_DISPATCH(SinCosOfTurnsKernel)(turns.data(), turns.size(), sin_out, cos_out);
