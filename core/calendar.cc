@@ -13,7 +13,6 @@
 #include <limits>
 #include <set>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -157,13 +156,6 @@ int CyclePeriod(CalendarField field, const LocalTime& t) {
 }
 
 }  // namespace
-
-// The local clock in FieldFraction's units, computed once per row for all
-// of its fractional fields.
-struct CalendarEncoder::RowClock {
-  double seconds;       // second + subsecond, in seconds.
-  double day_fraction;  // Elapsed part of the local day.
-};
 
 namespace {
 
@@ -971,51 +963,28 @@ namespace {
 // row's divisions do not wait on the previous row's: one field down many
 // rows, not many fields along one row (whose dependent divisions were a
 // third of a calendar row).
+using BatchRow = CalendarEncoder::Writer::BatchRow;
+
 template <CalendarField kField>
-void FieldAnglesOf(const LocalTime* locals, const CalendarEncoder::RowClock* clocks,
-                   int64_t rows, int64_t order, double* angles, int64_t stride) {
+void FieldAnglesOf(const BatchRow* batch, int64_t rows, int64_t order, double* angles,
+                   int64_t stride) {
   for (int64_t r = 0; r < rows; ++r) {
-    const LocalTime& local = locals[r];
+    const LocalTime& local = batch[r].local;
     const double x = (CivilValue(kField, local) - FieldBase(kField)) +
-                     FieldFraction(kField, local, clocks[r]);
+                     FieldFraction(kField, local, batch[r].clock);
     const int period = CyclePeriod(kField, local);
     double* a = angles + r * stride;
     for (int64_t k = 1; k <= order; ++k) a[k - 1] = HarmonicAngle(x, period, k);
   }
 }
 
-// FieldAnglesOf for a CYCLIC field known at run time.
-void FieldAngles(CalendarField field, const LocalTime* locals,
-                 const CalendarEncoder::RowClock* clocks, int64_t rows, int64_t order,
-                 double* angles, int64_t stride) {
-  using F = CalendarField;
-  const auto run = [&](auto constant) {
-    FieldAnglesOf<decltype(constant)::value>(locals, clocks, rows, order, angles, stride);
-  };
-  switch (field) {
-    case F::kSecondOfMinute:
-      return run(std::integral_constant<F, F::kSecondOfMinute>());
-    case F::kMinuteOfHour:
-      return run(std::integral_constant<F, F::kMinuteOfHour>());
-    case F::kHourOfDay:
-      return run(std::integral_constant<F, F::kHourOfDay>());
-    case F::kDayOfWeek:
-      return run(std::integral_constant<F, F::kDayOfWeek>());
-    case F::kDayOfMonth:
-      return run(std::integral_constant<F, F::kDayOfMonth>());
-    case F::kDayOfYear:
-      return run(std::integral_constant<F, F::kDayOfYear>());
-    case F::kWeekOfYear:
-      return run(std::integral_constant<F, F::kWeekOfYear>());
-    case F::kMonthOfYear:
-      return run(std::integral_constant<F, F::kMonthOfYear>());
-    case F::kQuarter:
-      return run(std::integral_constant<F, F::kQuarter>());
-    default:  // Not cyclic: never an angle slot.
-      assert(false);
-      return;
-  }
+// FieldAnglesOf of each CYCLIC field, indexed by the field (the cyclic
+// fields are the first kNumCyclicKinds).
+template <size_t... kFields>
+constexpr auto FieldAnglesTable(std::index_sequence<kFields...>) {
+  return std::array{&FieldAnglesOf<static_cast<CalendarField>(kFields)>...};
 }
+constexpr auto kFieldAngles = FieldAnglesTable(std::make_index_sequence<kNumCyclicKinds>());
 
 }  // namespace
 
@@ -1058,7 +1027,7 @@ CalendarEncoder::Writer::Writer(const CalendarEncoder& encoder)
     rows_per_batch_ = std::max<int64_t>(kBatchAngles / encoder.row_angles_, 1);
     const auto angles = static_cast<size_t>(rows_per_batch_ * encoder.row_angles_);
     angles_.resize(angles);
-    batch_locals_.resize(static_cast<size_t>(rows_per_batch_));
+    batch_.resize(static_cast<size_t>(rows_per_batch_));
     sin_.resize(angles);
     cos_.resize(angles);
   }
@@ -1118,7 +1087,7 @@ void CalendarEncoder::Writer::EncodeRows(absl::Span<const int64_t> times_ns,
   const auto rows = static_cast<int64_t>(times_ns.size());
   if (e.row_angles_ == 0) {
     for (int64_t r = 0; r < rows; ++r) {
-      EncodeRow(times_ns[r], out + r * row_stride, /*batch_local=*/nullptr);
+      EncodeRow(times_ns[r], out + r * row_stride, /*batch=*/nullptr);
     }
     return;
   }
@@ -1127,24 +1096,23 @@ void CalendarEncoder::Writer::EncodeRows(absl::Span<const int64_t> times_ns,
   // value was most of a fractional calendar row), then scattered. A value
   // depends on its angle alone, so the batching changes no bit.
   const int64_t per_row = e.row_angles_;
-  RowClock clocks[kBatchAngles];  // rows_per_batch_ <= kBatchAngles.
   for (int64_t r0 = 0; r0 < rows; r0 += rows_per_batch_) {
     const int64_t n = std::min(rows_per_batch_, rows - r0);
     for (int64_t r = 0; r < n; ++r) {
-      EncodeRow(times_ns[r0 + r], out + (r0 + r) * row_stride, &batch_locals_[r]);
-      clocks[r] = ClockOf(batch_locals_[r]);
+      EncodeRow(times_ns[r0 + r], out + (r0 + r) * row_stride, &batch_[r]);
     }
     // The angles a field at a time (harmonics of slot j at a_j in a row).
     int64_t a = 0;
     for (const Slot& slot : e.row_slots_) {
       if (!slot.angles) continue;
-      FieldAngles(slot.field, batch_locals_.data(), clocks, n, slot.order,
-                  angles_.data() + a, per_row);
+      assert(IsCyclicField(slot.field));
+      kFieldAngles[static_cast<size_t>(slot.field)](batch_.data(), n, slot.order,
+                                                    angles_.data() + a, per_row);
       a += slot.order;
     }
-    // The angles are in [0, 2π] (2π·(k·x mod P)/P): no range checks needed.
-    SinCosOfSmallAngles(absl::MakeConstSpan(angles_.data(), n * per_row), sin_.data(),
-                        cos_.data());
+    // In [0, 2π] (2π·(k·x mod P)/P): straight through the vector kernel.
+    SinCosOfAngles(absl::MakeConstSpan(angles_.data(), n * per_row), sin_.data(),
+                   cos_.data());
     for (int64_t r = 0; r < n; ++r) {
       double* row = out + (r0 + r) * row_stride;
       const double* s = sin_.data() + r * per_row;
@@ -1164,10 +1132,9 @@ void CalendarEncoder::Writer::EncodeRows(absl::Span<const int64_t> times_ns,
 }
 
 void CalendarEncoder::Writer::EncodeRow(int64_t unix_ns, double* out,
-                                        LocalTime* batch_local) {
+                                        BatchRow* batch) {
   const CalendarEncoder& e = encoder_;
   const LocalTime& local = cursor_.At(unix_ns);
-  if (batch_local != nullptr) *batch_local = local;
   if (!has_day_ || local.day_number != day_number_) FillDay(local);
   if (e.sum_d_model_ > 0) {
     std::memcpy(out, day_columns_.data(), day_columns_.size() * sizeof(double));
@@ -1205,12 +1172,10 @@ void CalendarEncoder::Writer::EncodeRow(int64_t unix_ns, double* out,
   } else {
     // Fractional fields share the row's clock (computed once, not per field).
     const RowClock clock = e.fractional_ ? ClockOf(local) : RowClock{0, 0};
+    if (batch != nullptr) *batch = {local, clock};  // For the batch's angles.
     for (const Slot& slot : e.row_slots_) {
-      if (slot.angles && batch_local != nullptr) {
-        // EncodeRows evaluates it (FieldAngles).
-      } else {
-        e.EncodeField(slot, local, clock, out + slot.offset);
-      }
+      if (slot.angles && batch != nullptr) continue;  // EncodeRows' kFieldAngles.
+      e.EncodeField(slot, local, clock, out + slot.offset);
     }
   }
   if (e.utc_offset_column_ >= 0) {

@@ -231,11 +231,21 @@ class CalendarEncoder final {
   // Columns of fields[i]: 2K for a cyclic field under CYCLIC, else 1.
   static int64_t FieldWidth(const CalendarBlock& block, size_t i);
 
-  struct RowClock;  // A row's local clock, shared by its fractional fields.
+  // A row's local clock, shared by its fractional fields.
+  struct RowClock {
+    double seconds;       // second + subsecond, in seconds.
+    double day_fraction;  // Elapsed part of the local day.
+  };
 
   // One per thread: holds the cursor and the per-day cache.
   class Writer final {
    public:
+    // A row of EncodeRows' batch: what its fractional CYCLIC angles read.
+    struct BatchRow {
+      LocalTime local;
+      RowClock clock;
+    };
+
     explicit Writer(const CalendarEncoder& encoder);
     // Writes width() values for the instant unix_ns.
     void Encode(int64_t unix_ns, double* out);
@@ -249,9 +259,10 @@ class CalendarEncoder final {
     static constexpr int64_t kBatchAngles = 256;
 
     void FillDay(const LocalTime& local);
-    // Encode; with `batch_local`, the row's local time is copied there and
-    // the slots with Slot::angles are left to EncodeRows.
-    void EncodeRow(int64_t unix_ns, double* out, LocalTime* batch_local);
+    // Encode; with `batch` (an EncodeRows batch row), the row's local time
+    // and clock are kept there and the slots with Slot::angles are left to
+    // EncodeRows.
+    void EncodeRow(int64_t unix_ns, double* out, BatchRow* batch);
 
     const CalendarEncoder& encoder_;
     LocalTimeCursor cursor_;
@@ -267,7 +278,7 @@ class CalendarEncoder final {
     // EncodeRows: rows per batch, and the batch's local times, angles,
     // sines and cosines.
     int64_t rows_per_batch_ = 1;
-    std::vector<LocalTime> batch_locals_;
+    std::vector<BatchRow> batch_;
     std::vector<double> angles_;
     std::vector<double> sin_;
     std::vector<double> cos_;

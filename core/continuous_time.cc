@@ -1065,15 +1065,34 @@ void Time2Vec::EncodeRowsFloat32(absl::Span<const Time> times, int64_t origin_ns
 
 void SinCosOfAngles(absl::Span<const double> angles, double* sin_out,
                     double* cos_out) {
-  // kAngles at a time; angles past the kernel's range are taken by libm
-  // after the kernel, so a chunk has no branch per angle otherwise. `in`
-  // keeps the chunk: sin_out or cos_out may be angles.
+  const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
+  // Every angle in the kernel's range (the calendar's, in [0, 2π]) and the
+  // outputs apart from the input: straight through the kernel, the last
+  // few angles padded with zeros.
+  bool in_range = true;
+  for (const double a : angles) in_range &= std::fabs(a) <= kMaxKernelAngle;
+  if (in_range && sin_out != angles.data() && cos_out != angles.data()) {
+    const size_t whole = angles.size() / kSinCosBatch * kSinCosBatch;
+    sin_cos(angles.data(), whole, sin_out, cos_out);
+    if (whole == angles.size()) return;
+    HWY_ALIGN double angle[kSinCosBatch] = {};
+    HWY_ALIGN double sin_angle[kSinCosBatch];
+    HWY_ALIGN double cos_angle[kSinCosBatch];
+    const size_t rest = angles.size() - whole;
+    std::copy_n(angles.data() + whole, rest, angle);
+    sin_cos(angle, kSinCosBatch, sin_angle, cos_angle);
+    std::copy_n(sin_angle, rest, sin_out + whole);
+    std::copy_n(cos_angle, rest, cos_out + whole);
+    return;
+  }
+  // Otherwise kAngles at a time; angles past the kernel's range are taken
+  // by libm after the kernel, so a chunk has no branch per angle otherwise.
+  // `in` keeps the chunk: sin_out or cos_out may be angles.
   constexpr int64_t kAngles = 64;
   double in[kAngles];
   HWY_ALIGN double angle[kAngles];
   HWY_ALIGN double sin_angle[kAngles];
   HWY_ALIGN double cos_angle[kAngles];
-  const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
   const auto count = static_cast<int64_t>(angles.size());
   for (int64_t i0 = 0; i0 < count; i0 += kAngles) {
     const int64_t used = std::min(kAngles, count - i0);
@@ -1100,26 +1119,6 @@ void SinCosOfAngles(absl::Span<const double> angles, double* sin_out,
     std::copy(sin_angle, sin_angle + used, sin_out + i0);
     std::copy(cos_angle, cos_angle + used, cos_out + i0);
   }
-}
-
-void SinCosOfSmallAngles(absl::Span<const double> angles, double* sin_out,
-                         double* cos_out) {
-#ifndef NDEBUG
-  for (const double a : angles) assert(std::fabs(a) <= kMaxKernelAngle);
-#endif
-  const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
-  // Whole kernel batches in place; the last few angles padded with zeros.
-  const size_t whole = angles.size() / kSinCosBatch * kSinCosBatch;
-  sin_cos(angles.data(), whole, sin_out, cos_out);
-  if (whole == angles.size()) return;
-  HWY_ALIGN double angle[kSinCosBatch] = {};
-  HWY_ALIGN double sin_angle[kSinCosBatch];
-  HWY_ALIGN double cos_angle[kSinCosBatch];
-  const size_t rest = angles.size() - whole;
-  std::copy_n(angles.data() + whole, rest, angle);
-  sin_cos(angle, kSinCosBatch, sin_angle, cos_angle);
-  std::copy_n(sin_angle, rest, sin_out + whole);
-  std::copy_n(cos_angle, rest, cos_out + whole);
 }
 
 void SinCosOfTurns(absl::Span<const uint64_t> turns, double* sin_out,

@@ -251,14 +251,6 @@ class TimeSinusoid final {
 void SinCosOfAngles(absl::Span<const double> angles, double* sin_out,
                     double* cos_out);
 
-// SinCosOfAngles (the same bits) for angles the caller knows to be within
-// the vector kernel's range, without that function's range checks and
-// staging copies: straight into the outputs. REQUIRES: |angles[i]| <= 2^20
-// (checked in builds with assertions); sin_out and cos_out do not overlap
-// angles.
-void SinCosOfSmallAngles(absl::Span<const double> angles, double* sin_out,
-                         double* cos_out);
-
 // sin_out[i], cos_out[i] of 2π·turns[i]·2^-64 (a phase in 2^-64 turns):
 // ExactAngle::QuarterTurnSplit, the kernel on the residual and the
 // quadrant's swap and signs, in vectors, with the bits of the scalar split

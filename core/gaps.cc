@@ -438,27 +438,30 @@ void GapTracker::ToState(SeriesState* out) const {
   }
 }
 
-void GapTracker::BeginRow(int64_t t_ns) {
+bool GapTracker::AdvanceTime(int64_t t_ns) {
+  assert(!has_rows_ || t_ns >= last_ns_);
   has_previous_row_ = has_rows_;
   previous_row_ns_ = last_ns_;
+  const bool moved = has_rows_ && t_ns != last_ns_;
   if (!has_rows_) {
     has_rows_ = true;
     first_ns_ = t_ns;
-    last_ns_ = t_ns;
-    return;
   }
-  assert(t_ns >= last_ns_);
-  if (t_ns == last_ns_) return;
+  last_ns_ = t_ns;
+  return moved;
+}
+
+void GapTracker::BeginRow(int64_t t_ns) {
+  if (!AdvanceTime(t_ns)) return;
   // Time moved on: what was observed at the old time is now history.
   for (int64_t i = 0; i < num_current_; ++i) {
     Channel& ch = channels_[current_[i]];
     ch.history_seen = true;
-    ch.history_ns = last_ns_;
+    ch.history_ns = previous_row_ns_;
     ch.history_value = ch.current_value;
     ch.current_seen = false;
   }
   num_current_ = 0;
-  last_ns_ = t_ns;
 }
 
 void GapTracker::Observe(int64_t c, double value) {
@@ -490,6 +493,11 @@ GapsEncoder::GapsEncoder(const GapsBlock& block, int64_t num_channels,
       width_(GapsWidth(block, num_channels)),
       unit_ns_(block.unit_seconds * 1e9),
       accuracy_(accuracy) {
+  const int64_t flag = block.first_observation == FirstObservationPolicy::kFlag ? 1 : 0;
+  columns_.delta = block.global_delta ? 1 + flag : 0;
+  columns_.mask =
+      columns_.delta + (block.per_channel_delta ? num_channels * (1 + flag) : 0);
+  columns_.last = columns_.mask + (block.include_mask ? num_channels : 0);
   if (block.transform == GapTransform::kSinusoidal) {
     sinusoid_.emplace(block.sinusoidal_dim, block.sinusoidal_min_period_seconds,
                       block.sinusoidal_max_period_seconds, accuracy);
@@ -618,7 +626,7 @@ void GapsEncoder::ScaleGaps(double* out, int64_t rows, int64_t stride) const {
     if (block_.global_delta && flag == 0) {
       run_count[0] += num_channels_;
     } else {
-      run_offset[runs] = block_.global_delta ? 1 + flag : 0;
+      run_offset[runs] = columns_.delta;
       run_count[runs++] = num_channels_;
     }
   }
@@ -718,13 +726,8 @@ void GapsEncoder::EncodeColumns(GapTracker& tracker, const Reader& reader,
       block_.first_observation == FirstObservationPolicy::kFlag;
   const bool since_origin =
       block_.first_observation == FirstObservationPolicy::kSinceOrigin;
-  const int64_t flag = flag_policy ? 1 : 0;
   const int64_t channels = num_channels_;
-  // Column offsets within a row (gaps.h: Δt | flag, δ_c | flags, mask, last).
-  const int64_t delta_base = block_.global_delta ? 1 + flag : 0;
-  const int64_t mask_base =
-      delta_base + (block_.per_channel_delta ? channels * (1 + flag) : 0);
-  const int64_t last_base = mask_base + (block_.include_mask ? channels : 0);
+  const int64_t delta_base = columns_.delta;
 
   // Rows a block at a time: the block's row-level memory first (BeginRow's
   // part shared by all channels), then each channel down the block.
@@ -753,18 +756,11 @@ void GapsEncoder::EncodeColumns(GapTracker& tracker, const Reader& reader,
     double* rows = out + b * stride;
     for (int64_t i = 0; i < m; ++i) {
       const int64_t ti = times[begin + b + i];
-      const bool has_previous = tracker.has_rows_;
       t[i] = ti;
       no_history[i] = since_origin ? origin_ns : ti;
-      moved[i] = -static_cast<int64_t>(has_previous && ti != tracker.last_ns_);
-      moved_from[i] = tracker.last_ns_;
-      tracker.has_previous_row_ = has_previous;
-      tracker.previous_row_ns_ = tracker.last_ns_;
-      if (!has_previous) {
-        tracker.has_rows_ = true;
-        tracker.first_ns_ = ti;
-      }
-      tracker.last_ns_ = ti;
+      moved[i] = -static_cast<int64_t>(tracker.AdvanceTime(ti));
+      moved_from[i] = tracker.previous_row_ns_;
+      const bool has_previous = tracker.has_previous_row_;
       column[i] = static_cast<double>(
           ti - (has_previous ? tracker.previous_row_ns_ : no_history[i]));
       if (block_.global_delta && flag_policy) {
@@ -838,8 +834,8 @@ void GapsEncoder::EncodeColumns(GapTracker& tracker, const Reader& reader,
       if (block_.per_channel_delta && flag_policy) {
         k.flags = rows + delta_base + channels + c0;
       }
-      if (block_.include_mask) k.mask = rows + mask_base + c0;
-      if (block_.include_last_value) k.last = rows + last_base + c0;
+      if (block_.include_mask) k.mask = rows + columns_.mask + c0;
+      if (block_.include_last_value) k.last = rows + columns_.last + c0;
       kernel(k);
       for (int64_t j = 0; j < g; ++j) {
         GapTracker::Channel& ch = tracker.channels_[c0 + j];

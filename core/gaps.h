@@ -137,6 +137,10 @@ class GapTracker final {
   // Its column-wise tile path reads and writes the channels' memory
   // directly.
   friend class GapsEncoder;
+  // BeginRow's row-level part (the previous row, the first and the current
+  // time); returns whether time moved on, when what was observed at
+  // previous_row_ns() becomes history.
+  bool AdvanceTime(int64_t t_ns);
   struct Channel {
     bool history_seen = false;
     int64_t history_ns = 0;
@@ -202,8 +206,8 @@ class GapsEncoder final {
   void TransformGaps(double* x, int64_t count) const;
   // EncodeRows for wide rows with RAW or LOG1P gaps when no gap can leave
   // int64 (GapsFitInt64): the tile a column at a time, each channel's memory
-  // carried in registers down the rows and each column's gaps transformed
-  // in vectors. The same values and tracker state as RowPass row by row.
+  // in a vector lane down the rows (ChannelBlockKernel), gaps transformed
+  // in the same vectors. The same values and tracker state as RowPass row by row.
   // `value_count`: the float64 values' elements (0 for others).
   template <typename Reader>
   void EncodeColumns(GapTracker& tracker, const Reader& reader,
@@ -216,8 +220,18 @@ class GapsEncoder final {
   bool GapsFitInt64(const GapTracker& tracker, absl::Span<const int64_t> times,
                     int64_t begin, int64_t n, int64_t origin_ns) const;
 
+  // Where a row's column groups start (the order above): Δt at 0 and its
+  // flag at 1, δ_0 at `delta` and the δ flags at delta + C, the mask, the
+  // last values.
+  struct Columns {
+    int64_t delta = 0;
+    int64_t mask = 0;
+    int64_t last = 0;
+  };
+
   GapsBlock block_;
   int64_t num_channels_;
+  Columns columns_;
   int64_t value_width_;
   int64_t width_;
   double unit_ns_;
