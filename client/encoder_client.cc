@@ -11,6 +11,7 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/channel_arguments.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
@@ -23,6 +24,8 @@
 #include "client/tensor_io.h"
 #include "core/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 
@@ -93,6 +96,23 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(
     ssl.pem_private_key = *std::move(key);
   }
   return grpc::SslCredentials(ssl);
+}
+
+// One unary call through the generic stub, waited for; the call's own
+// deadline bounds the wait.
+grpc::Status CallAndWait(grpc::GenericStub& stub, grpc::ClientContext* context,
+                         const std::string& method,
+                         const grpc::ByteBuffer& request,
+                         grpc::ByteBuffer* response) {
+  grpc::Status status;
+  absl::Notification done;
+  stub.UnaryCall(context, method, grpc::StubOptions(), &request, response,
+                 [&status, &done](grpc::Status result) {
+                   status = std::move(result);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  return status;
 }
 
 // grpc.health.v1 messages are one field each: HealthCheckRequest{string
@@ -379,16 +399,8 @@ absl::StatusOr<ServingStatus> EncoderClient::CheckHealth(
   grpc::ByteBuffer response;
 
   grpc::GenericStub stub(channel_);
-  grpc::Status status;
-  absl::Notification done;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check",
-                 grpc::StubOptions(), &request, &response,
-                 [&status, &done](grpc::Status result) {
-                   status = std::move(result);
-                   done.Notify();
-                 });
-  // The call's own deadline bounds this wait.
-  done.WaitForNotification();
+  const grpc::Status status = CallAndWait(
+      stub, &context, "/grpc.health.v1.Health/Check", request, &response);
   if (!status.ok()) return FromGrpcStatus(status, options_.max_message_bytes);
 
   std::vector<grpc::Slice> slices;
@@ -408,28 +420,27 @@ namespace {
 
 // Every per-row tensor of Observations, wide and long; a sub-panel carries
 // rows [begin, end) of each one present.
-constexpr v1::Tensor* (v1::Observations::*kRowTensorsMutable[])() = {
-    &v1::Observations::mutable_timestamps,
-    &v1::Observations::mutable_values,
-    &v1::Observations::mutable_mask,
-    &v1::Observations::mutable_event_times,
-    &v1::Observations::mutable_event_channels,
-    &v1::Observations::mutable_event_values,
-    &v1::Observations::mutable_content,
+struct RowTensor {
+  int field_number;
+  bool (v1::Observations::*has)() const;
+  const v1::Tensor& (v1::Observations::*get)() const;
 };
-constexpr const v1::Tensor& (v1::Observations::*kRowTensors[])() const = {
-    &v1::Observations::timestamps,   &v1::Observations::values,
-    &v1::Observations::mask,         &v1::Observations::event_times,
-    &v1::Observations::event_channels, &v1::Observations::event_values,
-    &v1::Observations::content,
+constexpr RowTensor kRowTensors[] = {
+    {v1::Observations::kTimestampsFieldNumber, &v1::Observations::has_timestamps,
+     &v1::Observations::timestamps},
+    {v1::Observations::kValuesFieldNumber, &v1::Observations::has_values,
+     &v1::Observations::values},
+    {v1::Observations::kMaskFieldNumber, &v1::Observations::has_mask,
+     &v1::Observations::mask},
+    {v1::Observations::kEventTimesFieldNumber,
+     &v1::Observations::has_event_times, &v1::Observations::event_times},
+    {v1::Observations::kEventChannelsFieldNumber,
+     &v1::Observations::has_event_channels, &v1::Observations::event_channels},
+    {v1::Observations::kEventValuesFieldNumber,
+     &v1::Observations::has_event_values, &v1::Observations::event_values},
+    {v1::Observations::kContentFieldNumber, &v1::Observations::has_content,
+     &v1::Observations::content},
 };
-constexpr bool (v1::Observations::*kHasRowTensor[])() const = {
-    &v1::Observations::has_timestamps,   &v1::Observations::has_values,
-    &v1::Observations::has_mask,         &v1::Observations::has_event_times,
-    &v1::Observations::has_event_channels, &v1::Observations::has_event_values,
-    &v1::Observations::has_content,
-};
-constexpr int kNumRowTensors = 7;
 
 // Protobuf framing (tags, length prefixes, shape varints) is a few bytes per
 // tensor and per field; this much per call covers it with room to spare.
@@ -486,9 +497,9 @@ PanelShape InspectPanel(const v1::EncodeObservationsRequest& request) {
                           ? observations.event_times().shape(0)
                           : -1;
   if (shape.rows < 0) return shape;
-  for (int i = 0; i < kNumRowTensors; ++i) {
-    if (!(observations.*kHasRowTensor[i])()) continue;
-    const v1::Tensor& tensor = (observations.*kRowTensors[i])();
+  for (const RowTensor& row_tensor : kRowTensors) {
+    if (!(observations.*row_tensor.has)()) continue;
+    const v1::Tensor& tensor = (observations.*row_tensor.get)();
     if (tensor.shape_size() < 1 || tensor.shape(0) != shape.rows ||
         !CheckedElementCount(tensor, "").ok()) {
       return shape;
@@ -606,8 +617,9 @@ void CopyRows(const v1::Tensor& from, int64_t begin, int64_t end,
                static_cast<size_t>((end - begin) * row_bytes));
 }
 
-// The sub-call's request: `shared` plus its rows, offsets, time zones and
-// states. `carried` is the previous chunk's state for a continuing chunk.
+// The sub-call's request without its rows: `shared` plus its offsets, time
+// zones and states. `carried` is the previous chunk's state for a
+// continuing chunk.
 v1::EncodeObservationsRequest BuildSubRequest(
     const v1::EncodeObservationsRequest& request,
     const v1::EncodeObservationsRequest& shared, const PanelShape& shape,
@@ -615,11 +627,6 @@ v1::EncodeObservationsRequest BuildSubRequest(
   v1::EncodeObservationsRequest sub = shared;
   const v1::Observations& from = request.observations();
   v1::Observations* to = sub.mutable_observations();
-  for (int i = 0; i < kNumRowTensors; ++i) {
-    if (!(from.*kHasRowTensor[i])()) continue;
-    CopyRows((from.*kRowTensors[i])(), call.row_begin, call.row_end,
-             (to->*kRowTensorsMutable[i])());
-  }
   std::vector<int64_t> offsets;
   offsets.reserve(static_cast<size_t>(call.series_end - call.series_begin + 1));
   offsets.push_back(0);
@@ -658,6 +665,156 @@ v1::EncodeObservationsRequest BuildSubRequest(
     }
   }
   return sub;
+}
+
+// Wire-format tag of a length-delimited field (protobuf encoding, "Message
+// Structure").
+uint32_t LengthDelimitedTag(int field_number) {
+  return google::protobuf::internal::WireFormatLite::MakeTag(
+      field_number,
+      google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+}
+
+// The encoded sub-request: `sub` (BuildSubRequest) with rows [row_begin,
+// row_end) of each of the panel's row tensors added to its observations.
+// The rows are copied once, into the slices gRPC sends; protobuf never
+// holds them. A singular message field may be split or reordered on the
+// wire, but one `observations` field holding everything is written here.
+grpc::ByteBuffer EncodeSubRequest(const v1::EncodeObservationsRequest& request,
+                                  v1::EncodeObservationsRequest sub,
+                                  const SubCall& call) {
+  using google::protobuf::io::CodedOutputStream;
+  const std::string observations_rest = sub.observations().SerializeAsString();
+  sub.clear_observations();
+
+  struct Piece {
+    std::string head;  // Field tag and length, the dtype and shape, data tag.
+    const char* data;
+    size_t data_size;
+  };
+  std::vector<Piece> pieces;
+  size_t observations_size = observations_rest.size();
+  const v1::Observations& from = request.observations();
+  for (const RowTensor& row_tensor : kRowTensors) {
+    if (!(from.*row_tensor.has)()) continue;
+    const v1::Tensor& tensor = (from.*row_tensor.get)();
+    v1::Tensor meta;
+    meta.set_dtype(tensor.dtype());
+    *meta.mutable_shape() = tensor.shape();
+    meta.set_shape(0, call.row_end - call.row_begin);
+    const int64_t row_bytes = RowBytes(tensor);
+    Piece piece;
+    piece.data = tensor.data().data() + call.row_begin * row_bytes;
+    piece.data_size = static_cast<size_t>((call.row_end - call.row_begin) * row_bytes);
+    const uint32_t data_tag = LengthDelimitedTag(v1::Tensor::kDataFieldNumber);
+    const size_t tensor_size =
+        meta.ByteSizeLong() +
+        (piece.data_size == 0 ? 0
+                              : CodedOutputStream::VarintSize32(data_tag) +
+                                    CodedOutputStream::VarintSize64(piece.data_size) +
+                                    piece.data_size);
+    {
+      google::protobuf::io::StringOutputStream raw(&piece.head);
+      CodedOutputStream out(&raw);
+      out.WriteTag(LengthDelimitedTag(row_tensor.field_number));
+      out.WriteVarint64(tensor_size);
+      meta.SerializeWithCachedSizes(&out);
+      if (piece.data_size > 0) {
+        out.WriteTag(data_tag);
+        out.WriteVarint64(piece.data_size);
+      }
+    }
+    observations_size += piece.head.size() + piece.data_size;
+    pieces.push_back(std::move(piece));
+  }
+
+  std::string head = sub.SerializeAsString();
+  {
+    google::protobuf::io::StringOutputStream raw(&head);
+    CodedOutputStream out(&raw);
+    out.WriteTag(LengthDelimitedTag(
+        v1::EncodeObservationsRequest::kObservationsFieldNumber));
+    out.WriteVarint64(observations_size);
+    out.WriteString(observations_rest);
+  }
+  std::vector<grpc::Slice> slices;
+  slices.reserve(1 + 2 * pieces.size());
+  slices.emplace_back(head);
+  for (const Piece& piece : pieces) {
+    slices.emplace_back(piece.head);
+    if (piece.data_size > 0) slices.emplace_back(piece.data, piece.data_size);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+// Reads an EncodeObservationsResponse from the wire, copying features.data
+// straight to `features_out` (which has room for `features_capacity`
+// bytes) and parsing the rest into `response` (features without its data).
+// `features_bytes` is how many bytes features.data held. DATA_LOSS when the
+// bytes are not such a message or the data does not fit.
+absl::Status DecodeSubResponse(grpc::ByteBuffer* buffer, char* features_out,
+                               size_t features_capacity,
+                               v1::EncodeObservationsResponse* response,
+                               size_t* features_bytes) {
+  using google::protobuf::internal::WireFormatLite;
+  const uint32_t features_tag =
+      LengthDelimitedTag(v1::EncodeObservationsResponse::kFeaturesFieldNumber);
+  const uint32_t data_tag = LengthDelimitedTag(v1::Tensor::kDataFieldNumber);
+  const auto malformed = [](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat(
+        "EncodeObservationsPanel: a sub-call's response is malformed (", what,
+        ")"));
+  };
+  *features_bytes = 0;
+  bool have_data = false;
+  std::string rest, features_rest;
+  {
+    grpc::ProtoBufferReader reader(buffer);
+    google::protobuf::io::CodedInputStream in(&reader);
+    google::protobuf::io::StringOutputStream rest_raw(&rest);
+    google::protobuf::io::CodedOutputStream rest_out(&rest_raw);
+    google::protobuf::io::StringOutputStream features_raw(&features_rest);
+    google::protobuf::io::CodedOutputStream features_out_stream(&features_raw);
+    while (const uint32_t tag = in.ReadTag()) {
+      if (tag != features_tag) {
+        if (!WireFormatLite::SkipField(&in, tag, &rest_out)) {
+          return malformed("a field");
+        }
+        continue;
+      }
+      uint32_t length;
+      if (!in.ReadVarint32(&length)) return malformed("features' length");
+      const auto limit = in.PushLimit(static_cast<int>(length));
+      while (const uint32_t inner = in.ReadTag()) {
+        if (inner != data_tag) {
+          if (!WireFormatLite::SkipField(&in, inner, &features_out_stream)) {
+            return malformed("a field of features");
+          }
+          continue;
+        }
+        uint32_t size;
+        if (!in.ReadVarint32(&size)) return malformed("features.data's length");
+        if (have_data || size > features_capacity) {
+          return malformed(absl::StrCat("features.data of ", size,
+                                        " bytes where ", features_capacity,
+                                        " were expected"));
+        }
+        if (!in.ReadRaw(features_out, static_cast<int>(size))) {
+          return malformed("features.data cut short");
+        }
+        have_data = true;
+        *features_bytes = size;
+      }
+      if (!in.ConsumedEntireMessage()) return malformed("features");
+      in.PopLimit(limit);
+    }
+    if (!in.ConsumedEntireMessage()) return malformed("the message");
+  }
+  if (!response->ParseFromString(rest) ||
+      !response->mutable_features()->ParseFromString(features_rest)) {
+    return malformed("its fields");
+  }
+  return absl::OkStatus();
 }
 
 // Per-call costs, bytes, and what one call may carry.
@@ -828,15 +985,29 @@ absl::StatusOr<v1::EncodeObservationsResponse> EncoderClient::EncodePanelWithin(
   // The feature width F and dtype, the schema and the response's fixed
   // part: from the same request with zero rows (series 0 only, empty).
   const v1::EncodeObservationsRequest shared = TemplateRequest(request, shape);
+  // Sub-calls go through the generic stub, so that their rows and features
+  // are copied straight between the panel's tensors and gRPC's slices.
+  grpc::GenericStub generic(channel_);
+  const std::string method =
+      absl::StrCat("/", v1::Encoder::service_full_name(), "/EncodeObservations");
   v1::EncodeObservationsResponse probe;
   {
     const SubCall zero_rows{/*series_begin=*/0, /*series_end=*/1,
                             /*row_begin=*/0, /*row_end=*/0,
                             /*continues=*/false};
-    const v1::EncodeObservationsRequest probe_request =
-        BuildSubRequest(request, shared, shape, zero_rows, nullptr);
+    const grpc::ByteBuffer probe_request = EncodeSubRequest(
+        request, BuildSubRequest(request, shared, shape, zero_rows, nullptr),
+        zero_rows);
     counts.probe_calls = 1;
-    PHASOR_ASSIGN_OR_RETURN(probe, EncodeObservations(probe_request));
+    grpc::ClientContext context;
+    PrepareContext(&context);
+    grpc::ByteBuffer probe_response;
+    const grpc::Status status =
+        CallAndWait(generic, &context, method, probe_request, &probe_response);
+    if (!status.ok()) return FromGrpcStatus(status, options_.max_message_bytes);
+    size_t probe_bytes;
+    PHASOR_RETURN_IF_ERROR(DecodeSubResponse(&probe_response, nullptr, 0,
+                                             &probe, &probe_bytes));
   }
   const v1::Tensor& probe_features = probe.features();
   if (probe_features.shape_size() != 2) {
@@ -907,8 +1078,8 @@ absl::StatusOr<v1::EncodeObservationsResponse> EncoderClient::EncodePanelWithin(
 
   struct Call {
     grpc::ClientContext context;
-    v1::EncodeObservationsRequest request;
-    v1::EncodeObservationsResponse response;
+    grpc::ByteBuffer request;
+    grpc::ByteBuffer response;
     grpc::Status status;
   };
   std::vector<std::unique_ptr<Call>> calls(plan.size());
@@ -933,15 +1104,17 @@ absl::StatusOr<v1::EncodeObservationsResponse> EncoderClient::EncodePanelWithin(
               ? &states[static_cast<size_t>(plan[i].series_begin)]
               : nullptr;
       auto call = std::make_unique<Call>();
-      call->request = BuildSubRequest(request, shared, shape, plan[i], carried);
+      call->request = EncodeSubRequest(
+          request, BuildSubRequest(request, shared, shape, plan[i], carried),
+          plan[i]);
       PrepareContext(&call->context);
       Call* raw = call.get();
       calls[i] = std::move(call);
       launched[i] = true;
       ++in_flight;
-      stub_->async()->EncodeObservations(
-          &raw->context, &raw->request, &raw->response,
-          [raw, i, &mutex, &completed](grpc::Status status) {
+      generic.UnaryCall(
+          &raw->context, method, grpc::StubOptions(), &raw->request,
+          &raw->response, [raw, i, &mutex, &completed](grpc::Status status) {
             raw->status = std::move(status);
             absl::MutexLock lock(&mutex);
             completed.push_back(i);
@@ -987,29 +1160,35 @@ absl::StatusOr<v1::EncodeObservationsResponse> EncoderClient::EncodePanelWithin(
         }
         continue;
       }
-      const v1::Tensor& got = call->response.features();
       const int64_t rows = part.row_end - part.row_begin;
-      if (got.dtype() != features->dtype() || got.shape_size() != 2 ||
-          got.shape(0) != rows || got.shape(1) != width ||
-          static_cast<int64_t>(got.data().size()) != rows * width * element_bytes ||
-          call->response.states_size() != part.series_end - part.series_begin) {
+      const size_t expected_bytes = static_cast<size_t>(rows * width * element_bytes);
+      v1::EncodeObservationsResponse response;
+      size_t got_bytes = 0;
+      const absl::Status decoded = DecodeSubResponse(
+          &call->response,
+          feature_bytes->data() + part.row_begin * width * element_bytes,
+          expected_bytes, &response, &got_bytes);
+      const v1::Tensor& got = response.features();
+      if (!decoded.ok() || got.dtype() != features->dtype() ||
+          got.shape_size() != 2 || got.shape(0) != rows ||
+          got.shape(1) != width || got_bytes != expected_bytes ||
+          response.states_size() != part.series_end - part.series_begin) {
         error = absl::DataLossError(absl::StrCat(
             "panel sub-call for series [", part.series_begin, ", ",
             part.series_end, "): expected features [", rows, ",", width, "] ",
             DTypeString(features->dtype()), " and ",
             part.series_end - part.series_begin, " states, got ",
-            DTypeString(got.dtype()), " ", ShapeString(got), " and ",
-            call->response.states_size()));
+            DTypeString(got.dtype()), " ", ShapeString(got), " (", got_bytes,
+            " bytes) and ", response.states_size(), " states",
+            decoded.ok() ? "" : absl::StrCat(": ", decoded.message())));
         for (size_t j = 0; j < calls.size(); ++j) {
           if (calls[j] != nullptr) calls[j]->context.TryCancel();
         }
         continue;
       }
-      std::memcpy(feature_bytes->data() + part.row_begin * width * element_bytes,
-                  got.data().data(), got.data().size());
       for (int64_t s = part.series_begin; s < part.series_end; ++s) {
         states[static_cast<size_t>(s)] = std::move(
-            *call->response.mutable_states(static_cast<int>(s - part.series_begin)));
+            *response.mutable_states(static_cast<int>(s - part.series_begin)));
       }
     }
   }

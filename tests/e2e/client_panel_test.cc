@@ -5,6 +5,9 @@
 // state and the offsets — for wide and long panels, a series too large for
 // one call (cut into chunks joined by state), states sent in, per-series time
 // zones, and a single series without offsets. Errors name the panel's series.
+// A fake server whose sub-call replies are malformed (features.data too long,
+// too short or twice, a message cut short, states missing) gets DATA_LOSS,
+// never a write past the panel's features.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,7 +15,18 @@
 #include <string>
 #include <vector>
 
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+#include <grpcpp/support/server_callback.h>
+
+#include <atomic>
+
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "bench/workload_p_request.h"
 #include "client/encoder_client.h"
@@ -387,6 +401,121 @@ TEST_F(PanelTest, ErrorNamesThePanelsSeries) {
               HasSubstr("series[2500]"));
   EXPECT_THAT(std::string(split.status().message()),
               HasSubstr("series[2500]"));
+}
+
+
+// How FakeEncoder answers a call with rows.
+enum class Reply {
+  kGood,            // features [rows, 2] float32 and one state per series
+  kDataTooLong,     // features.data 4 bytes longer than [rows, 2] float32
+  kDataTooShort,    // 4 bytes shorter
+  kDataTwice,       // features.data sent twice
+  kCutShort,        // a good reply without its last 3 bytes
+  kStatesMissing,   // no states
+};
+
+// An EncodeObservations that answers the zero-row probe with [0, 2] float32
+// and every other call as `reply` says.
+class FakeEncoder final : public grpc::CallbackGenericService {
+ public:
+  std::atomic<Reply> reply{Reply::kGood};
+
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* /*context*/) override {
+    return new Call(this);
+  }
+
+ private:
+  class Call final : public grpc::ServerGenericBidiReactor {
+   public:
+    explicit Call(FakeEncoder* fake) : fake_(fake) { StartRead(&request_); }
+    void OnReadDone(bool ok) override {
+      if (!ok) {
+        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request"));
+        return;
+      }
+      v1::EncodeObservationsRequest request;
+      grpc::ProtoBufferReader reader(&request_);
+      if (!request.ParseFromZeroCopyStream(&reader)) {
+        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unparsable"));
+        return;
+      }
+      const int64_t rows = request.observations().timestamps().shape(0);
+      const int64_t series = request.observations().series_offsets().shape(0) - 1;
+      const Reply reply = rows == 0 ? Reply::kGood : fake_->reply.load();
+      v1::EncodeObservationsResponse response;
+      v1::Tensor* features = response.mutable_features();
+      features->set_dtype(v1::FLOAT32);
+      features->add_shape(rows);
+      features->add_shape(2);
+      int64_t bytes = rows * 2 * 4;
+      if (reply == Reply::kDataTooLong) bytes += 4;
+      if (reply == Reply::kDataTooShort) bytes -= 4;
+      features->set_data(std::string(static_cast<size_t>(bytes), '\x5a'));
+      if (reply != Reply::kStatesMissing) {
+        for (int64_t s = 0; s < series; ++s) response.add_states();
+      }
+      std::string wire = response.SerializeAsString();
+      if (reply == Reply::kDataTwice) {
+        v1::EncodeObservationsResponse again;
+        again.mutable_features()->set_data(features->data());
+        wire += again.SerializeAsString();
+      }
+      if (reply == Reply::kCutShort) wire.resize(wire.size() - 3);
+      grpc::Slice slice(wire);
+      response_ = grpc::ByteBuffer(&slice, 1);
+      StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    FakeEncoder* fake_;
+    grpc::ByteBuffer request_;
+    grpc::ByteBuffer response_;
+  };
+};
+
+TEST(PanelRepliesTest, MalformedSubCallRepliesAreDataLoss) {
+  FakeEncoder fake;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterCallbackGenericService(&fake);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  ASSERT_GT(port, 0);
+
+  ClientOptions options;
+  options.target = absl::StrCat("127.0.0.1:", port);
+  options.deadline = absl::Seconds(30);
+  auto client = EncoderClient::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const v1::EncodeObservationsRequest request =
+      bench::WorkloadPPanelRequest(SmallWorkload(100));
+  PanelOptions panel;
+  panel.max_call_bytes = 64 << 10;  // 10,000 rows: several sub-calls.
+
+  PanelStats stats;
+  auto good = (*client)->EncodeObservationsPanel(request, panel, &stats);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_GT(stats.calls, 1);
+  EXPECT_EQ(ShapeString(good->features()), "[10000,2]");
+  EXPECT_EQ(good->features().data(), std::string(10000 * 2 * 4, '\x5a'));
+  EXPECT_EQ(good->states_size(), 100);
+
+  for (const Reply reply : {Reply::kDataTooLong, Reply::kDataTooShort,
+                            Reply::kDataTwice, Reply::kCutShort,
+                            Reply::kStatesMissing}) {
+    SCOPED_TRACE(static_cast<int>(reply));
+    fake.reply = reply;
+    auto bad = (*client)->EncodeObservationsPanel(request, panel);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss) << bad.status();
+    EXPECT_THAT(std::string(bad.status().message()),
+                HasSubstr("panel sub-call for series ["));
+  }
+  server->Shutdown();
 }
 
 }  // namespace
