@@ -23,6 +23,7 @@
 #include "core/file.h"
 #include "client/tensor_io.h"
 #include "core/status_macros.h"
+#include "core/uninitialized_string.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/wire_format_lite.h"
@@ -1073,7 +1074,10 @@ absl::StatusOr<v1::EncodeObservationsResponse> EncoderClient::EncodePanelWithin(
   features->add_shape(shape.rows);
   features->add_shape(width);
   std::string* feature_bytes = features->mutable_data();
-  feature_bytes->resize(static_cast<size_t>(shape.rows * width * element_bytes));
+  // Every byte is a sub-call's (a DATA_LOSS error otherwise): not zeroed
+  // first.
+  ResizeUninitialized(feature_bytes,
+                      static_cast<size_t>(shape.rows * width * element_bytes));
   std::vector<v1::SeriesState> states(static_cast<size_t>(series));
 
   struct Call {

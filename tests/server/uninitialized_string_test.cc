@@ -1,6 +1,6 @@
-// ResizeUninitialized (server/uninitialized_string.h): the size asked for,
+// ResizeUninitialized (core/uninitialized_string.h): the size asked for,
 // whatever capacity the string grows to, and the old bytes kept.
-#include "server/uninitialized_string.h"
+#include "core/uninitialized_string.h"
 
 #include <string>
 

@@ -13,18 +13,18 @@
 // rather than as zeros that happen to be right.
 //
 // Thread-safety: as std::string.
-#ifndef PHASOR_SERVER_UNINITIALIZED_STRING_H_
-#define PHASOR_SERVER_UNINITIALIZED_STRING_H_
+#ifndef PHASOR_CORE_UNINITIALIZED_STRING_H_
+#define PHASOR_CORE_UNINITIALIZED_STRING_H_
 
 #include <cstddef>
 #include <string>
 
-namespace phasor::server {
+namespace phasor {
 
 // Resizes `s` to `size` bytes; bytes past the old size are unspecified
 // (see the file comment). Bytes before it are kept.
 void ResizeUninitialized(std::string* s, size_t size);
 
-}  // namespace phasor::server
+}  // namespace phasor
 
-#endif  // PHASOR_SERVER_UNINITIALIZED_STRING_H_
+#endif  // PHASOR_CORE_UNINITIALIZED_STRING_H_

@@ -1,9 +1,9 @@
-// Compiled as C++23 (server/CMakeLists.txt) for resize_and_overwrite.
-#include "server/uninitialized_string.h"
+// Compiled as C++23 (core/CMakeLists.txt) for resize_and_overwrite.
+#include "core/uninitialized_string.h"
 
 #include <cstring>
 
-namespace phasor::server {
+namespace phasor {
 
 void ResizeUninitialized(std::string* s, size_t size) {
   const size_t old_size = s->size();
@@ -21,4 +21,4 @@ void ResizeUninitialized(std::string* s, size_t size) {
   });
 }
 
-}  // namespace phasor::server
+}  // namespace phasor
