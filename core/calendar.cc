@@ -827,6 +827,18 @@ CalendarEncoder::CalendarEncoder(const CalendarBlock& block,
     (day_level ? day_slots_ : row_slots_).push_back(slots_.back());
     offset += width;
   }
+  int64_t run_end = -1;
+  bool one_run = true;
+  for (const Slot& slot : row_slots_) {
+    if (!slot.angles) continue;
+    if (run_end < 0) {
+      angle_run_begin_ = slot.offset;
+    } else if (slot.offset != run_end) {
+      one_run = false;
+    }
+    run_end = slot.offset + 2 * slot.order;
+  }
+  if (!one_run) angle_run_begin_ = -1;
   if (include_utc_offset_) utc_offset_column_ = offset++;
   if (include_dst_) dst_column_ = offset++;
   if (holidays_.has_value()) {
@@ -1113,6 +1125,19 @@ void CalendarEncoder::Writer::EncodeRows(absl::Span<const int64_t> times_ns,
     // In [0, 2π] (2π·(k·x mod P)/P): straight through the vector kernel.
     SinCosOfAngles(absl::MakeConstSpan(angles_.data(), n * per_row), sin_.data(),
                    cos_.data());
+    if (e.angle_run_begin_ >= 0) {
+      // One run of (sin, cos) pairs per row: a plain interleave.
+      for (int64_t r = 0; r < n; ++r) {
+        double* pairs = out + (r0 + r) * row_stride + e.angle_run_begin_;
+        const double* s = sin_.data() + r * per_row;
+        const double* c = cos_.data() + r * per_row;
+        for (int64_t j = 0; j < per_row; ++j) {
+          pairs[2 * j] = s[j];
+          pairs[2 * j + 1] = c[j];
+        }
+      }
+      continue;
+    }
     for (int64_t r = 0; r < n; ++r) {
       double* row = out + (r0 + r) * row_stride;
       const double* s = sin_.data() + r * per_row;

@@ -321,6 +321,10 @@ class CalendarEncoder final {
   std::vector<Slot> day_slots_;  // The day_level slots_, then the others.
   std::vector<Slot> row_slots_;
   int64_t row_angles_ = 0;  // The orders of the slots with Slot::angles, summed.
+  // The first column of the slots with Slot::angles when their columns are
+  // one run, in row_slots_' order (sin, cos of each harmonic of each such
+  // slot in turn: the usual layout); −1 otherwise.
+  int64_t angle_run_begin_ = -1;
   int64_t utc_offset_column_ = -1;
   int64_t dst_column_ = -1;
   int64_t holiday_column_ = -1;

@@ -1165,10 +1165,21 @@ TEST(CalendarEncoder, FractionalCyclicRowsBatchedMatchRowByRowAndExactPath) {
   // through the vector kernel together: the bits do not depend on how the
   // rows are split, equal Encode's row by row, and stay within a few ulp
   // of the float64 path (exact reduction, ≤ 1.7e-16 of the true values).
+  // Two layouts: the cyclic fields' columns in one run, and split by a
+  // flag and a year (EncodeRows writes the two differently).
+  for (const bool one_run : {true, false}) {
+  SCOPED_TRACE(one_run ? "one run" : "split");
   CalendarBlock block;
   block.time_zone = "America/New_York";
   block.fields = AllFields();
   block.fourier_orders = {1, 3, 2, 1, 4, 1, 2, 1, 1};
+  if (!one_run) {
+    block.fields.insert(block.fields.begin() + 2, CalendarField::kIsWeekend);
+    block.fields.insert(block.fields.begin() + 5, CalendarField::kYear);
+    block.fourier_orders = {1, 3, 0, 2, 1, 0, 4, 1, 2, 1, 1};
+    block.min_year = 1990;
+    block.max_year = 2010;
+  }
   block.fractional = true;
   block.include_utc_offset = true;
   const absl::TimeZone zone = *LoadIanaTimeZone(block.time_zone, "time_zone");
@@ -1208,6 +1219,7 @@ TEST(CalendarEncoder, FractionalCyclicRowsBatchedMatchRowByRowAndExactPath) {
   // of a value below 2π·366.
   EXPECT_LT(worst, 1e-14);  // 3.2e-15 measured.
   EXPECT_GT(worst, 0.0);  // The two paths are distinct computations.
+  }
 }
 
 }  // namespace
