@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "core/dtype.h"
 #include "core/errors.h"
 #include "core/status_macros.h"
 
@@ -774,7 +775,7 @@ void EncodeTile(const Prepared& p, const SeriesOrigins& o, int64_t begin,
   if constexpr (std::is_same_v<T, double>) {
     std::copy(tile, tile + n * width, dst);
   } else {
-    for (int64_t k = 0; k < n * width; ++k) dst[k] = static_cast<float>(tile[k]);
+    DoublesToFloats(absl::MakeConstSpan(tile, static_cast<size_t>(n * width)), dst);
   }
 }
 

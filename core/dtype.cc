@@ -2,7 +2,51 @@
 
 #include <cstring>
 
+// DoublesToFloats is compiled once per SIMD target Highway finds, as in
+// core/rope.cc (foreach_target.h re-includes this file; HWY_DYNAMIC_DISPATCH
+// picks the best the CPU runs).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/dtype.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
 namespace phasor {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// DemoteTo from double to float rounds as the scalar conversion does on
+// SIMD units (vcvtpd2ps under the default rounding mode). Highway's scalar
+// and emulated targets clamp out-of-range values to ±FLT_MAX instead of
+// rounding them to ±Inf, so those convert one value at a time.
+void DoublesToFloatsKernel(const double* HWY_RESTRICT in, size_t count,
+                           float* HWY_RESTRICT out) {
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
+  for (size_t i = 0; i < count; ++i) out[i] = static_cast<float>(in[i]);
+#else
+  const hn::ScalableTag<double> d;
+  const hn::Rebind<float, decltype(d)> df;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + lanes <= count; i += lanes) {
+    hn::StoreU(hn::DemoteTo(df, hn::LoadU(d, in + i)), df, out + i);
+  }
+  for (; i < count; ++i) out[i] = static_cast<float>(in[i]);
+#endif
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace phasor
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace phasor {
+
+HWY_EXPORT(DoublesToFloatsKernel);
+
+void DoublesToFloats(absl::Span<const double> in, float* out) {
+  HWY_DYNAMIC_DISPATCH(DoublesToFloatsKernel)(in.data(), in.size(), out);
+}
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
@@ -102,3 +146,4 @@ uint16_t FloatToHalf(float value) {
 }
 
 }  // namespace phasor
+#endif  // HWY_ONCE

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace phasor {
 
@@ -34,6 +35,11 @@ absl::string_view DTypeName(DType dtype);
 // binary16 <-> binary32.
 float HalfToFloat(uint16_t bits);
 uint16_t FloatToHalf(float value);
+
+// out[i] = static_cast<float>(in[i]) (round to nearest even; a NaN stays a
+// quiet NaN), in vectors of the widest unit the CPU has: the same bits as
+// the scalar conversion on every target.
+void DoublesToFloats(absl::Span<const double> in, float* out);
 
 // bfloat16 <-> binary32.
 inline float BFloat16ToFloat(uint16_t bits) {

@@ -1,10 +1,14 @@
 #include "core/dtype.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "hwy/targets.h"
 
 namespace phasor {
 namespace {
@@ -60,6 +64,57 @@ TEST(DTypeTest, BFloat16RoundsToNearestEven) {
       EXPECT_EQ(FloatToBFloat16(f), bits);
     }
   }
+}
+
+// DoublesToFloats gives static_cast's bits on every SIMD target the binary
+// holds: specials (±0, ±Inf, NaNs with payloads, overflow past FLT_MAX,
+// results that are float subnormals or round to zero, ties), then random
+// bit patterns, at lengths that leave every tail size.
+TEST(DTypeTest, DoublesToFloatsMatchesTheScalarConversionOnEveryTarget) {
+  std::vector<double> in = {0.0, -0.0, 1.0, -1.0, 0.1,
+      std::numeric_limits<double>::infinity(),
+      -std::numeric_limits<double>::infinity(),
+      std::numeric_limits<double>::quiet_NaN(),
+      -std::numeric_limits<double>::quiet_NaN(),
+      std::numeric_limits<double>::signaling_NaN(),
+      std::numeric_limits<double>::max(),
+      -std::numeric_limits<double>::max(),
+      3.4028235677973366e38,   // Rounds to FLT_MAX.
+      3.4028235677973370e38,   // Past the last float: Inf.
+      1e-40, -1e-45, 1e-46, 7e-46,  // Float subnormals and the rounding to 0.
+      std::numeric_limits<double>::denorm_min(),
+      1.0 + 0x1p-24,  // A tie: rounds to even (1).
+      1.0 + 3 * 0x1p-24,  // A tie: rounds to even (1 + 2^-22).
+      16777217.0};
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 4000; ++i) {
+    const uint64_t bits = rng();
+    double v;
+    std::memcpy(&v, &bits, sizeof(v));
+    in.push_back(v);
+    in.push_back(std::ldexp(static_cast<double>(rng() >> 11), -53 - (i % 200)));
+  }
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (const int64_t target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{7}, size_t{9},
+                         size_t{17}, in.size()}) {
+      std::vector<float> out(count + 1, 42.0f);
+      DoublesToFloats(absl::MakeConstSpan(in.data(), count), out.data());
+      for (size_t i = 0; i < count; ++i) {
+        const float expected = static_cast<float>(in[i]);
+        uint32_t got_bits, expected_bits;
+        std::memcpy(&got_bits, &out[i], 4);
+        std::memcpy(&expected_bits, &expected, 4);
+        ASSERT_EQ(got_bits, expected_bits)
+            << hwy::TargetName(target) << " count " << count << " value " << i
+            << ": " << in[i];
+      }
+      EXPECT_EQ(out[count], 42.0f) << "wrote past the end";
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 }  // namespace
