@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <thread>
 #include <utility>
 
@@ -784,7 +785,10 @@ absl::Status DecodeSubResponse(grpc::ByteBuffer* buffer, char* features_out,
         continue;
       }
       uint32_t length;
-      if (!in.ReadVarint32(&length)) return malformed("features' length");
+      if (!in.ReadVarint32(&length) ||
+          length > static_cast<uint32_t>(std::numeric_limits<int>::max())) {
+        return malformed("features' length");
+      }
       const auto limit = in.PushLimit(static_cast<int>(length));
       while (const uint32_t inner = in.ReadTag()) {
         if (inner != data_tag) {
@@ -795,12 +799,13 @@ absl::Status DecodeSubResponse(grpc::ByteBuffer* buffer, char* features_out,
         }
         uint32_t size;
         if (!in.ReadVarint32(&size)) return malformed("features.data's length");
-        if (have_data || size > features_capacity) {
+        if (have_data) return malformed("features.data twice");
+        if (size > features_capacity) {
           return malformed(absl::StrCat("features.data of ", size,
                                         " bytes where ", features_capacity,
                                         " were expected"));
         }
-        if (!in.ReadRaw(features_out, static_cast<int>(size))) {
+        if (size > 0 && !in.ReadRaw(features_out, static_cast<int>(size))) {
           return malformed("features.data cut short");
         }
         have_data = true;
