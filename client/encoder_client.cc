@@ -784,9 +784,9 @@ absl::Status DecodeSubResponse(grpc::ByteBuffer* buffer, char* features_out,
         }
         continue;
       }
-      uint32_t length;
-      if (!in.ReadVarint32(&length) ||
-          length > static_cast<uint32_t>(std::numeric_limits<int>::max())) {
+      uint64_t length;
+      if (!in.ReadVarint64(&length) ||
+          length > static_cast<uint64_t>(in.BytesUntilTotalBytesLimit())) {
         return malformed("features' length");
       }
       const auto limit = in.PushLimit(static_cast<int>(length));
@@ -797,8 +797,11 @@ absl::Status DecodeSubResponse(grpc::ByteBuffer* buffer, char* features_out,
           }
           continue;
         }
-        uint32_t size;
-        if (!in.ReadVarint32(&size)) return malformed("features.data's length");
+        uint64_t size;
+        if (!in.ReadVarint64(&size) ||
+            size > static_cast<uint64_t>(std::max(in.BytesUntilLimit(), 0))) {
+          return malformed("features.data's length");
+        }
         if (have_data) return malformed("features.data twice");
         if (size > features_capacity) {
           return malformed(absl::StrCat("features.data of ", size,
@@ -811,7 +814,11 @@ absl::Status DecodeSubResponse(grpc::ByteBuffer* buffer, char* features_out,
         have_data = true;
         *features_bytes = size;
       }
-      if (!in.ConsumedEntireMessage()) return malformed("features");
+      // The features field ended where its length said (not at the end of
+      // the bytes before that).
+      if (!in.ConsumedEntireMessage() || in.BytesUntilLimit() != 0) {
+        return malformed("features");
+      }
       in.PopLimit(limit);
     }
     if (!in.ConsumedEntireMessage()) return malformed("the message");
@@ -1023,6 +1030,17 @@ absl::StatusOr<v1::EncodeObservationsResponse> EncoderClient::EncodePanelWithin(
   }
   const int64_t width = probe_features.shape(1);
   const int64_t element_bytes = DTypeBytes(probe_features.dtype());
+  // The joined features are rows·F elements: a width the server could not
+  // have meant (negative, or a size past int64) is not sized.
+  if (width < 0 || element_bytes <= 0 ||
+      (width > 0 && shape.rows > std::numeric_limits<int64_t>::max() / width /
+                                     element_bytes)) {
+    return absl::DataLossError(absl::StrCat(
+        "EncodeObservationsPanel: the zero-row call returned features of shape ",
+        ShapeString(probe_features), " and dtype ",
+        DTypeString(probe_features.dtype()), ", which cannot be joined for ",
+        shape.rows, " rows"));
+  }
 
   Budget budget;
   const int64_t slack = kFramingSlackBytes + limit / 128;

@@ -96,6 +96,10 @@ TEST(DTypeTest, DoublesToFloatsMatchesTheScalarConversionOnEveryTarget) {
   }
   const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
   ASSERT_FALSE(targets.empty());
+  // Back to the CPU's own targets however the loop ends.
+  struct ResetTargets {
+    ~ResetTargets() { hwy::SetSupportedTargetsForTest(0); }
+  } reset;
   for (const int64_t target : targets) {
     hwy::SetSupportedTargetsForTest(target);
     for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{7}, size_t{9},
@@ -114,7 +118,6 @@ TEST(DTypeTest, DoublesToFloatsMatchesTheScalarConversionOnEveryTarget) {
       EXPECT_EQ(out[count], 42.0f) << "wrote past the end";
     }
   }
-  hwy::SetSupportedTargetsForTest(0);
 }
 
 }  // namespace

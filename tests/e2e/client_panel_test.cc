@@ -5,9 +5,9 @@
 // state and the offsets — for wide and long panels, a series too large for
 // one call (cut into chunks joined by state), states sent in, per-series time
 // zones, and a single series without offsets. Errors name the panel's series.
-// A fake server whose sub-call replies are malformed (features.data too long,
-// too short or twice, a message cut short, states missing) gets DATA_LOSS,
-// never a write past the panel's features.
+// Sub-call replies from a fake server that are malformed (features.data
+// too long, too short or twice, a reply cut inside the features, a features
+// length past the reply's end, states missing) are DATA_LOSS.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -410,7 +410,8 @@ enum class Reply {
   kDataTooLong,     // features.data 4 bytes longer than [rows, 2] float32
   kDataTooShort,    // 4 bytes shorter
   kDataTwice,       // features.data sent twice
-  kCutShort,        // a good reply without its last 3 bytes
+  kCutShort,        // a good reply cut in the middle of features.data
+  kLengthPastEnd,   // features' length 16 bytes more than the reply holds
   kStatesMissing,   // no states
 };
 
@@ -461,7 +462,23 @@ class FakeEncoder final : public grpc::CallbackGenericService {
         again.mutable_features()->set_data(features->data());
         wire += again.SerializeAsString();
       }
-      if (reply == Reply::kCutShort) wire.resize(wire.size() - 3);
+      if (reply == Reply::kCutShort || reply == Reply::kLengthPastEnd) {
+        // The states first, so that only the features are wrong: field 1
+        // (tag 0x0a), its length as a varint, then the tensor, cut in the
+        // middle of its data or with a length 16 bytes past the end.
+        v1::EncodeObservationsResponse states_only = response;
+        states_only.clear_features();
+        std::string tensor = features->SerializeAsString();
+        const uint64_t length =
+            tensor.size() + (reply == Reply::kLengthPastEnd ? 16 : 0);
+        if (reply == Reply::kCutShort) tensor.resize(tensor.size() / 2);
+        std::string head = "\x0a";
+        for (uint64_t n = length;; n >>= 7) {
+          head.push_back(static_cast<char>((n & 0x7f) | (n > 0x7f ? 0x80 : 0)));
+          if (n <= 0x7f) break;
+        }
+        wire = states_only.SerializeAsString() + head + tensor;
+      }
       grpc::Slice slice(wire);
       response_ = grpc::ByteBuffer(&slice, 1);
       StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
@@ -506,7 +523,7 @@ TEST(PanelRepliesTest, MalformedSubCallRepliesAreDataLoss) {
 
   for (const Reply reply : {Reply::kDataTooLong, Reply::kDataTooShort,
                             Reply::kDataTwice, Reply::kCutShort,
-                            Reply::kStatesMissing}) {
+                            Reply::kLengthPastEnd, Reply::kStatesMissing}) {
     SCOPED_TRACE(static_cast<int>(reply));
     fake.reply = reply;
     auto bad = (*client)->EncodeObservationsPanel(request, panel);
