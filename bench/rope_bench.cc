@@ -29,8 +29,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -78,6 +80,27 @@ std::vector<int64_t> BenchPositions(int64_t tokens, PositionKind kind) {
 
 // Inputs and outputs for the largest shape, filled once and shared by every
 // benchmark (the largest fp32 operand is 512 MiB).
+// Output buffers start on a page, as the server's response tensors do
+// (tcmalloc hands out large blocks page-aligned), so that vectors of the
+// output are aligned where the kernel streams them (core/rope.cc
+// kStreamBytes); glibc's malloc would put them 16 bytes past a page.
+template <typename T>
+struct PageAlignedAllocator {
+  using value_type = T;
+  PageAlignedAllocator() = default;
+  template <typename U>
+  explicit PageAlignedAllocator(const PageAlignedAllocator<U>&) {}
+  T* allocate(size_t n) {
+    const size_t bytes = (n * sizeof(T) + 4095) / 4096 * 4096;
+    void* p = std::aligned_alloc(4096, bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { std::free(p); }
+  bool operator==(const PageAlignedAllocator&) const { return true; }
+  bool operator!=(const PageAlignedAllocator&) const { return false; }
+};
+
 struct Buffers {
   explicit Buffers(int64_t max_elements)
       : fp32_in(max_elements),
@@ -94,7 +117,7 @@ struct Buffers {
   std::vector<float> fp32_in;
   std::vector<uint16_t> bf16_in;
   std::vector<uint16_t> fp16_in;
-  std::vector<uint8_t> out;
+  std::vector<uint8_t, PageAlignedAllocator<uint8_t>> out;
 };
 
 Buffers& SharedBuffers(int64_t max_tokens) {

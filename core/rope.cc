@@ -35,6 +35,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/rope.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 // Types and scalar helpers shared by every target, defined once.
@@ -230,7 +231,18 @@ struct ApplyJob {
   const RopeOperand* key;  // May be null.
   RopeLayout layout;
   int64_t rotary_dim;
+  bool stream;  // Non-temporal stores where aligned (kStreamBytes).
 };
+
+// Outputs of at least this many bytes (query and key together) are written
+// with non-temporal stores where a vector is aligned: they cannot stay in
+// cache for their reader anyway, and plain stores first read every output
+// line (read-for-ownership), a third more memory traffic than a copy that
+// streams (glibc's memcpy does above ~3/4 of the last-level cache). On a
+// 2-core AMD EPYC (32 MiB L3, docs/BENCHMARKS.md) fp32 [4096, 32, 128]
+// went from 0.69x to 0.95-1.0x of memcpy; below the cache's size streaming
+// was slower ([128, 32, 128]: 1.05x the time).
+constexpr size_t kStreamBytes = size_t{32} << 20;
 
 }  // namespace
 }  // namespace phasor
@@ -241,6 +253,19 @@ namespace phasor {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// A vector's store to the output: with kStream, non-temporal where `p` is
+// aligned to the vector (whole vectors of 16 bytes or more), else plain.
+template <bool kStream, class D>
+HWY_INLINE void Put(hn::Vec<D> v, D d, hn::TFromD<D>* HWY_RESTRICT p) {
+  if constexpr (kStream && hn::MaxLanes(D()) * sizeof(hn::TFromD<D>) >= 16) {
+    if ((reinterpret_cast<uintptr_t>(p) & (hn::Lanes(d) * sizeof(hn::TFromD<D>) - 1)) == 0) {
+      hn::Stream(v, d, p);
+      return;
+    }
+  }
+  hn::StoreU(v, d, p);
+}
+
 // ---------------------------------------------------------------------------
 // Storage codecs: load N elements of storage as a vector of the arithmetic
 // type (float32 for float32 and the 16-bit formats, double for float64), and
@@ -250,7 +275,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // a NaN narrows to the quiet NaN of its sign (0x7e00, or the bfloat16 NaN
 // with the quiet bit set), ±Inf and overflow to ±Inf, subnormals exactly.
 // Pointers need no alignment (LoadU/StoreU).
-template <typename T>
+template <typename T, bool kStream>
 struct PlainCodec {
   using Elem = T;
   template <class D>
@@ -259,13 +284,14 @@ struct PlainCodec {
   }
   template <class D>
   static HWY_INLINE void Store(D d, hn::Vec<D> v, T* HWY_RESTRICT p) {
-    hn::StoreU(v, d, p);
+    Put<kStream>(v, d, p);
   }
 };
 
 // bfloat16 is the top half of a float32: widening is a shift; narrowing
 // rounds the low 16 bits to nearest even, (bits + 0x7fff + lsb) >> 16, and
 // keeps a NaN's sign and top payload bits with the quiet bit set.
+template <bool kStream>
 struct BFloat16Codec {
   using Elem = uint16_t;
   template <class D>
@@ -286,7 +312,7 @@ struct BFloat16Codec {
     const auto quiet_nan = hn::Or(top, hn::Set(du, 0x0040u));
     const auto narrow = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
     // Every lane is <= 0xffff, so the saturating narrow is exact.
-    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, narrow)), d16, p);
+    Put<kStream>(hn::DemoteTo(d16, hn::BitCast(di, narrow)), d16, p);
   }
 };
 
@@ -296,6 +322,7 @@ struct BFloat16Codec {
 // FloatToHalf does. Other targets use the integer formulation below (Highway
 // 1.0.3's portable float16 conversions truncate, so they are not used).
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
+template <bool kStream>
 struct Float16Codec {
   using Elem = uint16_t;
   template <class D>
@@ -309,10 +336,11 @@ struct Float16Codec {
     const hn::RebindToUnsigned<D> du;
     const auto quiet_nan = hn::CopySign(hn::BitCast(d, hn::Set(du, 0x7fc00000u)), v);
     const auto canonical = hn::IfThenElse(hn::IsNaN(v), quiet_nan, v);
-    hn::StoreU(hn::DemoteTo(d16, canonical), d16, reinterpret_cast<hwy::float16_t*>(p));
+    Put<kStream>(hn::DemoteTo(d16, canonical), d16, reinterpret_cast<hwy::float16_t*>(p));
   }
 };
 #else
+template <bool kStream>
 struct Float16Codec {
   using Elem = uint16_t;
   // Exponent and mantissa moved into float32 position and rebiased by
@@ -362,7 +390,7 @@ struct Float16Codec {
                             hn::Set(du, 0x7c00u), narrow);
     narrow = hn::IfThenElse(RebindMask(du, hn::Gt(m, hn::Set(di, 0x7f800000))),
                             hn::Set(du, 0x7e00u), narrow);
-    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::Or(narrow, sign))), d16, p);
+    Put<kStream>(hn::DemoteTo(d16, hn::BitCast(di, hn::Or(narrow, sign))), d16, p);
   }
 };
 #endif
@@ -603,9 +631,10 @@ class TrigWalker final {
 // in place, out of place, misaligned and every tensor layout run the same
 // arithmetic and give the same bytes; nothing is staged or zero-filled.
 //
-// Plain stores: non-temporal (streaming) stores were tried for large outputs
-// and measured slower on AMD Zen 5 than these (the fixed-width loops already
-// reach memory-copy speed), and the result is usually read again soon.
+// Stores: plain, or non-temporal for outputs of kStreamBytes and more
+// (ApplyJob::stream; measured slower than plain stores on an earlier AMD
+// Zen 5 host, ~1.5x faster on the host of docs/BENCHMARKS.md's "A new
+// host"). Either way the bytes are the same.
 template <class Codec, class D>
 HWY_INLINE void RotateToken(D d, const RopeOperand& operand, int64_t token,
                             RopeLayout layout, int64_t rotary_dim,
@@ -666,17 +695,33 @@ HWY_INLINE void RotateChunk(const ApplyJob& job, int64_t begin, int64_t end) {
   }
 }
 
+// The codec with plain stores, or with non-temporal ones (then fenced, so
+// the chunk's bytes are visible to whoever waits on ParallelFor).
+template <template <bool> class Codec, typename Math>
+HWY_INLINE void RotateChunkStreamingOrNot(const ApplyJob& job, int64_t begin, int64_t end) {
+  if (job.stream) {
+    RotateChunk<Codec<true>, Math>(job, begin, end);
+    hwy::FlushStream();
+  } else {
+    RotateChunk<Codec<false>, Math>(job, begin, end);
+  }
+}
+template <bool kStream>
+using Float32Codec = PlainCodec<float, kStream>;
+template <bool kStream>
+using Float64Codec = PlainCodec<double, kStream>;
+
 void RotateChunkFloat32(const ApplyJob& job, int64_t begin, int64_t end) {
-  RotateChunk<PlainCodec<float>, float>(job, begin, end);
+  RotateChunkStreamingOrNot<Float32Codec, float>(job, begin, end);
 }
 void RotateChunkFloat64(const ApplyJob& job, int64_t begin, int64_t end) {
-  RotateChunk<PlainCodec<double>, double>(job, begin, end);
+  RotateChunkStreamingOrNot<Float64Codec, double>(job, begin, end);
 }
 void RotateChunkFloat16(const ApplyJob& job, int64_t begin, int64_t end) {
-  RotateChunk<Float16Codec, float>(job, begin, end);
+  RotateChunkStreamingOrNot<Float16Codec, float>(job, begin, end);
 }
 void RotateChunkBFloat16(const ApplyJob& job, int64_t begin, int64_t end) {
-  RotateChunk<BFloat16Codec, float>(job, begin, end);
+  RotateChunkStreamingOrNot<BFloat16Codec, float>(job, begin, end);
 }
 
 template <typename T>
@@ -722,7 +767,9 @@ void ApplyRopeWith(const RopeSpec& spec, const RopePlan& rope,
   const bool float64 = query.dtype == DType::kFloat64;
   const TrigPlan trig = MakeTrigPlan(rope, scale, positions, MropeRuns(spec, rotary_dim / 2),
                                      RopePositionAxes(spec), /*exact_rows=*/float64);
-  const ApplyJob job{&trig, &query, key, spec.layout, rotary_dim};
+  const size_t out_bytes = query.out.size() + (key != nullptr ? key->out.size() : 0);
+  const ApplyJob job{&trig, &query, key, spec.layout, rotary_dim,
+                     /*stream=*/out_bytes >= kStreamBytes};
   void (*chunk)(const ApplyJob&, int64_t, int64_t) = nullptr;
   switch (query.dtype) {
     case DType::kFloat32:

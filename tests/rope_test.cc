@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <random>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "core/dtype.h"
 #include "core/errors.h"
@@ -1218,6 +1221,67 @@ TEST(RopePrecision, LadderRunNearInt64MaxIsExact) {
     }
   }
   EXPECT_LE(worst, 7e-8);
+}
+
+// Outputs of 32 MiB and more are written with non-temporal stores where a
+// vector is aligned (core/rope.cc kStreamBytes): the bytes must be those of
+// the same rotation done in calls too small to stream, for every dtype and
+// both layouts, with the output page-aligned (every vector streamed) and
+// one element past a page (a mix of streamed and plain stores).
+TEST(RopeStreaming, LargeOutputsGiveTheBytesOfSmallCalls) {
+  constexpr int64_t kHeads = 32;
+  constexpr int64_t kDim = 128;
+  constexpr int64_t kCallTokens = 256;  // 2 MiB of float64: plain stores.
+  for (const DType dtype : {DType::kFloat32, DType::kFloat64, DType::kBFloat16,
+                            DType::kFloat16}) {
+    const size_t es = DTypeSize(dtype);
+    const int64_t tokens = (int64_t{32} << 20) / (kHeads * kDim * static_cast<int64_t>(es));
+    const size_t bytes = static_cast<size_t>(tokens * kHeads * kDim) * es;
+    std::vector<uint8_t> in(bytes);
+    const std::vector<float> values = RandomFloats(bytes / es, 31);
+    for (size_t j = 0; j < values.size(); ++j) {
+      uint8_t* dst = &in[j * es];
+      if (dtype == DType::kFloat32) {
+        std::memcpy(dst, &values[j], 4);
+      } else if (dtype == DType::kFloat64) {
+        const double v = values[j];
+        std::memcpy(dst, &v, 8);
+      } else {
+        const uint16_t h = dtype == DType::kFloat16 ? FloatToHalf(values[j])
+                                                    : FloatToBFloat16(values[j]);
+        std::memcpy(dst, &h, 2);
+      }
+    }
+    std::vector<int64_t> positions(static_cast<size_t>(tokens));
+    for (int64_t t = 0; t < tokens; ++t) positions[t] = 3 * t + 5;
+    std::unique_ptr<uint8_t, decltype(&std::free)> page(
+        static_cast<uint8_t*>(std::aligned_alloc(4096, bytes + 4096)), &std::free);
+    ASSERT_NE(page, nullptr);
+    for (const RopeLayout layout : {RopeLayout::kHalf, RopeLayout::kInterleaved}) {
+      RopeSpec spec;
+      spec.layout = layout;
+      std::vector<uint8_t> reference(bytes);
+      for (int64_t t0 = 0; t0 < tokens; t0 += kCallTokens) {
+        const size_t offset = static_cast<size_t>(t0 * kHeads * kDim) * es;
+        const size_t call_bytes = static_cast<size_t>(kCallTokens * kHeads * kDim) * es;
+        RunRope(spec,
+                Positions::Integers(absl::MakeConstSpan(positions).subspan(
+                    static_cast<size_t>(t0), kCallTokens)),
+                Operand(dtype, kCallTokens, kHeads, kDim,
+                        absl::MakeConstSpan(in).subspan(offset, call_bytes),
+                        absl::MakeSpan(reference).subspan(offset, call_bytes)),
+                nullptr);
+      }
+      for (const size_t shift : {size_t{0}, es}) {
+        SCOPED_TRACE(absl::StrCat(DTypeName(dtype), layout == RopeLayout::kHalf ? " half" : " interleaved",
+                                  shift == 0 ? ", page-aligned" : ", one element past a page"));
+        const absl::Span<uint8_t> out(page.get() + shift, bytes);
+        RunRope(spec, Positions::Integers(positions),
+                Operand(dtype, tokens, kHeads, kDim, absl::MakeConstSpan(in), out), nullptr);
+        EXPECT_EQ(0, std::memcmp(out.data(), reference.data(), bytes));
+      }
+    }
+  }
 }
 
 }  // namespace
