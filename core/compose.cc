@@ -21,6 +21,7 @@
 #include "core/dtype.h"
 #include "core/errors.h"
 #include "core/status_macros.h"
+#include "core/wide_values.h"
 
 namespace phasor {
 namespace {
@@ -722,28 +723,24 @@ void EncodeTile(const Prepared& p, const SeriesOrigins& o, int64_t begin,
         scale_rows(obs.content_f64.data());
       }
       done(p.content_dim);
+    } else if (obs.layout == ObservationLayout::kWide) {
+      // Selects on lane masks, not branches (a value is observed at
+      // random). target(i) = target(0) + i·width, for SUM and CONCAT.
+      WriteValuesAndFlags(obs, begin, n, target(0), width);
+      done(2 * channels);
     } else {
-      // Selects, not branches (a value is observed at random); the layout
-      // is decided once per tile.
       VisitObservationReader(obs, [&](const auto& reader) {
         using Reader = std::decay_t<decltype(reader)>;
-        for (int64_t i = 0; i < n; ++i) {
-          double* dst = target(i);
-          if constexpr (Reader::kLong) {
+        if constexpr (Reader::kLong) {
+          for (int64_t i = 0; i < n; ++i) {
             // One channel per event: zeros, then that channel's value.
+            double* dst = target(i);
             std::fill(dst, dst + 2 * channels, 0.0);
             double value = 0.0;
             const int64_t c = reader.Channel(begin + i);
             const bool observed = reader.At(begin + i, c, &value);
             dst[c] = observed ? value : 0.0;
             dst[channels + c] = observed ? 1.0 : 0.0;
-          } else {
-            for (int64_t c = 0; c < channels; ++c) {
-              double value = 0.0;
-              const bool observed = reader.At(begin + i, c, &value);
-              dst[c] = observed ? value : 0.0;
-              dst[channels + c] = observed ? 1.0 : 0.0;
-            }
           }
         }
       });

@@ -401,10 +401,6 @@ HWY_EXPORT(LadderRowsFloat32);
 HWY_EXPORT(DoubleLanes);
 namespace {
 
-// Time2Vec's linear term is formed in an extended long double.
-static_assert(std::numeric_limits<long double>::digits >= 64,
-              "Time2Vec's linear term needs an extended long double");
-
 using u128 = unsigned __int128;
 
 // A field path kept as prefix + suffix and joined only for an error message,
@@ -870,14 +866,18 @@ inline void SplitElapsed(__int128 e, double* hi, double* lo) {
 }  // namespace
 
 Time2Vec::Time2Vec(const Time2VecBlock& block, SinusoidAccuracy accuracy)
-    : omega_(block.omega.begin(), block.omega.end()),
-      phi_long_(block.phi.begin(), block.phi.end()),
-      unit_ns_(static_cast<long double>(block.unit_seconds) * 1e9L),
-      accuracy_(accuracy) {
+    : width_(static_cast<int64_t>(block.omega.size())), accuracy_(accuracy) {
   const size_t n = block.omega.size();
   // U = unit_seconds·1e9: a 53-bit by 30-bit product, exact in binary128.
   const Binary128 unit_ns = Binary128(block.unit_seconds) * Binary128(1e9);
   if (accuracy_ == SinusoidAccuracy::kFloat32) {
+    // The linear term as kFloat64 forms it; the sines in fixed point.
+    rate_hi_.resize(1);
+    rate_lo_.resize(1);
+    offset_hi_.resize(1);
+    offset_lo_.resize(1);
+    SplitBinary128(Binary128(block.omega[0]) / unit_ns, &rate_hi_[0], &rate_lo_[0]);
+    SplitBinary128(Binary128(block.phi[0]), &offset_hi_[0], &offset_lo_[0]);
     turn_steps_.reserve(n);
     phase_offsets_.reserve(n);
     for (size_t i = 1; i < n; ++i) {
@@ -908,21 +908,23 @@ Time2Vec::Time2Vec(const Time2VecBlock& block, SinusoidAccuracy accuracy)
   }
 }
 
+double Time2Vec::Linear(double e_hi, double e_lo) const {
+  // ω_0·τ + φ_0 = e·rate + φ_0: the exact product e_hi·rate_hi (fma), the
+  // small cross terms, then φ_0 by TwoSum (Knuth), rounded once at the end.
+  const double p = e_hi * rate_hi_[0];
+  const double p_error = std::fma(e_hi, rate_hi_[0], -p);
+  const double cross = e_hi * rate_lo_[0] + e_lo * rate_hi_[0];
+  const double s = p + offset_hi_[0];
+  const double bp = s - p;
+  const double s_error = (p - (s - bp)) + (offset_hi_[0] - bp);
+  return s + (s_error + (p_error + (cross + offset_lo_[0])));
+}
+
 void Time2Vec::EncodeFloat64(__int128 elapsed_ns, double* out) const {
   double e_hi = 0;
   double e_lo = 0;
   SplitElapsed(elapsed_ns, &e_hi, &e_lo);
-  {
-    // ω_0·τ + φ_0 = e·rate + φ_0: the exact product e_hi·rate_hi (fma), the
-    // small cross terms, then φ_0 by TwoSum (Knuth), rounded once at the end.
-    const double p = e_hi * rate_hi_[0];
-    const double p_error = std::fma(e_hi, rate_hi_[0], -p);
-    const double cross = e_hi * rate_lo_[0] + e_lo * rate_hi_[0];
-    const double s = p + offset_hi_[0];
-    const double bp = s - p;
-    const double s_error = (p - (s - bp)) + (offset_hi_[0] - bp);
-    out[0] = s + (s_error + (p_error + (cross + offset_lo_[0])));
-  }
+  out[0] = Linear(e_hi, e_lo);
   // The sines in chunks of kAngles through the vector kernel, each turns
   // e·rate_i + offset_i with every part reduced mod 1 on its own and summed
   // as 2^-64-turn integers (wrapping is the mod), then split at the nearest
@@ -963,15 +965,6 @@ void Time2Vec::EncodeFloat64(__int128 elapsed_ns, double* out) const {
 
 namespace {
 
-// |elapsed| < 2^64 as a long double, exactly. An elapsed time almost always
-// fits int64, whose conversion is one instruction; the 128-bit one is a
-// library call. Both give the same value.
-inline long double ToLongDouble(__int128 e) {
-  const auto narrow = static_cast<int64_t>(e);
-  return narrow == e ? static_cast<long double>(narrow)
-                     : static_cast<long double>(e);
-}
-
 // The largest angle handed to SinCosSmallAngles: it needs |q| < 2^20 quarter
 // turns (~1.6e6 rad); a caller's angle may be any finite double, and the
 // rare one past this goes to libm.
@@ -979,9 +972,11 @@ constexpr double kMaxKernelAngle = 0x1p20;
 
 }  // namespace
 
-double Time2Vec::LinearFloat32(__int128 elapsed_ns) const {
-  const long double tau = ToLongDouble(elapsed_ns) / unit_ns_;
-  return static_cast<double>(omega_[0] * tau + phi_long_[0]);
+double Time2Vec::LinearOf(__int128 elapsed_ns) const {
+  double e_hi = 0;
+  double e_lo = 0;
+  SplitElapsed(elapsed_ns, &e_hi, &e_lo);
+  return Linear(e_hi, e_lo);
 }
 
 void Time2Vec::PhasesFloat32(__int128 elapsed_ns, size_t first, size_t count,
@@ -1037,7 +1032,7 @@ void Time2Vec::EncodeRowsFloat32(absl::Span<const Time> times, int64_t origin_ns
     for (int64_t r = 0; r < rows; ++r) {
       double* row = out + r * row_stride;
       const __int128 e = elapsed(r);
-      row[0] = LinearFloat32(e);
+      row[0] = LinearOf(e);
       for (int64_t k0 = 0; k0 < sines; k0 += kPhases) {
         const auto n = static_cast<size_t>(std::min(kPhases, sines - k0));
         PhasesFloat32(e, static_cast<size_t>(k0), n, turns);
@@ -1051,7 +1046,7 @@ void Time2Vec::EncodeRowsFloat32(absl::Span<const Time> times, int64_t origin_ns
     const int64_t call_rows = std::min(rows_per_call, rows - r0);
     for (int64_t r = 0; r < call_rows; ++r) {
       const __int128 e = elapsed(r0 + r);
-      out[(r0 + r) * row_stride] = LinearFloat32(e);
+      out[(r0 + r) * row_stride] = LinearOf(e);
       PhasesFloat32(e, 0, static_cast<size_t>(sines), turns + r * sines);
     }
     SinCosOfPhases<SinusoidAccuracy::kFloat32>(

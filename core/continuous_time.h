@@ -270,7 +270,7 @@ void SinCosOfTurns(absl::Span<const uint64_t> turns, double* sin_out,
 // ladder's kernel (quarter turn from the bits, < 1 ulp on the residual).
 // The phase is within |ω_i·τ|/2π·2^-104 + 2^-62 turns of exact: ≤ 2e-16
 // rad off while |ω_i·τ| < 2^40 turns, for any φ_i. The linear term
-// ω_0·τ + φ_0 is formed in long double (64-bit significand on x86-64).
+// ω_0·τ + φ_0 is formed as kFloat64 forms it (below).
 //
 // SinusoidAccuracy::kFloat64 evaluates the exact τ = elapsed_ns / U,
 // U = unit_seconds·1e9, without long double: per term the rate ω_i/U (in
@@ -291,7 +291,7 @@ class Time2Vec final {
   explicit Time2Vec(const Time2VecBlock& block,
                     SinusoidAccuracy accuracy = SinusoidAccuracy::kFloat32);
 
-  int64_t width() const { return static_cast<int64_t>(omega_.size()); }
+  int64_t width() const { return width_; }
 
   // Writes width() values for τ = elapsed_ns / (unit_seconds·1e9).
   void Encode(__int128 elapsed_ns, double* out) const;
@@ -306,8 +306,10 @@ class Time2Vec final {
 
  private:
   void EncodeFloat64(__int128 elapsed_ns, double* out) const;
-  // kFloat32: the linear term ω_0·τ + φ_0.
-  double LinearFloat32(__int128 elapsed_ns) const;
+  // The linear term ω_0·τ + φ_0 of e = e_hi + e_lo ns (SplitElapsed), for
+  // both accuracies.
+  double Linear(double e_hi, double e_lo) const;
+  double LinearOf(__int128 elapsed_ns) const;
   // kFloat32: turns[j] = the phase (ω_i·τ + φ_i) mod 2π in 2^-64 turns of
   // sine i = first + j + 1, for j < count.
   void PhasesFloat32(__int128 elapsed_ns, size_t first, size_t count,
@@ -317,12 +319,10 @@ class Time2Vec final {
   void EncodeRowsFloat32(absl::Span<const Time> times, int64_t origin_ns,
                          double* out, int64_t row_stride) const;
 
-  std::vector<long double> omega_;
-  std::vector<long double> phi_long_;
-  long double unit_ns_;
+  int64_t width_;
   SinusoidAccuracy accuracy_;
-  // kFloat64: rate and offset of each term as hi + lo (see above); term 0's
-  // are ω_0/U and φ_0 (not in turns).
+  // Rate and offset of each term as hi + lo (see above); term 0's are ω_0/U
+  // and φ_0 (not in turns). kFloat32 keeps term 0's only.
   std::vector<double> rate_hi_;
   std::vector<double> rate_lo_;
   std::vector<double> offset_hi_;

@@ -12,6 +12,7 @@
 #include "absl/types/span.h"
 #include "core/errors.h"
 #include "core/status_macros.h"
+#include "core/wide_values.h"
 
 namespace phasor {
 namespace {
@@ -126,17 +127,9 @@ absl::Status ValidateWide(const ObservationsView& obs, absl::string_view prefix)
   const int64_t t = static_cast<int64_t>(obs.timestamps.size());
   const int64_t c = obs.num_channels;
   // A branch-free pass over every value first (whether a value is observed
-  // is random, and the loop vectorises); the first offending value is
-  // looked for only when there is one. Row 0's channel i is value i.
-  bool any_bad = false;
-  VisitObservationReader(obs, [&](const auto& reader) {
-    for (int64_t i = 0; i < t * c; ++i) {
-      double v = 0;
-      const bool observed = reader.At(/*row=*/0, /*c=*/i, &v);
-      any_bad |= observed & !(std::fabs(v) <= std::numeric_limits<double>::max());
-    }
-  });
-  if (!any_bad) return absl::OkStatus();
+  // is random); the first offending value is looked for only when there is
+  // one.
+  if (!AnyObservedNonFinite(obs)) return absl::OkStatus();
   for (int64_t i = 0; i < t * c; ++i) {
     const double v = obs.values.at(i);
     const bool observed = obs.mask.empty() ? !std::isnan(v) : obs.mask[i] != 0;
