@@ -165,9 +165,9 @@ CalendarEncoder::RowClock ClockOf(const LocalTime& t) {
 }
 
 // The elapsed part of the field's unit by the local clock, in [0, 1).
-// Inlined: FieldAnglesOf calls it with a constant field, which folds the
-// switch away.
-[[gnu::always_inline]] inline double FieldFraction(CalendarField field, const LocalTime& t,
+// core/calendar_angles.cc spells the same operations out per field for
+// EncodeRows' vectors; a change here is a change there.
+inline double FieldFraction(CalendarField field, const LocalTime& t,
                      const CalendarEncoder::RowClock& clock) {
   const double seconds = clock.seconds;
   const double day_fraction = clock.day_fraction;
@@ -914,6 +914,7 @@ namespace {
 
 // The angle of harmonic k of a cyclic field at x in [0, period): 2π·x'/P
 // with x' = (k·x) mod P, exact (fmod is), a smaller angle.
+// core/calendar_angles.cc computes it likewise, in vectors.
 inline double HarmonicAngle(double x, int period, int64_t k) {
   const double kx = k == 1 ? x : std::fmod(static_cast<double>(k) * x, period);
   return kTwoPi * kx / period;
@@ -969,34 +970,6 @@ void CalendarEncoder::EncodeField(const Slot& slot, const LocalTime& local,
 
 namespace {
 
-// The angles of harmonics 1..order of a CYCLIC fractional field (what
-// EncodeField takes the sin/cos of) for `rows` rows, row r's at
-// angles + r·stride. The field a constant, its switches fold away, and a
-// row's divisions do not wait on the previous row's: one field down many
-// rows, not many fields along one row (whose dependent divisions were a
-// third of a calendar row).
-using BatchRow = CalendarEncoder::Writer::BatchRow;
-
-template <CalendarField kField>
-void FieldAnglesOf(const BatchRow* batch, int64_t rows, int64_t order, double* angles,
-                   int64_t stride) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const LocalTime& local = batch[r].local;
-    const double x = (CivilValue(kField, local) - FieldBase(kField)) +
-                     FieldFraction(kField, local, batch[r].clock);
-    const int period = CyclePeriod(kField, local);
-    double* a = angles + r * stride;
-    for (int64_t k = 1; k <= order; ++k) a[k - 1] = HarmonicAngle(x, period, k);
-  }
-}
-
-// FieldAnglesOf of each CYCLIC field, indexed by the field (the cyclic
-// fields are the first kNumCyclicKinds).
-template <size_t... kFields>
-constexpr auto FieldAnglesTable(std::index_sequence<kFields...>) {
-  return std::array{&FieldAnglesOf<static_cast<CalendarField>(kFields)>...};
-}
-constexpr auto kFieldAngles = FieldAnglesTable(std::make_index_sequence<kNumCyclicKinds>());
 
 }  // namespace
 
@@ -1036,10 +1009,16 @@ CalendarEncoder::Writer::Writer(const CalendarEncoder& encoder)
       cursor_(encoder.zone_),
       day_columns_(static_cast<size_t>(encoder.width_), 0.0) {
   if (encoder.row_angles_ > 0) {
+    // Whole vectors of rows where a few rows' angles fill the batch (the
+    // angles are computed for many rows at once, calendar_angles.h).
     rows_per_batch_ = std::max<int64_t>(kBatchAngles / encoder.row_angles_, 1);
+    if (rows_per_batch_ >= kBatchRowMultiple) {
+      rows_per_batch_ = (rows_per_batch_ + kBatchRowMultiple - 1) / kBatchRowMultiple *
+                        kBatchRowMultiple;
+    }
     const auto angles = static_cast<size_t>(rows_per_batch_ * encoder.row_angles_);
     angles_.resize(angles);
-    batch_.resize(static_cast<size_t>(rows_per_batch_));
+    batch_ = calendar_internal::ClockRows(rows_per_batch_);
     sin_.resize(angles);
     cos_.resize(angles);
   }
@@ -1093,13 +1072,35 @@ void CalendarEncoder::Writer::Encode(int64_t unix_ns, double* out) {
   EncodeRows(absl::MakeConstSpan(&unix_ns, 1), out, encoder_.width_);
 }
 
+void CalendarEncoder::Writer::KeepForAngles(int64_t r, const LocalTime& t,
+                                            const RowClock& clock) {
+  using B = calendar_internal::ClockRows;
+  batch_.ints(B::kSecond)[r] = t.second;
+  batch_.ints(B::kSubsecondNs)[r] = static_cast<int32_t>(t.subsecond_ns);
+  batch_.ints(B::kMinute)[r] = t.minute;
+  batch_.ints(B::kHour)[r] = t.hour;
+  batch_.ints(B::kWeekday)[r] = t.weekday;
+  batch_.ints(B::kDayIndex)[r] = t.date.day() - 1;
+  batch_.ints(B::kDayOfYearIndex)[r] = t.day_of_year - 1;
+  batch_.ints(B::kIsoWeekIndex)[r] = t.iso_week - 1;
+  const int month_index = t.date.month() - 1;
+  batch_.ints(B::kMonthIndex)[r] = month_index;
+  batch_.ints(B::kQuarterIndex)[r] = month_index / 3;
+  batch_.ints(B::kMonthInQuarter)[r] = month_index % 3;
+  batch_.ints(B::kDaysInMonth)[r] = t.days_in_month;
+  batch_.ints(B::kDaysInYear)[r] = t.days_in_year;
+  batch_.ints(B::kIsoWeeksInYear)[r] = t.iso_weeks_in_year;
+  batch_.reals(B::kSeconds)[r] = clock.seconds;
+  batch_.reals(B::kDayFraction)[r] = clock.day_fraction;
+}
+
 void CalendarEncoder::Writer::EncodeRows(absl::Span<const int64_t> times_ns,
                                          double* out, int64_t row_stride) {
   const CalendarEncoder& e = encoder_;
   const auto rows = static_cast<int64_t>(times_ns.size());
   if (e.row_angles_ == 0) {
     for (int64_t r = 0; r < rows; ++r) {
-      EncodeRow(times_ns[r], out + r * row_stride, /*batch=*/nullptr);
+      EncodeRow(times_ns[r], out + r * row_stride, /*batch_row=*/-1);
     }
     return;
   }
@@ -1111,20 +1112,20 @@ void CalendarEncoder::Writer::EncodeRows(absl::Span<const int64_t> times_ns,
   for (int64_t r0 = 0; r0 < rows; r0 += rows_per_batch_) {
     const int64_t n = std::min(rows_per_batch_, rows - r0);
     for (int64_t r = 0; r < n; ++r) {
-      EncodeRow(times_ns[r0 + r], out + (r0 + r) * row_stride, &batch_[r]);
+      EncodeRow(times_ns[r0 + r], out + (r0 + r) * row_stride, /*batch_row=*/r);
     }
     // The angles a field at a time (harmonics of slot j at a_j in a row).
     int64_t a = 0;
     for (const Slot& slot : e.row_slots_) {
       if (!slot.angles) continue;
       assert(IsCyclicField(slot.field));
-      kFieldAngles[static_cast<size_t>(slot.field)](batch_.data(), n, slot.order,
-                                                    angles_.data() + a, per_row);
+      calendar_internal::FieldAngles(static_cast<int>(slot.field), batch_, n, slot.order,
+                                     angles_.data() + a, per_row);
       a += slot.order;
     }
     // In [0, 2π] (2π·(k·x mod P)/P): straight through the vector kernel.
-    SinCosOfAngles(absl::MakeConstSpan(angles_.data(), n * per_row), sin_.data(),
-                   cos_.data());
+    SinCosOfSmallAngles(absl::MakeConstSpan(angles_.data(), n * per_row), sin_.data(),
+                        cos_.data());
     if (e.angle_run_begin_ >= 0) {
       // One run of (sin, cos) pairs per row: a plain interleave.
       for (int64_t r = 0; r < n; ++r) {
@@ -1157,7 +1158,7 @@ void CalendarEncoder::Writer::EncodeRows(absl::Span<const int64_t> times_ns,
 }
 
 void CalendarEncoder::Writer::EncodeRow(int64_t unix_ns, double* out,
-                                        BatchRow* batch) {
+                                        int64_t batch_row) {
   const CalendarEncoder& e = encoder_;
   const LocalTime& local = cursor_.At(unix_ns);
   if (!has_day_ || local.day_number != day_number_) FillDay(local);
@@ -1197,9 +1198,9 @@ void CalendarEncoder::Writer::EncodeRow(int64_t unix_ns, double* out,
   } else {
     // Fractional fields share the row's clock (computed once, not per field).
     const RowClock clock = e.fractional_ ? ClockOf(local) : RowClock{0, 0};
-    if (batch != nullptr) *batch = {local, clock};  // For the batch's angles.
+    if (batch_row >= 0) KeepForAngles(batch_row, local, clock);
     for (const Slot& slot : e.row_slots_) {
-      if (slot.angles && batch != nullptr) continue;  // EncodeRows' kFieldAngles.
+      if (slot.angles && batch_row >= 0) continue;  // EncodeRows' FieldAngles.
       e.EncodeField(slot, local, clock, out + slot.offset);
     }
   }

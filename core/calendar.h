@@ -90,6 +90,7 @@
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "core/calendar_angles.h"
 #include "core/continuous_time.h"
 #include "core/holidays.h"
 
@@ -240,12 +241,6 @@ class CalendarEncoder final {
   // One per thread: holds the cursor and the per-day cache.
   class Writer final {
    public:
-    // A row of EncodeRows' batch: what its fractional CYCLIC angles read.
-    struct BatchRow {
-      LocalTime local;
-      RowClock clock;
-    };
-
     explicit Writer(const CalendarEncoder& encoder);
     // Writes width() values for the instant unix_ns.
     void Encode(int64_t unix_ns, double* out);
@@ -255,14 +250,19 @@ class CalendarEncoder final {
                     int64_t row_stride);
 
    private:
-    // Angles a Writer evaluates together (a few rows' worth).
+    // Angles a Writer evaluates together (a few rows' worth), in batches of
+    // a multiple of kBatchRowMultiple rows when that many fit (whole vectors
+    // of 8 doubles).
     static constexpr int64_t kBatchAngles = 256;
+    static constexpr int64_t kBatchRowMultiple = 8;
 
     void FillDay(const LocalTime& local);
-    // Encode; with `batch` (an EncodeRows batch row), the row's local time
-    // and clock are kept there and the slots with Slot::angles are left to
-    // EncodeRows.
-    void EncodeRow(int64_t unix_ns, double* out, BatchRow* batch);
+    // Encode; with batch_row >= 0 (a row of EncodeRows' batch), the row's
+    // local time and clock are kept in batch_ and the slots with
+    // Slot::angles are left to EncodeRows.
+    void EncodeRow(int64_t unix_ns, double* out, int64_t batch_row);
+    // Row r of batch_: what the fractional CYCLIC angles read of `t`.
+    void KeepForAngles(int64_t r, const LocalTime& t, const RowClock& clock);
 
     const CalendarEncoder& encoder_;
     LocalTimeCursor cursor_;
@@ -278,7 +278,7 @@ class CalendarEncoder final {
     // EncodeRows: rows per batch, and the batch's local times, angles,
     // sines and cosines.
     int64_t rows_per_batch_ = 1;
-    std::vector<BatchRow> batch_;
+    calendar_internal::ClockRows batch_;
     std::vector<double> angles_;
     std::vector<double> sin_;
     std::vector<double> cos_;

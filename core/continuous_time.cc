@@ -1058,26 +1058,33 @@ void Time2Vec::EncodeRowsFloat32(absl::Span<const Time> times, int64_t origin_ns
   }
 }
 
+void SinCosOfSmallAngles(absl::Span<const double> angles, double* sin_out,
+                         double* cos_out) {
+  assert(sin_out != angles.data() && cos_out != angles.data());
+  // Straight through the kernel, the last few angles padded with zeros.
+  const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
+  const size_t whole = angles.size() / kSinCosBatch * kSinCosBatch;
+  sin_cos(angles.data(), whole, sin_out, cos_out);
+  if (whole == angles.size()) return;
+  HWY_ALIGN double angle[kSinCosBatch] = {};
+  HWY_ALIGN double sin_angle[kSinCosBatch];
+  HWY_ALIGN double cos_angle[kSinCosBatch];
+  const size_t rest = angles.size() - whole;
+  std::copy_n(angles.data() + whole, rest, angle);
+  sin_cos(angle, kSinCosBatch, sin_angle, cos_angle);
+  std::copy_n(sin_angle, rest, sin_out + whole);
+  std::copy_n(cos_angle, rest, cos_out + whole);
+}
+
 void SinCosOfAngles(absl::Span<const double> angles, double* sin_out,
                     double* cos_out) {
   const auto sin_cos = HWY_DYNAMIC_DISPATCH(SinCosSmallAngles);
-  // Every angle in the kernel's range (the calendar's, in [0, 2π]) and the
-  // outputs apart from the input: straight through the kernel, the last
-  // few angles padded with zeros.
+  // Every angle in the kernel's range and the outputs apart from the input:
+  // straight through the kernel.
   bool in_range = true;
   for (const double a : angles) in_range &= std::fabs(a) <= kMaxKernelAngle;
   if (in_range && sin_out != angles.data() && cos_out != angles.data()) {
-    const size_t whole = angles.size() / kSinCosBatch * kSinCosBatch;
-    sin_cos(angles.data(), whole, sin_out, cos_out);
-    if (whole == angles.size()) return;
-    HWY_ALIGN double angle[kSinCosBatch] = {};
-    HWY_ALIGN double sin_angle[kSinCosBatch];
-    HWY_ALIGN double cos_angle[kSinCosBatch];
-    const size_t rest = angles.size() - whole;
-    std::copy_n(angles.data() + whole, rest, angle);
-    sin_cos(angle, kSinCosBatch, sin_angle, cos_angle);
-    std::copy_n(sin_angle, rest, sin_out + whole);
-    std::copy_n(cos_angle, rest, cos_out + whole);
+    SinCosOfSmallAngles(angles, sin_out, cos_out);
     return;
   }
   // Otherwise kAngles at a time; angles past the kernel's range are taken

@@ -250,6 +250,12 @@ class TimeSinusoid final {
 // angles.data().
 void SinCosOfAngles(absl::Span<const double> angles, double* sin_out,
                     double* cos_out);
+// SinCosOfAngles (the same bits) of angles known to be small, without its
+// pass over the angles for ones past the kernel's range.
+// REQUIRES: |angles[i]| <= 2^20 (the calendar's lie in [0, 2π]); sin_out
+// and cos_out apart from angles.
+void SinCosOfSmallAngles(absl::Span<const double> angles, double* sin_out,
+                         double* cos_out);
 
 // sin_out[i], cos_out[i] of 2π·turns[i]·2^-64 (a phase in 2^-64 turns):
 // ExactAngle::QuarterTurnSplit, the kernel on the residual and the
