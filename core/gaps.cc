@@ -246,9 +246,10 @@ void ChannelBlockKernel(const gaps_internal::ChannelBlock& k) {
       const auto reference = hn::IfThenElse(seen, history_ns, hn::Set(di, k.no_history[i]));
       const int64_t row = i * k.row_stride + j;
       if (k.gaps != nullptr) {
-        auto x = hn::Div(hn::ConvertTo(d, hn::Sub(hn::Set(di, k.t[i]), reference)),
-                         divisor);
-        if (k.log1p) x = SignedLog1pWithLibm(d, x);
+        // The log1p after the rows (below): rows' polynomials overlap there,
+        // where here each waited on its own chain of dependent operations.
+        const auto x = hn::Div(hn::ConvertTo(d, hn::Sub(hn::Set(di, k.t[i]), reference)),
+                               divisor);
         hn::BlendedStore(x, live, d, k.gaps + row);
       }
       if (k.flags != nullptr) {
@@ -270,6 +271,20 @@ void ChannelBlockKernel(const gaps_internal::ChannelBlock& k) {
       }
       current_seen = hn::Or(current_seen, observed_bits);
       current_value = hn::IfThenElse(observed, value, current_value);  // Last wins.
+    }
+    if (k.gaps != nullptr && k.log1p) {
+      const int64_t live_lanes = std::min(lanes, k.channels - j);
+      const hn::CappedTag<double, 1> d1;
+      for (int64_t i = 0; i < k.rows; ++i) {
+        double* x = k.gaps + i * k.row_stride + j;
+        if (live_lanes == lanes) {
+          hn::StoreU(SignedLog1pWithLibm(d, hn::LoadU(d, x)), d, x);
+        } else {
+          for (int64_t l = 0; l < live_lanes; ++l) {
+            hn::StoreU(SignedLog1pWithLibm(d1, hn::LoadU(d1, x + l)), d1, x + l);
+          }
+        }
+      }
     }
     hn::StoreU(history_seen, di, k.history_seen + j);
     hn::StoreU(history_ns, di, k.history_ns + j);
