@@ -299,19 +299,19 @@ void SinCosOfTurnsFloat32Kernel(const uint64_t* HWY_RESTRICT turns, size_t count
   });
 }
 
-// Periods k.. k + Lanes(d) of one row of the float32-path ladder:
-// row[2k] = sin, row[2k + 1] = cos of the phase ExactPhase::Turns(e), the
-// top 64 bits of the 128-bit product e·step_k formed from 32-bit pieces
-// (an int64 e sign-extended: e·step_lo's high half + e·step_hi's low half
-// − step_lo when e < 0, all mod 2^64) — the same integer as the scalar
-// path's, through the same SinCosOfTurnsFloat32, so the same bits.
+// The top 64 bits of the 128-bit products e·step_j, j = k.. k + Lanes(d),
+// formed from 32-bit pieces (an int64 e sign-extended: e·step_lo's high
+// half + e·step_hi's low half − step_lo when e < 0, all mod 2^64): the
+// scalar path's integer.
 template <class D>
-HWY_INLINE void LadderVector(D d, int64_t e, const uint64_t* HWY_RESTRICT step_lo,
-                             const uint64_t* HWY_RESTRICT step_hi, size_t k,
-                             double* HWY_RESTRICT row) {
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> ProductTop(D d, int64_t e,
+                                                      const uint64_t* HWY_RESTRICT step_lo,
+                                                      const uint64_t* HWY_RESTRICT step_hi,
+                                                      size_t k) {
   const hn::RebindToUnsigned<D> du;
   const hn::Repartition<uint32_t, decltype(du)> du32;
   using VU = hn::Vec<decltype(du)>;
+  (void)d;
   const VU a = hn::Set(du, static_cast<uint64_t>(e));
   const VU lo = hn::LoadU(du, step_lo + k);
   const VU hi = hn::LoadU(du, step_hi + k);
@@ -334,9 +334,77 @@ HWY_INLINE void LadderVector(D d, int64_t e, const uint64_t* HWY_RESTRICT step_l
       hn::Add(hn::MulEven(low32(a), low32(hi)), hn::ShiftLeft<32>(cross));
   VU top = hn::Add(product_high, product_low);
   if (e < 0) top = hn::Sub(top, lo);
+  return top;
+}
+
+// Periods k.. k + Lanes(d) of one row of the float32-path ladder:
+// row[2k] = sin, row[2k + 1] = cos of the phase ExactPhase::Turns(e)
+// (ProductTop), through the scalar path's SinCosOfTurnsFloat32: the same
+// bits.
+template <class D>
+HWY_INLINE void LadderVector(D d, int64_t e, const uint64_t* HWY_RESTRICT step_lo,
+                             const uint64_t* HWY_RESTRICT step_hi, size_t k,
+                             double* HWY_RESTRICT row) {
   hn::Vec<D> s, c;
-  SinCosOfTurnsFloat32(d, top, &s, &c);
+  SinCosOfTurnsFloat32(d, ProductTop(d, e, step_lo, step_hi, k), &s, &c);
   hn::StoreInterleaved2(s, c, d, row + 2 * k);
+}
+
+// Sines k.. k + Lanes(d) of one row of Time2Vec's float32 path: sin[k] =
+// sin of the phase top64(e·step_k) + offset_k in 2^-64 turns
+// (Time2Vec::PhasesFloat32's integer), through SinCosOfTurnsFloat32.
+template <class D>
+HWY_INLINE void Time2VecVector(D d, int64_t e, const uint64_t* HWY_RESTRICT step_lo,
+                               const uint64_t* HWY_RESTRICT step_hi,
+                               const uint64_t* HWY_RESTRICT offsets, size_t k,
+                               double* HWY_RESTRICT sines) {
+  const hn::RebindToUnsigned<D> du;
+  const auto turns = hn::Add(ProductTop(d, e, step_lo, step_hi, k), hn::LoadU(du, offsets + k));
+  hn::Vec<D> s, c;
+  SinCosOfTurnsFloat32(d, turns, &s, &c);
+  hn::StoreU(s, d, sines + k);
+}
+
+// Time2Vec's float32 sines of whole rows: row r's `count` sines at
+// out + r·stride (Time2VecVector), for elapsed times that fit int64. Each
+// lane is computed alone: any vector width gives the same bits.
+void Time2VecRowsFloat32(const int64_t* HWY_RESTRICT elapsed, size_t rows,
+                         const uint64_t* HWY_RESTRICT step_lo,
+                         const uint64_t* HWY_RESTRICT step_hi,
+                         const uint64_t* HWY_RESTRICT offsets, size_t count,
+                         double* HWY_RESTRICT out, int64_t stride) {
+  const hn::ScalableTag<double> full;
+  const hn::CappedTag<double, 4> four;
+  const hn::CappedTag<double, 2> two;
+  const hn::CappedTag<double, 1> one;
+  for (size_t r = 0; r < rows; ++r) {
+    double* row = out + static_cast<int64_t>(r) * stride;
+    size_t k = 0;
+#if HWY_TARGET != HWY_SCALAR
+    for (; k + hn::Lanes(full) <= count; k += hn::Lanes(full)) {
+      Time2VecVector(full, elapsed[r], step_lo, step_hi, offsets, k, row);
+    }
+    for (; k + hn::Lanes(four) <= count; k += hn::Lanes(four)) {
+      Time2VecVector(four, elapsed[r], step_lo, step_hi, offsets, k, row);
+    }
+    for (; k + hn::Lanes(two) <= count; k += hn::Lanes(two)) {
+      Time2VecVector(two, elapsed[r], step_lo, step_hi, offsets, k, row);
+    }
+#endif
+    for (; k < count; ++k) {
+      const unsigned __int128 step =
+          (static_cast<unsigned __int128>(step_hi[k]) << 64) | step_lo[k];
+      const auto top = static_cast<uint64_t>(
+          (static_cast<unsigned __int128>(static_cast<__int128>(elapsed[r])) * step) >> 64);
+      hn::Vec<decltype(one)> s, c;
+      SinCosOfTurnsFloat32(one, hn::Set(hn::RebindToUnsigned<decltype(one)>(), top + offsets[k]),
+                           &s, &c);
+      row[k] = hn::GetLane(s);
+    }
+  }
+  (void)full;
+  (void)four;
+  (void)two;
 }
 
 // The float32-path ladder of whole rows: row r at out + r·stride gets
@@ -398,6 +466,7 @@ HWY_EXPORT(SinCosSmallAngles);
 HWY_EXPORT(SinCosOfTurnsKernel);
 HWY_EXPORT(SinCosOfTurnsFloat32Kernel);
 HWY_EXPORT(LadderRowsFloat32);
+HWY_EXPORT(Time2VecRowsFloat32);
 HWY_EXPORT(DoubleLanes);
 namespace {
 
@@ -889,6 +958,8 @@ Time2Vec::Time2Vec(const Time2VecBlock& block, SinusoidAccuracy accuracy)
       SplitBinary128(Binary128(block.omega[i]) / unit_ns, &rate_hi, &rate_lo);
       turn_steps_.push_back(SignedTurnStep(rate_hi) + SignedTurnStep(rate_lo));
       phase_offsets_.push_back(static_cast<uint64_t>(SignedTurnStep(block.phi[i]) >> 64));
+      step_lo_.push_back(static_cast<uint64_t>(turn_steps_.back()));
+      step_hi_.push_back(static_cast<uint64_t>(turn_steps_.back() >> 64));
     }
     return;
   }
@@ -1021,6 +1092,35 @@ void Time2Vec::EncodeRowsFloat32(absl::Span<const Time> times, int64_t origin_ns
   double cos_turns[kPhases];  // Not used: the kernel gives both.
   const auto sines = static_cast<int64_t>(turn_steps_.size());
   const auto rows = static_cast<int64_t>(times.size());
+  if constexpr (std::is_same_v<Time, int64_t>) {
+    // Rows whose elapsed time fits int64 (all but t and the origin ~292
+    // years apart): the sines through the vector kernel row by row; the
+    // rest by the 128-bit path below. Both give the same bits.
+    constexpr int64_t kRows = 64;
+    int64_t narrow[kRows];
+    const auto kernel = HWY_DYNAMIC_DISPATCH(Time2VecRowsFloat32);
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      const int64_t n = std::min(kRows, rows - r0);
+      bool overflow = false;
+      for (int64_t r = 0; r < n; ++r) {
+        overflow |= __builtin_sub_overflow(times[r0 + r], origin_ns, &narrow[r]);
+        out[(r0 + r) * row_stride] = LinearOf(narrow[r]);
+      }
+      kernel(narrow, static_cast<size_t>(n), step_lo_.data(), step_hi_.data(),
+             phase_offsets_.data(), static_cast<size_t>(sines), out + r0 * row_stride + 1,
+             row_stride);
+      if (!overflow) continue;
+      for (int64_t r = 0; r < n; ++r) {
+        int64_t unused = 0;
+        if (__builtin_sub_overflow(times[r0 + r], origin_ns, &unused)) {
+          const __int128 e = ElapsedNs(times[r0 + r], origin_ns);
+          EncodeRowsFloat32(absl::MakeConstSpan(&e, 1), 0, out + (r0 + r) * row_stride,
+                            row_stride);
+        }
+      }
+    }
+    return;
+  }
   const auto elapsed = [&](int64_t r) -> __int128 {
     if constexpr (std::is_same_v<Time, __int128>) {
       return times[r];

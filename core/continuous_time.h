@@ -339,6 +339,9 @@ class Time2Vec final {
   // turns, both reduced by ExactAngle.
   std::vector<unsigned __int128> turn_steps_;
   std::vector<uint64_t> phase_offsets_;
+  // turn_steps_' low and high 64 bits, for the vector kernel.
+  std::vector<uint64_t> step_lo_;
+  std::vector<uint64_t> step_hi_;
 };
 
 }  // namespace phasor

@@ -510,12 +510,25 @@ TEST(SinCosOfAngles, SinWithinTwoUlpOfLibmAndTheSameFloat32) {
 }
 
 TEST(Time2Vec, EncodeRowsIsEncodeRowByRow) {
+  // On every SIMD target the binary holds: float32 EncodeRows takes the
+  // sines of int64 elapsed times through a vector kernel, Encode through
+  // the 128-bit path (the random instants and origin also leave elapsed
+  // times past int64, which EncodeRows hands to that path).
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  struct ResetTargets {
+    ~ResetTargets() { hwy::SetSupportedTargetsForTest(0); }
+  } reset;
+  for (const int64_t target : targets) {
+  hwy::SetSupportedTargetsForTest(target);
+  SCOPED_TRACE(hwy::TargetName(target));
   std::mt19937_64 rng(15);
   for (SinusoidAccuracy accuracy :
        {SinusoidAccuracy::kFloat32, SinusoidAccuracy::kFloat64}) {
-    // 1, 9 and 70 terms: no sine, 8 sines (8 rows per kernel call) and more
-    // sines than one call holds (a row at a time).
-    for (int64_t terms : {1, 9, 70}) {
+    // 1, 5, 9, 12 and 70 terms: no sine, 4 sines (a narrower vector), 8,
+    // 11 (every narrower width after a full vector) and more sines than a
+    // 128-bit path's kernel call holds (a row at a time).
+    for (int64_t terms : {1, 5, 9, 12, 70}) {
       Time2VecBlock block;
       for (int64_t i = 0; i < terms; ++i) {
         block.omega.push_back(2 * M_PI / (3600.0 * (i + 1)));
@@ -526,6 +539,7 @@ TEST(Time2Vec, EncodeRowsIsEncodeRowByRow) {
         ExpectEncodeRowsIsRowByRow(Time2Vec(block, accuracy), terms, rows, rng);
       }
     }
+  }
   }
 }
 
