@@ -365,6 +365,34 @@ HWY_INLINE void Time2VecVector(D d, int64_t e, const uint64_t* HWY_RESTRICT step
   hn::StoreU(s, d, sines + k);
 }
 
+// ProductTop of one lane, in 128-bit arithmetic.
+inline uint64_t ScalarProductTop(int64_t e, uint64_t step_lo, uint64_t step_hi) {
+  const unsigned __int128 step = (static_cast<unsigned __int128>(step_hi) << 64) | step_lo;
+  return static_cast<uint64_t>(
+      (static_cast<unsigned __int128>(static_cast<__int128>(e)) * step) >> 64);
+}
+
+// Calls f(d, k) for vectors of `count` lanes from k = 0: full vectors,
+// then narrower ones for the rest (a dim-8 ladder is 4 periods, half an
+// AVX-512 vector); returns the first k left for single lanes (0 on
+// HWY_SCALAR, whose caller does every lane itself).
+template <class F>
+HWY_INLINE size_t ForVectors(size_t count, const F& f) {
+  size_t k = 0;
+#if HWY_TARGET != HWY_SCALAR
+  const hn::ScalableTag<double> full;
+  const hn::CappedTag<double, 4> four;
+  const hn::CappedTag<double, 2> two;
+  for (; k + hn::Lanes(full) <= count; k += hn::Lanes(full)) f(full, k);
+  for (; k + hn::Lanes(four) <= count; k += hn::Lanes(four)) f(four, k);
+  for (; k + hn::Lanes(two) <= count; k += hn::Lanes(two)) f(two, k);
+#else
+  (void)count;
+  (void)f;
+#endif
+  return k;
+}
+
 // Time2Vec's float32 sines of whole rows: row r's `count` sines at
 // out + r·stride (Time2VecVector), for elapsed times that fit int64. Each
 // lane is computed alone: any vector width gives the same bits.
@@ -373,38 +401,20 @@ void Time2VecRowsFloat32(const int64_t* HWY_RESTRICT elapsed, size_t rows,
                          const uint64_t* HWY_RESTRICT step_hi,
                          const uint64_t* HWY_RESTRICT offsets, size_t count,
                          double* HWY_RESTRICT out, int64_t stride) {
-  const hn::ScalableTag<double> full;
-  const hn::CappedTag<double, 4> four;
-  const hn::CappedTag<double, 2> two;
   const hn::CappedTag<double, 1> one;
   for (size_t r = 0; r < rows; ++r) {
     double* row = out + static_cast<int64_t>(r) * stride;
-    size_t k = 0;
-#if HWY_TARGET != HWY_SCALAR
-    for (; k + hn::Lanes(full) <= count; k += hn::Lanes(full)) {
-      Time2VecVector(full, elapsed[r], step_lo, step_hi, offsets, k, row);
-    }
-    for (; k + hn::Lanes(four) <= count; k += hn::Lanes(four)) {
-      Time2VecVector(four, elapsed[r], step_lo, step_hi, offsets, k, row);
-    }
-    for (; k + hn::Lanes(two) <= count; k += hn::Lanes(two)) {
-      Time2VecVector(two, elapsed[r], step_lo, step_hi, offsets, k, row);
-    }
-#endif
+    size_t k = ForVectors(count, [&](auto d, size_t k0) {
+      Time2VecVector(d, elapsed[r], step_lo, step_hi, offsets, k0, row);
+    });
     for (; k < count; ++k) {
-      const unsigned __int128 step =
-          (static_cast<unsigned __int128>(step_hi[k]) << 64) | step_lo[k];
-      const auto top = static_cast<uint64_t>(
-          (static_cast<unsigned __int128>(static_cast<__int128>(elapsed[r])) * step) >> 64);
+      const uint64_t top = ScalarProductTop(elapsed[r], step_lo[k], step_hi[k]);
       hn::Vec<decltype(one)> s, c;
       SinCosOfTurnsFloat32(one, hn::Set(hn::RebindToUnsigned<decltype(one)>(), top + offsets[k]),
                            &s, &c);
       row[k] = hn::GetLane(s);
     }
   }
-  (void)full;
-  (void)four;
-  (void)two;
 }
 
 // The float32-path ladder of whole rows: row r at out + r·stride gets
@@ -414,42 +424,24 @@ void LadderRowsFloat32(const int64_t* HWY_RESTRICT elapsed, size_t rows,
                        const uint64_t* HWY_RESTRICT step_lo,
                        const uint64_t* HWY_RESTRICT step_hi, size_t periods,
                        double* HWY_RESTRICT out, int64_t stride) {
-  const hn::ScalableTag<double> full;
-  const hn::CappedTag<double, 4> four;
-  const hn::CappedTag<double, 2> two;
   const hn::CappedTag<double, 1> one;
   for (size_t r = 0; r < rows; ++r) {
     double* row = out + static_cast<int64_t>(r) * stride;
-    size_t k = 0;
+    size_t k = ForVectors(periods, [&](auto d, size_t k0) {
+      LadderVector(d, elapsed[r], step_lo, step_hi, k0, row);
+    });
 #if HWY_TARGET != HWY_SCALAR
-    // Full vectors, then narrower ones for the rest (a dim-8 ladder is 4
-    // periods, half an AVX-512 vector).
-    for (; k + hn::Lanes(full) <= periods; k += hn::Lanes(full)) {
-      LadderVector(full, elapsed[r], step_lo, step_hi, k, row);
-    }
-    for (; k + hn::Lanes(four) <= periods; k += hn::Lanes(four)) {
-      LadderVector(four, elapsed[r], step_lo, step_hi, k, row);
-    }
-    for (; k + hn::Lanes(two) <= periods; k += hn::Lanes(two)) {
-      LadderVector(two, elapsed[r], step_lo, step_hi, k, row);
-    }
     for (; k < periods; ++k) LadderVector(one, elapsed[r], step_lo, step_hi, k, row);
 #endif
     // HWY_SCALAR: one lane at a time, the product in 128 bits.
     for (; k < periods; ++k) {
-      const unsigned __int128 step =
-          (static_cast<unsigned __int128>(step_hi[k]) << 64) | step_lo[k];
-      const auto top = static_cast<uint64_t>(
-          (static_cast<unsigned __int128>(static_cast<__int128>(elapsed[r])) * step) >> 64);
+      const uint64_t top = ScalarProductTop(elapsed[r], step_lo[k], step_hi[k]);
       hn::Vec<decltype(one)> s, c;
       SinCosOfTurnsFloat32(one, hn::Set(hn::RebindToUnsigned<decltype(one)>(), top), &s, &c);
       row[2 * k] = hn::GetLane(s);
       row[2 * k + 1] = hn::GetLane(c);
     }
   }
-  (void)full;
-  (void)four;
-  (void)two;
 }
 
 // Doubles per full vector of the target.

@@ -25,7 +25,7 @@
 #include "core/compose.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "hwy/targets.h"
+#include "tests/hwy_targets.h"
 #include "tests/status_matchers.h"
 
 namespace phasor {
@@ -1203,18 +1203,13 @@ TEST(CalendarEncoder, FractionalCyclicRowsBatchedMatchRowByRowAndExactPath) {
     // The angles and their sin/cos are vector kernels (calendar_angles.cc,
     // continuous_time.cc): every SIMD target the binary holds gives the
     // bytes of the CPU's best.
-    const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
-    ASSERT_GT(targets.size(), 1u);
-    struct ResetTargets {
-      ~ResetTargets() { hwy::SetSupportedTargetsForTest(0); }
-    } reset;
-    for (const int64_t target : targets) {
-      hwy::SetSupportedTargetsForTest(target);
+    ASSERT_GT(hwy::SupportedAndGeneratedTargets().size(), 1u);
+    OnEveryTarget([&](const char* target) {
       std::vector<double> on_target(n * w);
       CalendarEncoder::Writer(fast).EncodeRows(times, on_target.data(), w);
       ASSERT_EQ(std::memcmp(whole.data(), on_target.data(), whole.size() * sizeof(double)), 0)
-          << hwy::TargetName(target);
-    }
+          << target;
+    });
   }
   CalendarEncoder::Writer splitter(fast);
   for (int64_t r = 0; r < n;) {

@@ -13,6 +13,7 @@
 #include "core/compose.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/hwy_targets.h"
 #include "hwy/targets.h"
 #include "tests/quad_reference.h"
 #include "tests/status_matchers.h"
@@ -514,14 +515,7 @@ TEST(Time2Vec, EncodeRowsIsEncodeRowByRow) {
   // sines of int64 elapsed times through a vector kernel, Encode through
   // the 128-bit path (the random instants and origin also leave elapsed
   // times past int64, which EncodeRows hands to that path).
-  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
-  ASSERT_FALSE(targets.empty());
-  struct ResetTargets {
-    ~ResetTargets() { hwy::SetSupportedTargetsForTest(0); }
-  } reset;
-  for (const int64_t target : targets) {
-  hwy::SetSupportedTargetsForTest(target);
-  SCOPED_TRACE(hwy::TargetName(target));
+  OnEveryTarget([&](const char*) {
   std::mt19937_64 rng(15);
   for (SinusoidAccuracy accuracy :
        {SinusoidAccuracy::kFloat32, SinusoidAccuracy::kFloat64}) {
@@ -540,7 +534,7 @@ TEST(Time2Vec, EncodeRowsIsEncodeRowByRow) {
       }
     }
   }
-  }
+  });
 }
 
 TEST(Time2Vec, UnitAndOrigin) {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "hwy/targets.h"
+#include "tests/hwy_targets.h"
 
 namespace phasor {
 namespace {
@@ -94,14 +94,7 @@ TEST(DTypeTest, DoublesToFloatsMatchesTheScalarConversionOnEveryTarget) {
     in.push_back(v);
     in.push_back(std::ldexp(static_cast<double>(rng() >> 11), -53 - (i % 200)));
   }
-  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
-  ASSERT_FALSE(targets.empty());
-  // Back to the CPU's own targets however the loop ends.
-  struct ResetTargets {
-    ~ResetTargets() { hwy::SetSupportedTargetsForTest(0); }
-  } reset;
-  for (const int64_t target : targets) {
-    hwy::SetSupportedTargetsForTest(target);
+  OnEveryTarget([&](const char* target) {
     for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{7}, size_t{9},
                          size_t{17}, in.size()}) {
       std::vector<float> out(count + 1, 42.0f);
@@ -112,12 +105,12 @@ TEST(DTypeTest, DoublesToFloatsMatchesTheScalarConversionOnEveryTarget) {
         std::memcpy(&got_bits, &out[i], 4);
         std::memcpy(&expected_bits, &expected, 4);
         ASSERT_EQ(got_bits, expected_bits)
-            << hwy::TargetName(target) << " count " << count << " value " << i
+            << target << " count " << count << " value " << i
             << ": " << in[i];
       }
       EXPECT_EQ(out[count], 42.0f) << "wrote past the end";
     }
-  }
+  });
 }
 
 }  // namespace

@@ -10,29 +10,13 @@
 #include "absl/types/span.h"
 #include "core/observations.h"
 #include "gtest/gtest.h"
-#include "hwy/highway.h"
-#include "hwy/targets.h"
+#include "tests/hwy_targets.h"
 
 namespace phasor {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// Runs body(target name) once per SIMD target the binary holds and the CPU
-// runs, and goes back to the CPU's own targets however it ends.
-template <typename F>
-void OnEveryTarget(F&& body) {
-  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
-  ASSERT_FALSE(targets.empty());
-  struct ResetTargets {
-    ~ResetTargets() { hwy::SetSupportedTargetsForTest(0); }
-  } reset;
-  for (const int64_t target : targets) {
-    hwy::SetSupportedTargetsForTest(target);
-    body(hwy::TargetName(target));
-  }
-}
 
 // Values of either precision, with or without a mask, as a wide view.
 struct Wide {
