@@ -26,7 +26,9 @@
 //                                 spread over 1900–2180 (the time of a block
 //                                 should not depend on it); fill/<block>/...
 //                                 and copy/<block>/... memset and memcpy the
-//                                 same output bytes: the bandwidth bound.
+//                                 same output bytes: the bandwidth bound
+//                                 (the time block also at N = 10^6, its 64 MB
+//                                 output past the last-level cache).
 //   workload_p_time/encode|encode_rows/...  workload P's (bench/workload_p.h)
 //                                 time block alone over one series of 10^6
 //                                 rows: row by row, and TimeSinusoid::EncodeRows
@@ -378,6 +380,21 @@ void RegisterAll(const BenchFlags& flags) {
                                  Spacing::kTwoYears, n, Peer::kCopy)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
+  }
+  // The time block against memset/memcpy at N = 10^6, where its 64 MB
+  // output is past the last-level cache: the memory-bandwidth bound itself.
+  {
+    const int64_t n = 1000000;
+    const std::string tag = absl::StrCat("time/N=", n, "/threads=1");
+    for (auto [name, peer] : {std::pair{"block", Peer::kNone}, std::pair{"fill", Peer::kFill},
+                              std::pair{"copy", Peer::kCopy}}) {
+      const std::string line = peer == Peer::kNone
+                                   ? absl::StrCat("block/time/spacing=two_years/N=", n, "/threads=1")
+                                   : absl::StrCat(name, "/", tag);
+      benchmark::RegisterBenchmark(line.c_str(), BM_Block, "time", Spacing::kTwoYears, n, peer)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
   }
   for (int threads : flags.threads) {
     for (int64_t n : sizes) {

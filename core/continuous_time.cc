@@ -299,22 +299,14 @@ void SinCosOfTurnsFloat32Kernel(const uint64_t* HWY_RESTRICT turns, size_t count
   });
 }
 
-// The top 64 bits of the 128-bit products e·step_j, j = k.. k + Lanes(d),
-// formed from 32-bit pieces (an int64 e sign-extended: e·step_lo's high
-// half + e·step_hi's low half − step_lo when e < 0, all mod 2^64): the
-// scalar path's integer.
-template <class D>
-HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> ProductTop(D d, int64_t e,
-                                                      const uint64_t* HWY_RESTRICT step_lo,
-                                                      const uint64_t* HWY_RESTRICT step_hi,
-                                                      size_t k) {
-  const hn::RebindToUnsigned<D> du;
+// The top 64 bits of the 128-bit products a_j·step_j of unsigned a_j,
+// lane by lane, formed from 32-bit pieces: a_j·step_lo's high half +
+// a_j·step_hi's low half, mod 2^64. For an int64 e_j sign-extended, the
+// scalar path's integer is this minus step_lo where e_j < 0.
+template <class VU>
+HWY_INLINE VU UnsignedProductTop(VU a, VU lo, VU hi) {
+  const hn::DFromV<VU> du;
   const hn::Repartition<uint32_t, decltype(du)> du32;
-  using VU = hn::Vec<decltype(du)>;
-  (void)d;
-  const VU a = hn::Set(du, static_cast<uint64_t>(e));
-  const VU lo = hn::LoadU(du, step_lo + k);
-  const VU hi = hn::LoadU(du, step_hi + k);
   // MulEven multiplies the low 32 bits of each 64-bit lane.
   const auto low32 = [&](VU v) { return hn::BitCast(du32, v); };
   const auto high32 = [&](VU v) { return hn::BitCast(du32, hn::ShiftRight<32>(v)); };
@@ -332,9 +324,31 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> ProductTop(D d, int64_t e,
                            hn::MulEven(high32(a), low32(hi)));
   const VU product_low =
       hn::Add(hn::MulEven(low32(a), low32(hi)), hn::ShiftLeft<32>(cross));
-  VU top = hn::Add(product_high, product_low);
-  if (e < 0) top = hn::Sub(top, lo);
-  return top;
+  return hn::Add(product_high, product_low);
+}
+
+// The scalar path's integer for one row's e and periods k.. k + Lanes(d).
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> ProductTop(D d, int64_t e,
+                                                      const uint64_t* HWY_RESTRICT step_lo,
+                                                      const uint64_t* HWY_RESTRICT step_hi,
+                                                      size_t k) {
+  const hn::RebindToUnsigned<D> du;
+  (void)d;
+  const auto lo = hn::LoadU(du, step_lo + k);
+  const auto top = UnsignedProductTop(hn::Set(du, static_cast<uint64_t>(e)), lo,
+                                      hn::LoadU(du, step_hi + k));
+  return e < 0 ? hn::Sub(top, lo) : top;
+}
+
+// The scalar path's integer for e_j and period j of each lane.
+template <class VU>
+HWY_INLINE VU ProductTopOfLanes(VU e, VU lo, VU hi) {
+  const hn::DFromV<VU> du;
+  const hn::RebindToSigned<decltype(du)> di;
+  // All ones where e_j < 0 (an arithmetic shift of its sign).
+  const VU negative = hn::BitCast(du, hn::ShiftRight<63>(hn::BitCast(di, e)));
+  return hn::Sub(UnsignedProductTop(e, lo, hi), hn::And(lo, negative));
 }
 
 // Periods k.. k + Lanes(d) of one row of the float32-path ladder:
@@ -417,15 +431,81 @@ void Time2VecRowsFloat32(const int64_t* HWY_RESTRICT elapsed, size_t rows,
   }
 }
 
+// Whether LadderRowsFloat32 takes a ladder of `periods`: a whole vector of
+// them per row, or a vector of whole rows (periods dividing the lanes).
+bool LadderTakes(size_t periods) {
+  const size_t lanes = hn::Lanes(hn::ScalableTag<double>());
+  return periods >= lanes || (periods > 0 && lanes % periods == 0);
+}
+
+// Rows [0, rows − rows mod (Lanes(d) / periods)) of LadderRowsFloat32 for
+// a ladder narrower than a vector (dim 8 is 4 periods, half an AVX-512
+// vector): Lanes(d) / periods rows per vector, lane j holding period
+// j mod periods of row j / periods. Returns the first row left.
+// REQUIRES: periods < Lanes(d), Lanes(d) divisible by periods.
+template <class D>
+HWY_INLINE size_t NarrowLadderRows(D d, const int64_t* HWY_RESTRICT elapsed, size_t rows,
+                                   const uint64_t* HWY_RESTRICT step_lo,
+                                   const uint64_t* HWY_RESTRICT step_hi, size_t periods,
+                                   double* HWY_RESTRICT out, int64_t stride) {
+  const hn::RebindToUnsigned<D> du;
+  constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(double);
+  const size_t lanes = hn::Lanes(d);
+  const size_t rows_per_vector = lanes / periods;
+  HWY_ALIGN uint64_t lo[kMaxLanes];
+  HWY_ALIGN uint64_t hi[kMaxLanes];
+  HWY_ALIGN double pairs[2 * kMaxLanes];
+  for (size_t j = 0; j < lanes; ++j) {
+    lo[j] = step_lo[j % periods];
+    hi[j] = step_hi[j % periods];
+  }
+  const auto lo_v = hn::Load(du, lo);
+  const auto hi_v = hn::Load(du, hi);
+  size_t r = 0;
+  for (; r + rows_per_vector <= rows; r += rows_per_vector) {
+    // Lanes [i·periods, (i + 1)·periods) hold row r + i's elapsed time
+    // (built in registers: lanes stored one by one and loaded as a vector
+    // would stall the load behind the stores).
+    auto e = hn::Set(du, static_cast<uint64_t>(elapsed[r + rows_per_vector - 1]));
+    for (size_t i = rows_per_vector - 1; i-- > 0;) {
+      e = hn::IfThenElse(hn::FirstN(du, (i + 1) * periods),
+                         hn::Set(du, static_cast<uint64_t>(elapsed[r + i])), e);
+    }
+    hn::Vec<D> s, c;
+    SinCosOfTurnsFloat32(d, ProductTopOfLanes(e, lo_v, hi_v), &s, &c);
+    // Interleaved, row i's pairs are pairs[2·periods·i, 2·periods·(i + 1)).
+    hn::StoreInterleaved2(s, c, d, pairs);
+    for (size_t i = 0; i < rows_per_vector; ++i) {
+      double* row = out + static_cast<int64_t>(r + i) * stride;
+      const double* from = pairs + 2 * periods * i;
+      if (2 * periods == lanes) {  // Two rows per vector: a vector per row.
+        hn::StoreU(hn::Load(d, from), d, row);
+      } else {
+        for (size_t j = 0; j < 2 * periods; ++j) row[j] = from[j];
+      }
+    }
+  }
+  return r;
+}
+
 // The float32-path ladder of whole rows: row r at out + r·stride gets
 // 2·periods values (LadderVector), for elapsed times that fit int64.
-// Each lane is computed alone: any vector width gives the same bits.
+// Each lane is computed alone: any vector width, and any grouping of rows
+// into vectors, gives the same bits.
+// REQUIRES: LadderTakes(periods).
 void LadderRowsFloat32(const int64_t* HWY_RESTRICT elapsed, size_t rows,
                        const uint64_t* HWY_RESTRICT step_lo,
                        const uint64_t* HWY_RESTRICT step_hi, size_t periods,
                        double* HWY_RESTRICT out, int64_t stride) {
   const hn::CappedTag<double, 1> one;
-  for (size_t r = 0; r < rows; ++r) {
+  size_t r = 0;
+#if HWY_TARGET != HWY_SCALAR
+  const hn::ScalableTag<double> full;
+  if (periods < hn::Lanes(full)) {
+    r = NarrowLadderRows(full, elapsed, rows, step_lo, step_hi, periods, out, stride);
+  }
+#endif
+  for (; r < rows; ++r) {
     double* row = out + static_cast<int64_t>(r) * stride;
     size_t k = ForVectors(periods, [&](auto d, size_t k0) {
       LadderVector(d, elapsed[r], step_lo, step_hi, k0, row);
@@ -444,9 +524,6 @@ void LadderRowsFloat32(const int64_t* HWY_RESTRICT elapsed, size_t rows,
   }
 }
 
-// Doubles per full vector of the target.
-size_t DoubleLanes() { return hn::Lanes(hn::ScalableTag<double>()); }
-
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace phasor
@@ -459,7 +536,7 @@ HWY_EXPORT(SinCosOfTurnsKernel);
 HWY_EXPORT(SinCosOfTurnsFloat32Kernel);
 HWY_EXPORT(LadderRowsFloat32);
 HWY_EXPORT(Time2VecRowsFloat32);
-HWY_EXPORT(DoubleLanes);
+HWY_EXPORT(LadderTakes);
 namespace {
 
 using u128 = unsigned __int128;
@@ -792,14 +869,15 @@ template <SinusoidAccuracy kAccuracy>
 void TimeSinusoid::EncodeRowsImpl(absl::Span<const int64_t> times_ns,
                                   int64_t origin_ns, double* out,
                                   int64_t row_stride) const {
-  // kFloat32 ladders of at least a full vector of periods: whole rows
-  // through the vector ladder, kRows at a time; a row whose elapsed time
-  // does not fit int64 (t and the origin ~292 years apart) is redone by the
-  // scalar path. Narrower ladders (dim 8 is 4 periods, half an AVX-512
-  // vector) fill whole vectors with the angles of several rows below
-  // instead. Both give the same bits.
+  // kFloat32 ladders of a vector of periods or more, or of a divisor of a
+  // vector's lanes (dim 8 is 4 periods, half an AVX-512 vector: two rows per
+  // vector): whole rows through the vector ladder, kRows at a time; a row
+  // whose elapsed time does not fit int64 (t and the origin ~292 years
+  // apart) is redone by the scalar path. Other ladders (dim 6 on AVX-512)
+  // fill whole vectors with the angles of several rows below instead. Both
+  // give the same bits.
   if (kAccuracy == SinusoidAccuracy::kFloat32 &&
-      phases_.size() >= HWY_DYNAMIC_DISPATCH(DoubleLanes)()) {
+      HWY_DYNAMIC_DISPATCH(LadderTakes)(phases_.size())) {
     constexpr int64_t kRows = 64;
     int64_t elapsed[kRows];
     const auto ladder = HWY_DYNAMIC_DISPATCH(LadderRowsFloat32);

@@ -422,13 +422,21 @@ void ExpectEncodeRowsIsRowByRow(const Encoder& encoder, int64_t width, int64_t r
 }
 
 TEST(TimeSinusoid, EncodeRowsIsEncodeRowByRow) {
-  std::mt19937_64 rng(13);
-  // dim 130: 65 periods, more than one kernel call holds (row by row).
-  for (int64_t dim : {2, 6, 8, 10, 130}) {
-    for (int64_t rows : {0, 1, 37, 1000}) {
-      ExpectEncodeRowsIsRowByRow(TimeSinusoid(dim, 1e-3, 3.0e9), dim, rows, rng);
+  // On every SIMD target (vectors of 1, 2, 4 or 8 doubles), ladders of 1 to
+  // 8 periods: narrower than a vector and dividing its lanes (several rows
+  // to a vector), not dividing them (the angles of several rows), a vector
+  // or more (a row at a time); 65 periods, more than one kernel call
+  // holds (row by row), and past any vector. The random instants
+  // lie either side of the origin, a quarter of them past int64 from it
+  // (the scalar path).
+  OnEveryTarget([](const char*) {
+    std::mt19937_64 rng(13);
+    for (int64_t dim : {2, 4, 6, 8, 10, 16, 130}) {
+      for (int64_t rows : {0, 1, 3, 37, 1000}) {
+        ExpectEncodeRowsIsRowByRow(TimeSinusoid(dim, 1e-3, 3.0e9), dim, rows, rng);
+      }
     }
-  }
+  });
 }
 
 TEST(Time2Vec, MatchesLongDoubleReferenceFrom1900To2200) {
