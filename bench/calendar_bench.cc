@@ -6,7 +6,9 @@
 //   sparse: t_i = 1950-01-01T00:00:00Z + i · 3600.000000007 s (114 years,
 //           24 timestamps per local day, 228 DST changes)
 // Timed, one thread unless --phasor_threads says otherwise:
-//   calendar/cursor/...      LocalTimeCursor::At alone (civil conversion)
+//   calendar/cursor/...      LocalTimeCursor::At alone (civil conversion);
+//                            calendar/cursor/daily/N=100000: one timestamp
+//                            per local day from 1900 (every row a new day)
 //   calendar/absl_at/...     absl::TimeZone::At per timestamp plus the same
 //                            field extraction, no cache (the baseline)
 //   calendar/encode/...      EncodeObservations with a calendar block: hour,
@@ -92,6 +94,28 @@ void BM_Cursor(benchmark::State& state, bool dense) {
     for (int64_t t : times) {
       const LocalTime& local = cursor.At(t);
       checksum += local.hour + local.day_of_year + local.utc_offset_seconds;
+    }
+    benchmark::DoNotOptimize(checksum);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(times.size()));
+}
+
+// One timestamp per local day: 10^5 of them from 1900-01-01T00:00:00Z,
+// 86400.000123 s apart (274 years), through LocalTimeCursor::At: every row
+// a new local day, as daily data is.
+void BM_CursorDaily(benchmark::State& state) {
+  constexpr int64_t kStart = -2208988800 * int64_t{1000000000};  // 1900-01-01.
+  std::vector<int64_t> times(100000);
+  for (size_t i = 0; i < times.size(); ++i) {
+    times[i] = kStart + static_cast<int64_t>(i) * 86400000123000;
+  }
+  const absl::TimeZone zone = NewYork();
+  for (auto _ : state) {
+    LocalTimeCursor cursor(zone);
+    int64_t checksum = 0;
+    for (int64_t t : times) {
+      const LocalTime& local = cursor.At(t);
+      checksum += local.hour + local.day_of_year + local.iso_week + local.utc_offset_seconds;
     }
     benchmark::DoNotOptimize(checksum);
   }
@@ -221,6 +245,10 @@ void RegisterAll(const BenchFlags& flags) {
     benchmark::RegisterBenchmark(absl::StrCat("calendar/cursor/", tag, "/N=1000000").c_str(),
                                  BM_Cursor, dense)
         ->Unit(benchmark::kMillisecond);
+    if (!dense) {
+      benchmark::RegisterBenchmark("calendar/cursor/daily/N=100000", BM_CursorDaily)
+          ->Unit(benchmark::kMillisecond);
+    }
     benchmark::RegisterBenchmark(absl::StrCat("calendar/absl_at/", tag, "/N=1000000").c_str(),
                                  BM_AbslAt, dense)
         ->Unit(benchmark::kMillisecond);

@@ -221,6 +221,14 @@ struct CivilDate {
   int weekday;      // Monday = 0 .. Sunday = 6.
 };
 
+// Monday = 0 .. Sunday = 6 of the day `day_number` days after 1970-01-01.
+// REQUIRES: |day_number| <= 2^28.
+int WeekdayOf(int64_t day_number) {
+  // 1970-01-01 (n ≡ 1 mod 7: 146097 days are whole weeks) was a Thursday.
+  const auto n = static_cast<uint32_t>(day_number + 719468 + 146097 * 2000);
+  return static_cast<int>((n + 2) % 7);
+}
+
 // REQUIRES: |day_number| <= 2^28 (int64 nanoseconds reach ±106,752 days).
 CivilDate CivilFromDays(int64_t day_number) {
   assert(day_number >= -(int64_t{1} << 28) && day_number <= (int64_t{1} << 28));
@@ -243,8 +251,7 @@ CivilDate CivilFromDays(int64_t day_number) {
   // 59 days of the calendar year precede March 1, 60 in a leap year.
   date.day_of_year = static_cast<int>(
       next_year ? march_day - 305 : march_day + 60 + (IsLeapYear(date.year) ? 1 : 0));
-  // 1970-01-01 (n ≡ 1 mod 7: 146097 days are whole weeks) was a Thursday.
-  date.weekday = static_cast<int>((n + 2) % 7);
+  date.weekday = WeekdayOf(day_number);
   return date;
 }
 
@@ -255,7 +262,7 @@ void FillDate(int64_t day_number, LocalTime* t) {
   const CivilDate date = CivilFromDays(day_number);
   const bool leap = IsLeapYear(date.year);
   const int64_t january1 = day_number - date.day_of_year + 1;
-  t->date = absl::CivilDay(date.year, date.month, date.day);
+  t->date = LocalDate(date.year, date.month, date.day);
   t->day_number = day_number;
   t->weekday = date.weekday;
   t->day_of_year = date.day_of_year;
@@ -284,9 +291,32 @@ void FillDate(int64_t day_number, LocalTime* t) {
   t->iso_weeks_in_year = january1_weekday == 3 || (january1_weekday == 2 && iso_leap) ? 53 : 52;
 }
 
-// sin/cos of 2π·x/P for x = 0..P−1, [sin, cos] pairs: the CYCLIC clock
-// fields' columns, computed once per process (immutable afterwards) instead
-// of once per request.
+// The month, day and length of the month of each day of a year (index:
+// day of year − 1), for common and leap years.
+struct MonthDay {
+  uint8_t month;
+  uint8_t day;
+  uint8_t days_in_month;
+};
+
+constexpr std::array<std::array<MonthDay, 366>, 2> MakeMonthDays() {
+  std::array<std::array<MonthDay, 366>, 2> table{};
+  for (int leap = 0; leap < 2; ++leap) {
+    int day_of_year = 0;
+    for (int month = 1; month <= 12; ++month) {
+      constexpr int kDaysInMonth[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+      const int days = kDaysInMonth[month - 1] + (month == 2 ? leap : 0);
+      for (int day = 1; day <= days; ++day) {
+        table[leap][day_of_year++] = {static_cast<uint8_t>(month), static_cast<uint8_t>(day),
+                                      static_cast<uint8_t>(days)};
+      }
+    }
+  }
+  return table;
+}
+
+constexpr std::array<std::array<MonthDay, 366>, 2> kMonthDays = MakeMonthDays();
+
 // sin, cos of 2π·numerator/denominator exactly reduced: the ratio as a
 // fraction of 2^64 turns, rounded to nearest (≤ 2^-65 turn), then
 // ExactAngle::CosSinOfTurns (≤ 1.7e-16 absolute).
@@ -741,6 +771,39 @@ LocalTime LocalTimeAt(const absl::TimeZone& zone, int64_t unix_ns) {
   return t;
 }
 
+void LocalTimeCursor::SetDate(int64_t day_number) {
+  // Inside the cached year, with the ISO week in the same year (all but the
+  // few days around January 1 whose Thursday lies in the year next door),
+  // the date fields are a table lookup and a weekday: FillDate's chain of
+  // dependent multiplies was most of a new local day's cost.
+  const int64_t offset = day_number - year_.january1;
+  if (offset >= 0 && offset < year_.days) {
+    const int weekday = WeekdayOf(day_number);
+    const int64_t thursday_offset = offset + 3 - weekday;
+    if (thursday_offset >= 0 && thursday_offset < year_.days) {
+      const MonthDay md = kMonthDays[year_.days - 365][offset];
+      local_.date = LocalDate(year_.year, md.month, md.day);
+      local_.day_number = day_number;
+      local_.weekday = weekday;
+      local_.day_of_year = static_cast<int>(offset) + 1;
+      local_.days_in_month = md.days_in_month;
+      local_.days_in_year = year_.days;
+      local_.iso_year = year_.year;
+      local_.iso_week = static_cast<int>(thursday_offset / 7) + 1;
+      local_.iso_weeks_in_year = year_.iso_weeks;
+      return;
+    }
+  }
+  FillDate(day_number, &local_);
+  year_.year = local_.date.year();
+  year_.january1 = day_number - local_.day_of_year + 1;
+  year_.days = local_.days_in_year;
+  // The year's own ISO week count (FillDate's rule for its January 1).
+  const int january1_weekday = WeekdayOf(year_.january1);
+  year_.iso_weeks =
+      january1_weekday == 3 || (january1_weekday == 2 && year_.days == 366) ? 53 : 52;
+}
+
 void LocalTimeCursor::Refill(int64_t unix_seconds) {
   if (valid_ && unix_seconds >= offset_from_s_ &&
       unix_seconds < offset_until_s_) {
@@ -748,7 +811,7 @@ void LocalTimeCursor::Refill(int64_t unix_seconds) {
     // 2^34 (int64 nanoseconds), so nothing here overflows.
     const int64_t local_seconds = unix_seconds + local_.utc_offset_seconds;
     const int64_t days = FloorDiv(local_seconds, 86400);
-    if (days != local_.day_number) FillDate(days, &local_);
+    if (days != local_.day_number) SetDate(days);
     local_midnight_s_ = days * 86400 - local_.utc_offset_seconds;
     begin_s_ = unix_seconds;
     end_s_ = std::min(local_midnight_s_ + 86400, offset_until_s_);
@@ -757,7 +820,7 @@ void LocalTimeCursor::Refill(int64_t unix_seconds) {
   const absl::Time instant = absl::FromUnixSeconds(unix_seconds);
   const absl::TimeZone::CivilInfo info = zone_.At(instant);
   const int64_t day = DayOrdinal(absl::CivilDay(info.cs));
-  if (!valid_ || day != local_.day_number) FillDate(day, &local_);
+  if (!valid_ || day != local_.day_number) SetDate(day);
   local_.utc_offset_seconds = info.offset;
   local_.is_dst = info.is_dst;
   const int64_t second_of_day =

@@ -158,9 +158,29 @@ std::vector<std::string> ReadZoneNames(const std::string& zoneinfo_dir);
 absl::Status ValidateCalendarBlock(const CalendarBlock& block,
                                    absl::string_view field_prefix);
 
+// A proleptic Gregorian date whose fields are already in range: the
+// accessors of absl::CivilDay without its constructor's normalisation.
+class LocalDate {
+ public:
+  LocalDate() = default;
+  LocalDate(int64_t year, int month, int day) : year_(year), month_(month), day_(day) {}
+  int64_t year() const { return year_; }
+  int month() const { return month_; }  // 1..12.
+  int day() const { return day_; }      // 1..31.
+  friend bool operator==(const LocalDate& a, const LocalDate& b) {
+    return a.year_ == b.year_ && a.month_ == b.month_ && a.day_ == b.day_;
+  }
+  friend bool operator!=(const LocalDate& a, const LocalDate& b) { return !(a == b); }
+
+ private:
+  int64_t year_ = 1970;
+  int month_ = 1;
+  int day_ = 1;
+};
+
 // Everything the features need about one instant in one zone.
 struct LocalTime {
-  absl::CivilDay date;      // The local date.
+  LocalDate date;           // The local date.
   int64_t day_number = 0;   // date as days since 1970-01-01.
   int hour = 0;             // 0..23 by the local clock.
   int minute = 0;
@@ -192,6 +212,9 @@ class LocalTimeCursor final {
 
  private:
   void Refill(int64_t unix_seconds);
+  // local_'s date fields for the local date `day_number` (FillDate's), from
+  // year_ when the date lies in it.
+  void SetDate(int64_t day_number);
 
   absl::TimeZone zone_;
   bool valid_ = false;
@@ -207,6 +230,15 @@ class LocalTimeCursor final {
   int64_t offset_from_s_ = 0;
   int64_t offset_until_s_ = 0;
   LocalTime local_;
+  // The calendar year of the last date FillDate filled: its January 1 (a
+  // day number), its length and its ISO week count (none before the first).
+  struct Year {
+    int64_t year = 0;
+    int64_t january1 = 0;
+    int days = 0;
+    int iso_weeks = 52;
+  };
+  Year year_;
 };
 
 // The calendar block, prepared once per request.

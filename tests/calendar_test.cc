@@ -309,6 +309,28 @@ TEST(LocalTimeCursor, MatchesDirectLookupOnLongSortedRuns) {
   }
 }
 
+TEST(LocalTimeCursor, MatchesDirectLookupDayByDayOverCenturies) {
+  // A new local day on every row, as in daily data: the cursor fills most
+  // dates from the year it cached (a table lookup and a weekday), the days
+  // whose ISO week belongs to the year next door and each new year from
+  // scratch. Every day from 1900 to 2180 at a drifting clock time, so rows
+  // land on every day of the year, either side of every ISO-year change,
+  // in leap and common years and centuries.
+  std::mt19937_64 rng(29);
+  for (const char* name : {"America/New_York", "UTC", "Asia/Tokyo"}) {
+    const absl::TimeZone zone = Zone(name);
+    LocalTimeCursor cursor(zone);
+    int mismatches = 0;
+    int64_t rows = 0;
+    for (int64_t t = UtcNs(1900, 1, 1); t < UtcNs(2180, 1, 1);
+         t += 86400 * int64_t{1000000000} + static_cast<int64_t>(rng() % 600000000000)) {
+      mismatches += !SameLocalTime(cursor.At(t), LocalTimeAt(zone, t));
+      ++rows;
+    }
+    EXPECT_EQ(mismatches, 0) << name << ", " << rows << " rows";
+  }
+}
+
 TEST(LocalTimeCursor, NewYorkSpringForward2026SkipsTwoOClock) {
   // 2026-03-08: 02:00 EST jumps to 03:00 EDT at 07:00Z.
   const LocalTime before = In("America/New_York", UtcNs(2026, 3, 8, 6, 59, 59));
@@ -328,7 +350,7 @@ TEST(LocalTimeCursor, NewYorkSpringForward2026SkipsTwoOClock) {
   for (int64_t t = UtcNs(2026, 3, 8, 0); t < UtcNs(2026, 3, 9, 12);
        t += 60 * int64_t{1000000000}) {
     const LocalTime& local = cursor.At(t);
-    if (local.date != absl::CivilDay(2026, 3, 8)) continue;
+    if (local.date != LocalDate(2026, 3, 8)) continue;
     ++minutes_in_day;
     EXPECT_NE(local.hour, 2);
   }
@@ -353,7 +375,7 @@ TEST(LocalTimeCursor, NewYorkFallBack2026RepeatsOneOClock) {
   for (int64_t t = UtcNs(2026, 11, 1, 0); t < UtcNs(2026, 11, 2, 12);
        t += 60 * int64_t{1000000000}) {
     const LocalTime& local = cursor.At(t);
-    if (local.date != absl::CivilDay(2026, 11, 1)) continue;
+    if (local.date != LocalDate(2026, 11, 1)) continue;
     ++minutes_in_day;
     one_oclock_minutes += local.hour == 1;
   }
@@ -381,12 +403,12 @@ TEST(LocalTimeCursor, KathmanduQuarterHourOffset) {
   EXPECT_EQ(t.utc_offset_seconds, 5 * 3600 + 45 * 60);
   EXPECT_EQ(t.hour, 5);
   EXPECT_EQ(t.minute, 45);
-  EXPECT_EQ(t.date, absl::CivilDay(2026, 1, 1));
+  EXPECT_EQ(t.date, LocalDate(2026, 1, 1));
   // 18:15Z is local midnight of the next day.
   EXPECT_EQ(In("Asia/Kathmandu", UtcNs(2026, 1, 1, 18, 14, 59)).date,
-            absl::CivilDay(2026, 1, 1));
+            LocalDate(2026, 1, 1));
   EXPECT_EQ(In("Asia/Kathmandu", UtcNs(2026, 1, 1, 18, 15, 0)).date,
-            absl::CivilDay(2026, 1, 2));
+            LocalDate(2026, 1, 2));
 }
 
 TEST(LocalTimeCursor, LondonSummerTime) {
@@ -412,7 +434,7 @@ TEST(LocalTimeCursor, LeapDays) {
     const LocalTime next = In("UTC", UtcNs(year, 2, 28, 12) + 86400 * int64_t{1000000000});
     EXPECT_EQ(feb28.days_in_month, 28) << year;
     EXPECT_EQ(feb28.days_in_year, 365) << year;
-    EXPECT_EQ(next.date, absl::CivilDay(year, 3, 1)) << year;
+    EXPECT_EQ(next.date, LocalDate(year, 3, 1)) << year;
     EXPECT_EQ(next.day_of_year, 60) << year;
   }
 }
@@ -444,7 +466,7 @@ TEST(LocalTimeCursor, IsoWeek53) {
 TEST(LocalTimeCursor, BeforeEpochAndAfter2100) {
   // One nanosecond before the epoch: floor division, not truncation.
   const LocalTime t = In("UTC", -1);
-  EXPECT_EQ(t.date, absl::CivilDay(1969, 12, 31));
+  EXPECT_EQ(t.date, LocalDate(1969, 12, 31));
   EXPECT_EQ(t.hour, 23);
   EXPECT_EQ(t.second, 59);
   EXPECT_EQ(t.subsecond_ns, 999999999);
@@ -616,7 +638,7 @@ TEST(LocalTimeAt, ExtremeInt64TimestampsMatchAbslCivilTime) {
       const int64_t whole_ns = absl::ToInt64Nanoseconds(
           instant - absl::FromUnixSeconds(absl::ToUnixSeconds(instant)));
       for (const LocalTime& t : {LocalTimeAt(zone, ns), cursor.At(ns)}) {
-        EXPECT_EQ(t.date, absl::CivilDay(info.cs)) << zone_name << " " << ns;
+        EXPECT_EQ(t.date, LocalDate(info.cs.year(), info.cs.month(), info.cs.day())) << zone_name << " " << ns;
         EXPECT_EQ(t.hour, info.cs.hour()) << zone_name << " " << ns;
         EXPECT_EQ(t.minute, info.cs.minute()) << zone_name << " " << ns;
         EXPECT_EQ(t.second, info.cs.second()) << zone_name << " " << ns;
@@ -627,12 +649,12 @@ TEST(LocalTimeAt, ExtremeInt64TimestampsMatchAbslCivilTime) {
   }
   // The two ends spelled out (UTC).
   const LocalTime min = LocalTimeAt(absl::UTCTimeZone(), kMin);
-  EXPECT_EQ(min.date, absl::CivilDay(1677, 9, 21));
+  EXPECT_EQ(min.date, LocalDate(1677, 9, 21));
   EXPECT_EQ(min.hour * 3600 + min.minute * 60 + min.second, 12 * 60 + 43);
   EXPECT_EQ(min.subsecond_ns, 145224192);
   EXPECT_EQ(LocalTimeAt(absl::UTCTimeZone(), kMin + 1).subsecond_ns, 145224193);
   const LocalTime max = LocalTimeAt(absl::UTCTimeZone(), kMax);
-  EXPECT_EQ(max.date, absl::CivilDay(2262, 4, 11));
+  EXPECT_EQ(max.date, LocalDate(2262, 4, 11));
   EXPECT_EQ(max.hour * 3600 + max.minute * 60 + max.second, 23 * 3600 + 47 * 60 + 16);
   EXPECT_EQ(max.subsecond_ns, 854775807);
 }
@@ -660,7 +682,8 @@ TEST(LocalTimeAt, EveryDateMatchesAbslCivilTime) {
       const absl::CivilMonth month(day);
       for (const LocalTime* t : {&direct, &sorted}) {
         const bool same =
-            t->date == day && t->day_number == day - epoch && t->weekday == weekday &&
+            t->date == LocalDate(day.year(), day.month(), day.day()) &&
+            t->day_number == day - epoch && t->weekday == weekday &&
             t->day_of_year == absl::GetYearDay(day) && t->iso_year == thursday.year() &&
             t->iso_week == (absl::GetYearDay(thursday) - 1) / 7 + 1 &&
             t->iso_weeks_in_year == (absl::GetYearDay(december28_thursday) - 1) / 7 + 1 &&
