@@ -313,7 +313,8 @@ TEST(LocalTimeCursor, MatchesDirectLookupDayByDayOverCenturies) {
   // A new local day on every row, as in daily data: the cursor fills most
   // dates from the year it cached (a table lookup and a weekday), the days
   // whose ISO week belongs to the year next door and each new year from
-  // scratch. Every day from 1900 to 2180 at a drifting clock time, so rows
+  // scratch. A row a day from 1900 to 2180 (a day skipped about once in
+  // 288, when the drift crosses midnight) at a drifting clock time, so rows
   // land on every day of the year, either side of every ISO-year change,
   // in leap and common years and centuries.
   std::mt19937_64 rng(29);
@@ -638,7 +639,8 @@ TEST(LocalTimeAt, ExtremeInt64TimestampsMatchAbslCivilTime) {
       const int64_t whole_ns = absl::ToInt64Nanoseconds(
           instant - absl::FromUnixSeconds(absl::ToUnixSeconds(instant)));
       for (const LocalTime& t : {LocalTimeAt(zone, ns), cursor.At(ns)}) {
-        EXPECT_EQ(t.date, LocalDate(info.cs.year(), info.cs.month(), info.cs.day())) << zone_name << " " << ns;
+        EXPECT_EQ(t.date, LocalDate(info.cs.year(), info.cs.month(), info.cs.day()))
+            << zone_name << " " << ns;
         EXPECT_EQ(t.hour, info.cs.hour()) << zone_name << " " << ns;
         EXPECT_EQ(t.minute, info.cs.minute()) << zone_name << " " << ns;
         EXPECT_EQ(t.second, info.cs.second()) << zone_name << " " << ns;

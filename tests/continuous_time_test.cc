@@ -422,11 +422,11 @@ void ExpectEncodeRowsIsRowByRow(const Encoder& encoder, int64_t width, int64_t r
 }
 
 TEST(TimeSinusoid, EncodeRowsIsEncodeRowByRow) {
-  // On every SIMD target (vectors of 1, 2, 4 or 8 doubles), ladders of 1 to
-  // 8 periods: narrower than a vector and dividing its lanes (several rows
-  // to a vector), not dividing them (the angles of several rows), a vector
-  // or more (a row at a time); 65 periods, more than one kernel call
-  // holds (row by row), and past any vector. The random instants
+  // On every SIMD target (vectors of 1, 2, 4 or 8 doubles), ladders of 1,
+  // 2, 3, 4, 5 and 8 periods: narrower than a vector and dividing its lanes
+  // (several rows to a vector), not dividing them (the angles of several
+  // rows), a vector or more (a row at a time); and 65 periods, more than
+  // one kernel call holds (row by row). The random instants
   // lie either side of the origin, a quarter of them past int64 from it
   // (the scalar path).
   OnEveryTarget([](const char*) {
