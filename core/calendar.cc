@@ -221,6 +221,16 @@ struct CivilDate {
   int weekday;      // Monday = 0 .. Sunday = 6.
 };
 
+// Days of each month of a common year.
+constexpr int kDaysInMonth[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+
+// ISO 8601 weeks of the ISO year whose January 1 falls on
+// `january1_weekday` (Monday = 0): 53 when that is a Thursday, or a
+// Wednesday in a leap year (its December 28 then lies in week 53).
+int IsoWeeksInYear(int january1_weekday, bool leap) {
+  return january1_weekday == 3 || (january1_weekday == 2 && leap) ? 53 : 52;
+}
+
 // Monday = 0 .. Sunday = 6 of the day `day_number` days after 1970-01-01.
 // REQUIRES: |day_number| <= 2^28.
 int WeekdayOf(int64_t day_number) {
@@ -257,8 +267,6 @@ CivilDate CivilFromDays(int64_t day_number) {
 
 // The date fields of `t` for the local date `day_number`.
 void FillDate(int64_t day_number, LocalTime* t) {
-  static constexpr int kDaysInMonth[12] = {31, 28, 31, 30, 31, 30,
-                                           31, 31, 30, 31, 30, 31};
   const CivilDate date = CivilFromDays(day_number);
   const bool leap = IsLeapYear(date.year);
   const int64_t january1 = day_number - date.day_of_year + 1;
@@ -282,13 +290,12 @@ void FillDate(int64_t day_number, LocalTime* t) {
   }
   t->iso_year = iso_year;
   t->iso_week = static_cast<int>((thursday - iso_january1) / 7 + 1);
-  // 53 weeks when the ISO year's January 1 is a Thursday, or a Wednesday
-  // in a leap year: then its December 28 lies in week 53. (day_number −
-  // iso_january1 ∈ [−3, 368]; + 371 keeps the remainder's operand positive.)
+  // The ISO year's January 1 weekday (day_number − iso_january1 ∈
+  // [−3, 368]; + 371 keeps the remainder's operand positive).
   const int january1_weekday =
       static_cast<int>((t->weekday - (day_number - iso_january1) + 371) % 7);
   const bool iso_leap = iso_year == date.year ? leap : IsLeapYear(iso_year);
-  t->iso_weeks_in_year = january1_weekday == 3 || (january1_weekday == 2 && iso_leap) ? 53 : 52;
+  t->iso_weeks_in_year = IsoWeeksInYear(january1_weekday, iso_leap);
 }
 
 // The month, day and length of the month of each day of a year (index:
@@ -304,7 +311,6 @@ constexpr std::array<std::array<MonthDay, 366>, 2> MakeMonthDays() {
   for (int leap = 0; leap < 2; ++leap) {
     int day_of_year = 0;
     for (int month = 1; month <= 12; ++month) {
-      constexpr int kDaysInMonth[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
       const int days = kDaysInMonth[month - 1] + (month == 2 ? leap : 0);
       for (int day = 1; day <= days; ++day) {
         table[leap][day_of_year++] = {static_cast<uint8_t>(month), static_cast<uint8_t>(day),
@@ -798,10 +804,9 @@ void LocalTimeCursor::SetDate(int64_t day_number) {
   year_.year = local_.date.year();
   year_.january1 = day_number - local_.day_of_year + 1;
   year_.days = local_.days_in_year;
-  // The year's own ISO week count (FillDate's rule for its January 1).
-  const int january1_weekday = WeekdayOf(year_.january1);
-  year_.iso_weeks =
-      january1_weekday == 3 || (january1_weekday == 2 && year_.days == 366) ? 53 : 52;
+  // The calendar year's own ISO week count (SetDate uses it only for
+  // dates whose ISO year is the calendar year).
+  year_.iso_weeks = IsoWeeksInYear(WeekdayOf(year_.january1), year_.days == 366);
 }
 
 void LocalTimeCursor::Refill(int64_t unix_seconds) {
