@@ -24,6 +24,9 @@ Variants (channel arguments on top of the client's message limits):
     copied    default, but every reply parsed whole by protobuf and its
               tensors copied out, as before phasor_client/_wire.py (which
               leaves large reply tensors in the received bytes)
+    whole     default, but ApplyRope as one call however large (the cap of
+              2 MiB per call, phasor_client/_panel.py PIECE_BYTES, lifted):
+              the client before that cap; Echo is one call in every variant
 """
 import argparse
 import json
@@ -49,6 +52,7 @@ VARIANTS = {
     "frames": FRAMES,
     "all": WINDOW + CHUNKS + FRAMES,
     "copied": [],
+    "whole": [],
 }
 
 
@@ -73,8 +77,9 @@ def main():
     import phasor_client  # noqa: E402  (after the path is set)
 
     payload = args.payload_mib * MIB
-    # EncoderClient.apply_rope splits tensors over half the limit: twice the
-    # payload (and room for the framing) keeps every call whole.
+    # EncoderClient.apply_rope splits tensors over half the limit (and over
+    # PIECE_BYTES but in "whole"): twice the payload (and room for the
+    # framing) leaves that to the cap alone.
     limit = 2 * payload + MIB
     variants = args.variants.split(",")
     methods = args.methods.split(",")
@@ -91,11 +96,15 @@ def main():
             out = client.apply_rope(query, positions=positions)
             assert out.query.nbytes == payload
     detach_bytes = phasor_client._wire.DETACH_BYTES
+    piece_bytes = phasor_client._panel.PIECE_BYTES
 
     def set_variant(variant):
         # "copied": no reply is large enough to detach.
         phasor_client._wire.DETACH_BYTES = (
             1 << 62 if variant == "copied" else detach_bytes)
+        # "whole": no cap on one call but the limit.
+        phasor_client._panel.PIECE_BYTES = (
+            1 << 62 if variant == "whole" else piece_bytes)
 
     times = {(v, m): [] for v in variants for m in methods}
     for v in variants:  # Warm-up: connect, first large buffers.

@@ -29,13 +29,21 @@ array, through a phasor-server this script starts on a free loopback port
 
 Prints JSON: Google Benchmark-shaped rows (common.Results) plus the ratios
 panel_vs_single_calls (single-call time / panel time) and phasor_vs_pandas
-(pandas time / panel time), and the largest |Phasor − pandas| difference.
+(pandas time / panel time), the largest |Phasor − pandas| difference, and
+the client's CPU time and minor page faults per panel call
+(client_per_call).
+Two variants of the panel call take turns with it: replies parsed whole by
+protobuf (replies_copied_vs_detached) and requests and replies of up to
+32 MiB instead of 2 MiB (32mib_pieces_vs_2mib), each as the client was
+before that change.
 
   /usr/bin/python3 bench/peers/panel_peer.py --server build/server/phasor-server
 """
 import argparse
+import collections
 import math
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -53,6 +61,7 @@ import common
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                              "..", "..", "build", "python"))
 from phasor_client import EncoderClient  # noqa: E402
+from phasor_client import _panel as phasor_panel  # noqa: E402
 from phasor_client import _wire as phasor_wire  # noqa: E402
 
 NUM_CHANNELS = 3
@@ -189,12 +198,38 @@ class Server:
         self.log.close()
 
 
-def best_of(fn, repetitions):
-    """(best seconds, last result) over `repetitions` runs."""
+class ClientCost:
+    """This process's CPU seconds (every thread: gRPC's too) and minor page
+    faults, summed over the calls measured under one name."""
+
+    def __init__(self):
+        self.calls = collections.Counter()
+        self.cpu = collections.Counter()
+        self.faults = collections.Counter()
+
+    def measure(self, name, fn):
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        result = fn()
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        self.calls[name] += 1
+        self.cpu[name] += (after.ru_utime + after.ru_stime
+                           - before.ru_utime - before.ru_stime)
+        self.faults[name] += after.ru_minflt - before.ru_minflt
+        return result
+
+    def per_call(self):
+        return {name: {"cpu_ms": 1e3 * self.cpu[name] / calls,
+                       "minor_faults": self.faults[name] // calls}
+                for name, calls in self.calls.items()}
+
+
+def best_of(fn, repetitions, cost=None, name=None):
+    """(best seconds, last result) over `repetitions` runs; each run's CPU
+    and page faults go to `cost` under `name` when given."""
     best, result = float("inf"), None
     for _ in range(repetitions):
         start = time.perf_counter()
-        result = fn()
+        result = cost.measure(name, fn) if cost else fn()
         best = min(best, time.perf_counter() - start)
     return best, result
 
@@ -243,17 +278,38 @@ def main():
                 finally:
                     phasor_wire.DETACH_BYTES = saved
 
+            def panel_large_pieces():
+                # Requests and replies of up to half the message limit
+                # (32 MiB): the client before phasor_client/_panel.py's
+                # PIECE_BYTES.
+                saved = phasor_panel.PIECE_BYTES
+                phasor_panel.PIECE_BYTES = 1 << 62
+                try:
+                    return panel()
+                finally:
+                    phasor_panel.PIECE_BYTES = saved
+
             result = panel()  # Warm-up: connection, the probe for F.
-            panel_seconds = copied_seconds = float("inf")
-            for _ in range(args.repetitions):  # The two take turns.
-                seconds, result = best_of(panel, 1)
-                panel_seconds = min(panel_seconds, seconds)
-                seconds, copied = best_of(panel_copied, 1)
-                copied_seconds = min(copied_seconds, seconds)
+            # One variant after the other, the shipped client first: the
+            # others' large allocations leave glibc's heap in another state
+            # (its mmap threshold raised, freed blocks of other sizes), which
+            # slows whatever runs after them in this process.
+            cost = ClientCost()
+            panel_seconds, result = best_of(panel, args.repetitions, cost,
+                                            "phasor_panel")
+            copied_seconds, copied = best_of(panel_copied, args.repetitions,
+                                             cost,
+                                             "phasor_panel_replies_copied")
+            large_seconds, large = best_of(panel_large_pieces,
+                                           args.repetitions, cost,
+                                           "phasor_panel_32mib_pieces")
             if copied.features.tobytes() != result.features.tobytes():
                 sys.exit("panel: copied and detached replies differ")
+            if large.features.tobytes() != result.features.tobytes():
+                sys.exit("panel: 2 MiB and 32 MiB pieces differ")
             print(f"phasor encode_panel    {panel_seconds * 1e3:10.1f} ms"
-                  f"  (replies copied: {copied_seconds * 1e3:.1f} ms)",
+                  f"  (replies copied: {copied_seconds * 1e3:.1f} ms,"
+                  f" 32 MiB pieces: {large_seconds * 1e3:.1f} ms)",
                   file=sys.stderr, flush=True)
             single_seconds, singles = best_of(
                 lambda: single_calls(client, timestamps, values, offsets),
@@ -278,6 +334,7 @@ def main():
     for impl, seconds in (("pandas", pandas_seconds),
                           ("phasor_panel", panel_seconds),
                           ("phasor_panel_replies_copied", copied_seconds),
+                          ("phasor_panel_32mib_pieces", large_seconds),
                           ("phasor_single_calls", single_seconds)):
         results.rows.append({"name": f"{name}/impl={impl}",
                              "run_type": "aggregate", "aggregate_name": "min",
@@ -288,7 +345,9 @@ def main():
             "panel_vs_single_calls": single_seconds / panel_seconds,
             "phasor_vs_pandas": pandas_seconds / panel_seconds,
             "replies_copied_vs_detached": copied_seconds / panel_seconds,
+            "32mib_pieces_vs_2mib": large_seconds / panel_seconds,
         },
+        "client_per_call": cost.per_call(),
         "check": {
             "max_abs_difference": float(difference.max()),
             "worst_cell": [int(i) for i in worst],

@@ -3,6 +3,7 @@ series sent one by one, bytewise; states carry a panel over to another
 server; a panel the client cuts to fit its message limit equals one uncut
 call; a panel over the limit is cut, never refused."""
 
+import contextlib
 import unittest
 
 import grpc
@@ -75,6 +76,30 @@ class Counting:
     def future(self, request, **kwargs):
         self.requests.append(request.ByteSize())
         return self.method.future(request, **kwargs)
+
+
+@contextlib.contextmanager
+def uncut(client):
+    """The block's panels from `client` go in one request each, as far as
+    its message limit allows (the client's own cap on a request, PIECE_BYTES,
+    lifted): the references that cut panels must equal. Yields the Counting
+    of the requests sent."""
+    saved_bytes = _panel.PIECE_BYTES
+    saved_method = client._stub.EncodeObservations
+    counting = Counting(saved_method)
+    _panel.PIECE_BYTES = 1 << 62
+    client._stub.EncodeObservations = counting
+    try:
+        yield counting
+    finally:
+        _panel.PIECE_BYTES = saved_bytes
+        client._stub.EncodeObservations = saved_method
+
+
+def carrying_rows(counting):
+    """The requests of a Counting that carried rows: the probe for F has
+    one empty series, a few hundred bytes."""
+    return [size for size in counting.requests if size > 4096]
 
 
 class PanelTest(unittest.TestCase):
@@ -193,7 +218,9 @@ class PanelTest(unittest.TestCase):
         timestamps, values, offsets, zone_index = self.big_panel(5)
         options = dict(series_offsets=offsets, time_zones=ZONES,
                        time_zone_index=zone_index, spec=spec_in("UTC"))
-        whole = self.client.encode_panel(timestamps, values, **options)
+        with uncut(self.client) as one:
+            whole = self.client.encode_panel(timestamps, values, **options)
+        self.assertEqual(len(carrying_rows(one)), 1)
         with self.small.client(deadline_seconds=60,
                                max_message_bytes=SMALL_LIMIT) as small:
             counting = Counting(small._stub.EncodeObservations)
@@ -218,13 +245,41 @@ class PanelTest(unittest.TestCase):
                                        spec=spec_in("UTC"))
         assert_same_states(self, again.states, whole.states)
 
+    def test_default_client_sends_requests_of_piece_bytes(self):
+        """Under the default 64 MiB limit a panel whose features exceed
+        PIECE_BYTES still goes in requests of at most PIECE_BYTES each way
+        (gRPC Python's large replies are slow, _panel.PIECE_BYTES), and the
+        joined result equals the uncut call."""
+        timestamps, values, offsets, zone_index = self.big_panel(29)
+        options = dict(series_offsets=offsets, time_zones=ZONES,
+                       time_zone_index=zone_index, spec=spec_in("UTC"))
+        with uncut(self.client) as one:
+            whole = self.client.encode_panel(timestamps, values, **options)
+        self.assertEqual(len(carrying_rows(one)), 1)
+        self.assertGreater(whole.features.nbytes, 2 * _panel.PIECE_BYTES)
+        counting = Counting(self.client._stub.EncodeObservations)
+        self.client._stub.EncodeObservations = counting
+        try:
+            cut = self.client.encode_panel(timestamps, values, **options)
+        finally:
+            self.client._stub.EncodeObservations = counting.method
+        sent = carrying_rows(counting)
+        # The requests carry ~1.5 MB: only the replies' cap cuts them.
+        self.assertGreaterEqual(
+            len(sent), -(-whole.features.nbytes // _panel.PIECE_BYTES))
+        self.assertLessEqual(max(sent), _panel.PIECE_BYTES)
+        self.assertEqual(cut.features.tobytes(), whole.features.tobytes())
+        assert_same_states(self, cut.states, whole.states)
+
     def test_over_the_server_limit_is_cut_not_refused(self):
         timestamps, values, offsets, zone_index = self.big_panel(9)
-        whole = self.client.encode_panel(
-            timestamps, values, series_offsets=offsets, time_zones=ZONES,
-            time_zone_index=zone_index, spec=spec_in("UTC"))
-        # The client believes in 64 MiB; the server allows 1 MiB.
-        with self.small.client(deadline_seconds=60) as client:
+        with uncut(self.client):
+            whole = self.client.encode_panel(
+                timestamps, values, series_offsets=offsets, time_zones=ZONES,
+                time_zone_index=zone_index, spec=spec_in("UTC"))
+        # The client believes in 64 MiB (its requests of up to PIECE_BYTES
+        # lifted too); the server allows 1 MiB.
+        with self.small.client(deadline_seconds=60) as client, uncut(client):
             cut = client.encode_panel(
                 timestamps, values, series_offsets=offsets, time_zones=ZONES,
                 time_zone_index=zone_index, spec=spec_in("UTC"))
@@ -250,9 +305,11 @@ class PanelTest(unittest.TestCase):
         event_values = rng.standard_normal(len(times))
         spec = ("temporal { time { dim: 4 } gaps { include_mask: true "
                 "include_last_value: true } }")
-        whole = self.client.encode_panel(
-            event_times=times, event_channels=channels,
-            event_values=event_values, series_offsets=offsets, spec=spec)
+        with uncut(self.client) as one:
+            whole = self.client.encode_panel(
+                event_times=times, event_channels=channels,
+                event_values=event_values, series_offsets=offsets, spec=spec)
+        self.assertEqual(len(carrying_rows(one)), 1)
         with self.small.client(deadline_seconds=60,
                                max_message_bytes=SMALL_LIMIT) as small:
             cut = small.encode_panel(
@@ -379,7 +436,9 @@ class PanelTest(unittest.TestCase):
             for server, max_bytes in ((self.server, None),
                                       (self.small, SMALL_LIMIT)):
                 with server.client(deadline_seconds=60,
-                                   max_message_bytes=max_bytes) as client:
+                                   max_message_bytes=max_bytes) as client, \
+                        (uncut(client) if max_bytes is None
+                         else contextlib.nullcontext()):
                     with self.assertRaises(grpc.RpcError) as raised:
                         client.encode_panel(case_timestamps, case_values,
                                             series_offsets=offsets,

@@ -17,7 +17,7 @@ import numpy as np
 
 import harness
 import reference
-from phasor_client import InvalidInputError, PhasorError
+from phasor_client import InvalidInputError, PhasorError, _panel
 
 try:
     import torch
@@ -363,6 +363,43 @@ class RopePythonTest(unittest.TestCase):
             small.apply_rope(query, position_ids=position_ids,
                              rotary_dim=64).query,
             hf_rope(query, position_ids, 64), rtol=0, atol=FLOAT32_ATOL)
+
+    def test_batch_over_piece_bytes_is_cut_under_the_default_limit(self):
+        """A batch far below 64 MiB but over PIECE_BYTES goes in calls of
+        at most PIECE_BYTES (gRPC Python's large replies are slow), with the
+        bytes of one call."""
+        rng = np.random.default_rng(14)
+        query = rng.standard_normal((2, 8, 1200, 64)).astype(np.float32)
+        key = rng.standard_normal((2, 2, 1200, 64)).astype(np.float32)
+        self.assertGreater(query.nbytes, 2 * _panel.PIECE_BYTES)
+        sizes = []
+        method = self.client._stub.ApplyRope
+
+        class Counting:
+            def future(self, request, **kwargs):
+                sizes.append(request.ByteSize())
+                return method.future(request, **kwargs)
+
+            def __call__(self, request, **kwargs):
+                sizes.append(request.ByteSize())
+                return method(request, **kwargs)
+
+        self.client._stub.ApplyRope = Counting()
+        saved = _panel.PIECE_BYTES
+        try:
+            cut = self.client.apply_rope(query, key, rotary_dim=64)
+            cut_sizes, sizes[:] = list(sizes), []
+            _panel.PIECE_BYTES = 1 << 62
+            whole = self.client.apply_rope(query, key, rotary_dim=64)
+        finally:
+            _panel.PIECE_BYTES = saved
+            self.client._stub.ApplyRope = method
+        self.assertEqual(len(sizes), 1)
+        self.assertGreaterEqual(
+            len(cut_sizes), -(-(query.nbytes + key.nbytes) // saved))
+        self.assertLessEqual(max(cut_sizes), saved)
+        np.testing.assert_array_equal(cut.query, whole.query)
+        np.testing.assert_array_equal(cut.key, whole.key)
 
     @NEEDS_TORCH
     def test_torch_bfloat16_over_the_message_limit(self):

@@ -15,15 +15,15 @@ the spec (or a server profile), so it is learnt from the server: a request with
 one empty series returns features of shape [0, F] and the schema, and the
 client remembers F per configuration.
 
-Plan: each request is held to PIECE_FRACTION of the message limit in both
-directions (input bytes, and rows × F × dtype size plus states and schema out)
-and to PIECE_ELEMENTS output elements, half the server's default element
-limit. Series are packed greedily, in order, into groups under that budget; a
-series over it alone becomes a chain of row chunks, each sent after the
-previous one returned its state. Up to MAX_IN_FLIGHT requests run at once
-(grpc futures). A request the server still refuses with RESOURCE_EXHAUSTED (a
-server with lower limits than the client) is halved and sent again, down to one
-row.
+Plan: each request is held to PIECE_FRACTION of the message limit, and to at
+most PIECE_BYTES, in both directions (input bytes, and rows × F × dtype size
+plus states and schema out) and to PIECE_ELEMENTS output elements, half the
+server's default element limit. Series are packed greedily, in order, into
+groups under that budget; a series over it alone becomes a chain of row
+chunks, each sent after the previous one returned its state. Up to
+MAX_IN_FLIGHT requests run at once (grpc futures). A request the server still
+refuses with RESOURCE_EXHAUSTED (a server with lower limits than the client) is
+halved and sent again, down to one row.
 
 Not thread-safe per call; an EncoderClient running several panels at once is
 (each call has its own plan and buffers).
@@ -42,6 +42,16 @@ from .tensors import attach, from_tensor, to_tensor
 # Fraction of max_message_bytes one split request may use: room for framing,
 # for estimates that are a little low, and for gRPC's own overhead.
 PIECE_FRACTION = 0.5
+# ... and at most this many bytes, whatever the limit. gRPC Python (cygrpc,
+# 1.51) assembles each received message by appending its slices to a
+# bytearray, which it then copies into a bytes object: a reply of tens of MiB
+# is copied several times, each time into freshly faulted pages (glibc maps
+# such blocks anew). Workload P (84 MB of features) cut into three 28 MB
+# replies cost the client ~27,000 page faults and ~0.5 s of CPU per panel;
+# cut into 2 MiB replies, under 1,000 faults and ~0.1 s, 2-3x faster end to
+# end (docs/BENCHMARKS.md, "Python: requests and replies of 2 MiB"). The
+# server's CPU per panel is the same either way.
+PIECE_BYTES = 2 << 20
 # Output elements per split request: half of phasor-server's default
 # --max_elements_per_request (1 << 24).
 PIECE_ELEMENTS = 1 << 23
@@ -56,6 +66,12 @@ _STATE_CHANNEL_BYTES = 48
 # Serialized overhead per request not covered by the estimate (tensor headers,
 # field tags, the spec).
 _REQUEST_SLACK_BYTES = 4096
+
+
+def call_bytes(max_message_bytes):
+    """Bytes one request of a cut panel or RoPE batch may carry in either
+    direction, under a client limit of max_message_bytes."""
+    return max(1, min(int(max_message_bytes * PIECE_FRACTION), PIECE_BYTES))
 
 
 def offsets_from_ids(series_ids, rows):

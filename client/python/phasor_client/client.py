@@ -472,8 +472,7 @@ class EncoderClient:
         total = query_operand.batch * query_operand.tokens
         per_call = _rope.tokens_per_call(
             query_operand, key_operand, wire,
-            int(self.max_message_bytes * _panel.PIECE_FRACTION),
-            _panel.PIECE_ELEMENTS)
+            _panel.call_bytes(self.max_message_bytes), _panel.PIECE_ELEMENTS)
         if total <= per_call:
             # One call, in the caller's own layout: nothing is transposed.
             request = pb.ApplyRopeRequest(
@@ -1230,7 +1229,7 @@ class EncoderClient:
     def _panel_budget(self, layout, num_channels):
         width, reply_fixed, _ = self._panel_probe(layout)
         return _panel.Budget(
-            bytes=int(self.max_message_bytes * _panel.PIECE_FRACTION),
+            bytes=_panel.call_bytes(self.max_message_bytes),
             elements=_panel.PIECE_ELEMENTS, width=width,
             out_itemsize=_OUTPUT_ITEMSIZE.get(layout.base_request.output_dtype,
                                               4),
