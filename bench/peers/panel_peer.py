@@ -268,26 +268,24 @@ def main():
             def panel():
                 return client.encode_panel(timestamps, values,
                                            series_offsets=offsets, spec=SPEC)
-            def panel_copied():
-                # Replies parsed whole by protobuf, their tensors copied
-                # out: the client before phasor_client/_wire.py.
-                saved = phasor_wire.DETACH_BYTES
-                phasor_wire.DETACH_BYTES = 1 << 62
-                try:
-                    return panel()
-                finally:
-                    phasor_wire.DETACH_BYTES = saved
 
-            def panel_large_pieces():
-                # Requests and replies of up to half the message limit
-                # (32 MiB): the client before phasor_client/_panel.py's
-                # PIECE_BYTES.
-                saved = phasor_panel.PIECE_BYTES
-                phasor_panel.PIECE_BYTES = 1 << 62
-                try:
-                    return panel()
-                finally:
-                    phasor_panel.PIECE_BYTES = saved
+            def lifted(module, name):
+                """panel() with module.name beyond any message's size."""
+                def run():
+                    saved = getattr(module, name)
+                    setattr(module, name, 1 << 62)
+                    try:
+                        return panel()
+                    finally:
+                        setattr(module, name, saved)
+                return run
+
+            # Replies parsed whole by protobuf, their tensors copied out:
+            # the client before phasor_client/_wire.py.
+            panel_copied = lifted(phasor_wire, "DETACH_BYTES")
+            # Requests and replies of up to half the message limit (32 MiB):
+            # the client before phasor_client/_panel.py's PIECE_BYTES.
+            panel_large_pieces = lifted(phasor_panel, "PIECE_BYTES")
 
             result = panel()  # Warm-up: connection, the probe for F.
             # One variant after the other, the shipped client first: the

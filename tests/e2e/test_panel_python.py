@@ -214,13 +214,18 @@ class PanelTest(unittest.TestCase):
         zone_index = rng.integers(0, len(ZONES), size=num_series)
         return timestamps, values, offsets, zone_index
 
+    def uncut_panel(self, *args, **kwargs):
+        """self.client.encode_panel(...) sent as one request (checked)."""
+        with uncut(self.client) as one:
+            whole = self.client.encode_panel(*args, **kwargs)
+        self.assertEqual(len(carrying_rows(one)), 1)
+        return whole
+
     def test_client_cut_equals_one_call(self):
         timestamps, values, offsets, zone_index = self.big_panel(5)
         options = dict(series_offsets=offsets, time_zones=ZONES,
                        time_zone_index=zone_index, spec=spec_in("UTC"))
-        with uncut(self.client) as one:
-            whole = self.client.encode_panel(timestamps, values, **options)
-        self.assertEqual(len(carrying_rows(one)), 1)
+        whole = self.uncut_panel(timestamps, values, **options)
         with self.small.client(deadline_seconds=60,
                                max_message_bytes=SMALL_LIMIT) as small:
             counting = Counting(small._stub.EncodeObservations)
@@ -253,9 +258,7 @@ class PanelTest(unittest.TestCase):
         timestamps, values, offsets, zone_index = self.big_panel(29)
         options = dict(series_offsets=offsets, time_zones=ZONES,
                        time_zone_index=zone_index, spec=spec_in("UTC"))
-        with uncut(self.client) as one:
-            whole = self.client.encode_panel(timestamps, values, **options)
-        self.assertEqual(len(carrying_rows(one)), 1)
+        whole = self.uncut_panel(timestamps, values, **options)
         self.assertGreater(whole.features.nbytes, 2 * _panel.PIECE_BYTES)
         counting = Counting(self.client._stub.EncodeObservations)
         self.client._stub.EncodeObservations = counting
@@ -305,11 +308,9 @@ class PanelTest(unittest.TestCase):
         event_values = rng.standard_normal(len(times))
         spec = ("temporal { time { dim: 4 } gaps { include_mask: true "
                 "include_last_value: true } }")
-        with uncut(self.client) as one:
-            whole = self.client.encode_panel(
-                event_times=times, event_channels=channels,
-                event_values=event_values, series_offsets=offsets, spec=spec)
-        self.assertEqual(len(carrying_rows(one)), 1)
+        whole = self.uncut_panel(
+            event_times=times, event_channels=channels,
+            event_values=event_values, series_offsets=offsets, spec=spec)
         with self.small.client(deadline_seconds=60,
                                max_message_bytes=SMALL_LIMIT) as small:
             cut = small.encode_panel(
