@@ -32,10 +32,10 @@ panel_vs_single_calls (single-call time / panel time) and phasor_vs_pandas
 (pandas time / panel time), the largest |Phasor − pandas| difference, and
 the client's CPU time and minor page faults per panel call
 (client_per_call).
-Two variants of the panel call take turns with it: replies parsed whole by
-protobuf (replies_copied_vs_detached) and requests and replies of up to
-32 MiB instead of 2 MiB (32mib_pieces_vs_2mib), each as the client was
-before that change.
+Two variants of the panel call run after it, each as the client was before
+a change: replies parsed whole by protobuf (replies_copied_vs_detached) and
+requests and replies of up to 32 MiB instead of 2 MiB
+(32mib_pieces_vs_2mib).
 
   /usr/bin/python3 bench/peers/panel_peer.py --server build/server/phasor-server
 """
