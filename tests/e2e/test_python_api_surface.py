@@ -94,7 +94,8 @@ class PythonApiSurfaceTest(unittest.TestCase):
                          "EncoderClient.health", "PhasorError.code",
                          "PhasorError.message", "PhasorError.from_rpc_error",
                          "InvalidInputError.__init__", "FrameResult.__init__",
-                         "to_tensor", "encoder_spec", "feature_names"):
+                         "to_tensor", "encoder_spec", "feature_names",
+                         "rope_spec_from_hf"):
             self.assertIn(expected, names)
         # grpc.Call's and tuple's own members are not the package's.
         self.assertNotIn("RopeResult.count", names)

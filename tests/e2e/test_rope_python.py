@@ -1,13 +1,17 @@
 """EncoderClient.apply_rope / rope_tables with LLM shapes and dtypes against a
 real phasor-server: [B, H, T, D] (HF) and [B, T, H, D] with per-row
 position_ids, grouped-query keys, torch bfloat16 / float16 / float32, numpy
-float16 and bfloat16 bits, float64 in double, and the client's errors.
+float16 and bfloat16 bits, float64 in double, and the client's errors; the
+scaling= dict forms and rope_spec_from_hf on published models' configs.
 
 The reference is HF transformers' apply_rotary_pos_emb (modeling_llama.py:
 q·cos + rotate_half(q)·sin with cos/sin of cat(freqs, freqs) unsqueezed at
-the head axis), written here in float64 numpy.
+the head axis), written here in float64 numpy, with the inverse frequencies
+and attention factor of modeling_rope_utils.py's _compute_*_parameters
+(hf_llama3_inv_freq, hf_yarn_inv_freq, hf_longrope_inv_freq).
 """
 
+import math
 import os
 import tempfile
 import unittest
@@ -16,8 +20,9 @@ import grpc
 import numpy as np
 
 import harness
+import phasor_client
 import reference
-from phasor_client import InvalidInputError, PhasorError, _panel
+from phasor_client import InvalidInputError, PhasorError, _panel, pb
 
 try:
     import torch
@@ -46,19 +51,121 @@ def rotate_half(x):
     return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
 
 
-def hf_rope(x, position_ids, rotary_dim, base=10000.0, head_axis=1):
+def hf_rope(x, position_ids, rotary_dim, base=10000.0, head_axis=1,
+            inv_freq=None, attention_factor=1.0):
     """HF apply_rotary_pos_emb on x [B, H, T, D] (head_axis=1) or
     [B, T, H, D] (head_axis=2), position_ids [B, T]; channels >= rotary_dim
-    pass through (HF's partial rotary, e.g. Phi / GPT-NeoX)."""
+    pass through (HF's partial rotary, e.g. Phi / GPT-NeoX). inv_freq
+    (default: plain RoPE at `base`) and attention_factor, which multiplies
+    cos and sin, come from a scaling's _compute_*_parameters."""
     x = np.asarray(x, dtype=np.float64)
+    if inv_freq is None:
+        inv_freq = reference.rope_inv_freq(rotary_dim, base)
     freqs = (np.asarray(position_ids, dtype=np.float64)[..., None]
-             * reference.rope_inv_freq(rotary_dim, base))      # [B, T, rd/2]
+             * inv_freq)                                       # [B, T, rd/2]
     emb = np.concatenate([freqs, freqs], axis=-1)              # [B, T, rd]
-    cos = np.expand_dims(np.cos(emb), head_axis)
-    sin = np.expand_dims(np.sin(emb), head_axis)
+    cos = np.expand_dims(np.cos(emb), head_axis) * attention_factor
+    sin = np.expand_dims(np.sin(emb), head_axis) * attention_factor
     rotated, passed = x[..., :rotary_dim], x[..., rotary_dim:]
     return np.concatenate([rotated * cos + rotate_half(rotated) * sin, passed],
                           axis=-1)
+
+
+def hf_llama3_inv_freq(dim, base, factor, low_freq_factor, high_freq_factor,
+                       original_max_position_embeddings):
+    """HF _compute_llama3_parameters: wavelengths shorter than
+    L0/high_freq_factor kept, longer than L0/low_freq_factor divided by
+    factor, blended in between; attention factor 1."""
+    inv_freq = reference.rope_inv_freq(dim, base)
+    wavelen = 2 * math.pi / inv_freq
+    low_wavelen = original_max_position_embeddings / low_freq_factor
+    high_wavelen = original_max_position_embeddings / high_freq_factor
+    scaled = np.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = ((original_max_position_embeddings / wavelen - low_freq_factor)
+              / (high_freq_factor - low_freq_factor))
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+    return np.where(medium, smoothed, scaled)
+
+
+def hf_yarn_inv_freq(dim, base, factor, original_max_position_embeddings,
+                     beta_fast=32.0, beta_slow=1.0):
+    """(inv_freq, attention_factor) of HF _compute_yarn_parameters (truncated
+    correction range, no mscale)."""
+    def correction_dim(rotations):
+        return (dim * math.log(original_max_position_embeddings
+                               / (rotations * 2 * math.pi))
+                / (2 * math.log(base)))
+    low = max(math.floor(correction_dim(beta_fast)), 0)
+    high = min(math.ceil(correction_dim(beta_slow)), dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(dim // 2) - low) / (high - low), 0, 1)
+    extrapolation = 1 - ramp
+    pos_freqs = base ** (np.arange(0, dim, 2) / dim)
+    inv_freq = (1 / (factor * pos_freqs) * (1 - extrapolation)
+                + 1 / pos_freqs * extrapolation)
+    return inv_freq, 0.1 * math.log(factor) + 1.0
+
+
+def hf_longrope_inv_freq(dim, base, short_factor, long_factor,
+                         original_max_position_embeddings,
+                         max_position_embeddings, seq_len):
+    """(inv_freq, attention_factor) of HF _compute_longrope_parameters for a
+    config without `factor`: long factors when seq_len > L0."""
+    factor = max_position_embeddings / original_max_position_embeddings
+    attention_factor = (1.0 if factor <= 1 else math.sqrt(
+        1 + math.log(factor) / math.log(original_max_position_embeddings)))
+    ext = np.asarray(long_factor if seq_len > original_max_position_embeddings
+                     else short_factor, dtype=np.float64)
+    return 1 / (ext * base ** (np.arange(0, dim, 2) / dim)), attention_factor
+
+
+# config.json fragments (the keys RoPE reads) of published models.
+# meta-llama/Llama-3.1-8B.
+LLAMA31_8B = {
+    "hidden_size": 4096, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0,
+                     "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192,
+                     "rope_type": "llama3"}}
+# Qwen/Qwen2-7B-Instruct with the rope_scaling its model card adds for
+# inputs over 32768 tokens (the older `type` key).
+QWEN2_7B_YARN = {
+    "hidden_size": 3584, "num_attention_heads": 28,
+    "num_key_value_heads": 4, "max_position_embeddings": 32768,
+    "rope_theta": 1000000.0,
+    "rope_scaling": {"type": "yarn", "factor": 4.0,
+                     "original_max_position_embeddings": 32768}}
+# microsoft/Phi-3-mini-128k-instruct's layout: head_dim 3072 / 32 = 96, so 48
+# factors per list, and original_max_position_embeddings at the top level,
+# outside rope_scaling. The factor values are illustrative (rising with the
+# pair index as LongRoPE's searched factors do), not the published ones.
+PHI3_SHORT = [round(1.0 + 1.9 * (i / 47) ** 3, 6) for i in range(48)]
+PHI3_LONG = [round(1.0 + 63.0 * (i / 47) ** 2, 6) for i in range(48)]
+PHI3_MINI_128K = {
+    "hidden_size": 3072, "num_attention_heads": 32,
+    "max_position_embeddings": 131072,
+    "original_max_position_embeddings": 4096, "rope_theta": 10000.0,
+    "rope_scaling": {"type": "longrope", "short_factor": PHI3_SHORT,
+                     "long_factor": PHI3_LONG}}
+# google/gemma-2-2b: head_dim 256, not hidden_size / heads = 288.
+GEMMA2_2B = {
+    "hidden_size": 2304, "num_attention_heads": 8, "head_dim": 256,
+    "max_position_embeddings": 8192, "rope_theta": 10000.0}
+# google/gemma-3-4b-it's text model as Gemma3TextConfig loads it: sliding
+# layers turn at rope_local_base_freq with plain RoPE, full-attention layers
+# at rope_theta with rope_scaling.
+GEMMA3_4B = {
+    "model_type": "gemma3",
+    "text_config": {
+        "hidden_size": 2560, "num_attention_heads": 8, "head_dim": 256,
+        "max_position_embeddings": 131072, "rope_theta": 1000000.0,
+        "rope_local_base_freq": 10000.0,
+        "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+        "sliding_window": 1024}}
 
 
 def bfloat16_round(values):
@@ -413,6 +520,321 @@ class RopePythonTest(unittest.TestCase):
         whole = self.client.apply_rope(query, rotary_dim=64).query
         self.assertEqual(cut.dtype, torch.bfloat16)
         self.assertTrue(torch.equal(cut, whole))
+
+    # -- scaling dicts and HF configs --------------------------------------
+
+    def rotate_like_hf(self, spec, positions, inv_freq, attention_factor,
+                       head_dim=None):
+        """apply_rope(spec=spec) on a [1, 2, T, D] query at `positions`,
+        checked against HF's formula with inv_freq and attention_factor;
+        returns the result."""
+        head_dim = head_dim or spec.rotary_dim
+        rng = np.random.default_rng(head_dim)
+        query = rng.standard_normal(
+            (1, 2, len(positions), head_dim)).astype(np.float32)
+        position_ids = np.asarray(positions)[None, :]
+        result = self.client.apply_rope(query, position_ids=position_ids,
+                                        spec=spec)
+        np.testing.assert_allclose(
+            result.query,
+            hf_rope(query, position_ids, spec.rotary_dim or head_dim,
+                    inv_freq=inv_freq, attention_factor=attention_factor),
+            rtol=0, atol=FLOAT32_ATOL * max(1.0, attention_factor))
+        self.assertAlmostEqual(result.attention_factor, attention_factor,
+                               places=12)
+        return result
+
+    def test_scaling_dict_with_a_misspelt_key_names_it(self):
+        cases = [
+            # Phasor's own form: RopeScaling's fields.
+            ("scaling.llama3.low_freq_factr",
+             dict(rotary_dim=16, scaling={"llama3": {
+                 "factor": 8.0, "low_freq_factr": 1.0}})),
+            # HF's form, as rope_scaling holds it.
+            ("scaling.low_freq_factr",
+             dict(rotary_dim=16, scaling={"rope_type": "llama3",
+                                          "factor": 8.0,
+                                          "low_freq_factr": 1.0})),
+            # spec=, which checked its keys already.
+            ("spec.rope.scaling.llama3.low_freq_factr",
+             dict(spec={"rope": {"rotary_dim": 16, "scaling": {
+                 "llama3": {"factor": 8.0, "low_freq_factr": 1.0}}}})),
+        ]
+        for field, arguments in cases:
+            with self.subTest(field=field):
+                with self.assertRaises(InvalidInputError) as raised:
+                    self.client.apply_rope(self.query, **arguments)
+                self.assertNotIsInstance(raised.exception, AttributeError)
+                self.assertEqual(raised.exception.code(),
+                                 grpc.StatusCode.INVALID_ARGUMENT)
+                (violation, description), = \
+                    raised.exception.field_violations()
+                self.assertEqual(violation, field)
+                for valid in ("factor", "low_freq_factor", "high_freq_factor",
+                              "original_max_position_embeddings"):
+                    self.assertIn(valid, description)
+        # A wrong value, an unknown HF type and two kinds at once are
+        # refused as well, naming the key; rope_tables reads scaling alike.
+        for field, scaling in (
+                ("scaling.llama3.factor", {"llama3": {"factor": "8"}}),
+                ("scaling.rope_type", {"rope_type": "llama4"}),
+                ("scaling.linear", {"yarn": {"factor": 2.0},
+                                    "linear": {"factor": 2.0}}),
+                ("scaling", "yarn { factr: 2 }")):
+            with self.subTest(field=field):
+                with self.assertRaises(InvalidInputError) as raised:
+                    self.client.rope_tables(count=4, rotary_dim=16,
+                                            scaling=scaling)
+                self.assertEqual(raised.exception.field_violations()[0][0],
+                                 field)
+
+    def test_hf_rope_scaling_dict_as_is(self):
+        positions = np.array([0, 1, 4095, 8192, 65536, 131071])
+        llama = LLAMA31_8B["rope_scaling"]
+        rng = np.random.default_rng(13)
+        query = rng.standard_normal((1, 2, 6, 128)).astype(np.float32)
+        hf_form = self.client.apply_rope(
+            query, position_ids=positions[None], rotary_dim=128,
+            base=500000.0, max_position_embeddings=131072, scaling=llama)
+        own_form = self.client.apply_rope(
+            query, position_ids=positions[None], rotary_dim=128,
+            base=500000.0, max_position_embeddings=131072,
+            scaling={"llama3": {key: value for key, value in llama.items()
+                                if key != "rope_type"}})
+        np.testing.assert_array_equal(hf_form.query, own_form.query)
+        np.testing.assert_allclose(
+            hf_form.query,
+            hf_rope(query, positions[None], 128, inv_freq=hf_llama3_inv_freq(
+                128, 500000.0, 8.0, 1.0, 4.0, 8192)),
+            rtol=0, atol=FLOAT32_ATOL)
+        # The older `type` key, and rope_theta inside the dict as the base.
+        yarn = dict(QWEN2_7B_YARN["rope_scaling"], rope_theta=1000000.0)
+        result = self.client.apply_rope(query, position_ids=positions[None],
+                                        rotary_dim=128, scaling=yarn)
+        inv_freq, attention_factor = hf_yarn_inv_freq(128, 1e6, 4.0, 32768)
+        np.testing.assert_allclose(
+            result.query, hf_rope(query, positions[None], 128,
+                                  inv_freq=inv_freq,
+                                  attention_factor=attention_factor),
+            rtol=0, atol=FLOAT32_ATOL * attention_factor)
+        self.assertAlmostEqual(result.attention_factor, attention_factor,
+                               places=12)
+        with self.assertRaisesRegex(InvalidInputError, "disagrees with base"):
+            self.client.apply_rope(query, rotary_dim=128, base=10000.0,
+                                   scaling=yarn)
+
+    def test_longrope_dict_equals_the_spec_form(self):
+        longrope = {"short_factor": PHI3_SHORT, "long_factor": PHI3_LONG,
+                    "original_max_position_embeddings": 4096}
+        message = pb.EncoderSpec()
+        message.rope.rotary_dim = 96
+        message.rope.max_position_embeddings = 131072
+        message.rope.scaling.longrope.short_factor.extend(PHI3_SHORT)
+        message.rope.scaling.longrope.long_factor.extend(PHI3_LONG)
+        message.rope.scaling.longrope.original_max_position_embeddings = 4096
+        rng = np.random.default_rng(15)
+        query = rng.standard_normal((1, 2, 4, 96)).astype(np.float32)
+        # Short factors below L0 = 4096 tokens, long ones above.
+        for positions in (np.array([0, 1, 2, 4095]),
+                          np.array([0, 4096, 70000, 131071])):
+            with self.subTest(seq_len=int(positions.max()) + 1):
+                keywords = self.client.apply_rope(
+                    query, position_ids=positions[None], rotary_dim=96,
+                    max_position_embeddings=131072,
+                    scaling={"longrope": longrope})
+                hf_dict = self.client.apply_rope(
+                    query, position_ids=positions[None], rotary_dim=96,
+                    max_position_embeddings=131072,
+                    scaling=dict(longrope, rope_type="longrope"))
+                spec_dict = self.client.apply_rope(
+                    query, position_ids=positions[None], spec={"rope": {
+                        "rotary_dim": 96, "max_position_embeddings": 131072,
+                        "scaling": {"longrope": longrope}}})
+                spec_message = self.client.apply_rope(
+                    query, position_ids=positions[None], spec=message)
+                for other in (hf_dict, spec_dict, spec_message):
+                    np.testing.assert_array_equal(other.query,
+                                                  keywords.query)
+                    self.assertEqual(other.attention_factor,
+                                     keywords.attention_factor)
+                inv_freq, attention_factor = hf_longrope_inv_freq(
+                    96, 10000.0, PHI3_SHORT, PHI3_LONG, 4096, 131072,
+                    int(positions.max()) + 1)
+                np.testing.assert_allclose(
+                    keywords.query,
+                    hf_rope(query, positions[None], 96, inv_freq=inv_freq,
+                            attention_factor=attention_factor),
+                    rtol=0, atol=FLOAT32_ATOL * attention_factor)
+
+    def test_rope_spec_from_hf_llama31(self):
+        spec = phasor_client.rope_spec_from_hf(LLAMA31_8B)
+        self.assertIsInstance(spec, pb.RopeSpec)
+        self.assertEqual(spec.rotary_dim, 128)            # 4096 / 32
+        self.assertEqual(spec.base, 500000.0)
+        self.assertEqual(spec.layout, pb.RopeSpec.HALF)
+        self.assertEqual(spec.max_position_embeddings, 131072)
+        self.assertEqual(spec.scaling.WhichOneof("kind"), "llama3")
+        llama3 = spec.scaling.llama3
+        self.assertEqual((llama3.factor, llama3.low_freq_factor,
+                          llama3.high_freq_factor,
+                          llama3.original_max_position_embeddings),
+                         (8.0, 1.0, 4.0, 8192))
+        self.rotate_like_hf(spec, [0, 1, 2047, 8191, 8192, 100000, 131071],
+                            hf_llama3_inv_freq(128, 500000.0, 8.0, 1.0, 4.0,
+                                               8192), 1.0)
+
+    def test_rope_spec_from_hf_qwen2_yarn(self):
+        spec = phasor_client.rope_spec_from_hf(QWEN2_7B_YARN)
+        self.assertEqual(spec.rotary_dim, 128)            # 3584 / 28
+        self.assertEqual(spec.base, 1e6)
+        self.assertEqual(spec.max_position_embeddings, 32768)
+        self.assertEqual(spec.scaling.WhichOneof("kind"), "yarn")
+        yarn = spec.scaling.yarn
+        self.assertEqual(yarn.factor, 4.0)
+        self.assertEqual(yarn.original_max_position_embeddings, 32768)
+        for absent in ("beta_fast", "beta_slow", "attention_factor",
+                       "mscale", "mscale_all_dim", "truncate"):
+            self.assertFalse(yarn.HasField(absent), absent)
+        inv_freq, attention_factor = hf_yarn_inv_freq(128, 1e6, 4.0, 32768)
+        self.rotate_like_hf(spec, [0, 1, 1000, 32767, 32768, 131071],
+                            inv_freq, attention_factor)
+
+    def test_rope_spec_from_hf_phi3_longrope(self):
+        spec = phasor_client.rope_spec_from_hf(PHI3_MINI_128K)
+        self.assertEqual(spec.rotary_dim, 96)             # 3072 / 32
+        self.assertEqual(spec.base, 10000.0)
+        self.assertEqual(spec.max_position_embeddings, 131072)
+        longrope = spec.scaling.longrope
+        self.assertEqual(list(longrope.short_factor), PHI3_SHORT)
+        self.assertEqual(list(longrope.long_factor), PHI3_LONG)
+        # From the top level: rope_scaling has none.
+        self.assertEqual(longrope.original_max_position_embeddings, 4096)
+        self.assertFalse(longrope.HasField("factor"))     # 131072 / 4096
+        for positions in ([0, 1, 2, 4095], [0, 4095, 4096, 131071]):
+            inv_freq, attention_factor = hf_longrope_inv_freq(
+                96, 10000.0, PHI3_SHORT, PHI3_LONG, 4096, 131072,
+                max(positions) + 1)
+            self.rotate_like_hf(spec, positions, inv_freq, attention_factor)
+        # A top-level original length wins over the dict's (HF's
+        # standardize_rope_params).
+        config = dict(PHI3_MINI_128K, rope_scaling=dict(
+            PHI3_MINI_128K["rope_scaling"],
+            original_max_position_embeddings=8192))
+        self.assertEqual(phasor_client.rope_spec_from_hf(config).scaling
+                         .longrope.original_max_position_embeddings, 4096)
+
+    def test_rope_spec_from_hf_gemma_layer_types(self):
+        gemma2 = phasor_client.rope_spec_from_hf(GEMMA2_2B)
+        self.assertEqual((gemma2.rotary_dim, gemma2.base,
+                          gemma2.max_position_embeddings),
+                         (256, 10000.0, 8192))
+        self.assertFalse(gemma2.HasField("scaling"))
+        self.rotate_like_hf(gemma2, [0, 5, 8191],
+                            reference.rope_inv_freq(256, 10000.0), 1.0)
+        # Gemma 2's layers share one RoPE: any layer type gives it.
+        self.assertEqual(phasor_client.rope_spec_from_hf(
+            GEMMA2_2B, layer_type="sliding_attention"), gemma2)
+
+        # Gemma 3: per layer type, from text_config.
+        with self.assertRaises(InvalidInputError) as raised:
+            phasor_client.rope_spec_from_hf(GEMMA3_4B)
+        self.assertEqual(raised.exception.field_violations()[0][0],
+                         "layer_type")
+        self.assertIn("full_attention, sliding_attention",
+                      raised.exception.details())
+        local = phasor_client.rope_spec_from_hf(
+            GEMMA3_4B, layer_type="sliding_attention")
+        self.assertEqual((local.rotary_dim, local.base), (256, 10000.0))
+        self.assertFalse(local.HasField("scaling"))
+        self.rotate_like_hf(local, [0, 1, 1023, 50000],
+                            reference.rope_inv_freq(256, 10000.0), 1.0)
+        full = phasor_client.rope_spec_from_hf(GEMMA3_4B,
+                                               layer_type="full_attention")
+        self.assertEqual((full.rotary_dim, full.base,
+                          full.max_position_embeddings),
+                         (256, 1e6, 131072))
+        self.assertEqual(full.scaling.WhichOneof("kind"), "linear")
+        self.assertEqual(full.scaling.linear.factor, 8.0)
+        self.rotate_like_hf(full, [0, 1, 1023, 131071],
+                            reference.rope_inv_freq(256, 1e6) / 8.0, 1.0)
+        # The same model in the per-layer rope_parameters form, whose
+        # sliding entry leaves the base to rope_local_base_freq.
+        text = dict(GEMMA3_4B["text_config"])
+        del text["rope_scaling"]
+        text["layer_types"] = ["sliding_attention"] * 5 + ["full_attention"]
+        text["rope_parameters"] = {
+            "full_attention": {"rope_type": "linear", "factor": 8.0},
+            "sliding_attention": {"rope_type": "default"}}
+        for layer_type, expected in (("sliding_attention", local),
+                                     ("full_attention", full)):
+            self.assertEqual(phasor_client.rope_spec_from_hf(
+                text, layer_type=layer_type), expected)
+        with self.assertRaisesRegex(InvalidInputError, "chunked_attention"):
+            phasor_client.rope_spec_from_hf(text,
+                                            layer_type="chunked_attention")
+
+    def test_rope_spec_from_hf_refuses_what_it_cannot_map(self):
+        cases = [
+            ("config.rope_scaling.rope_type", "'llama4' is not",
+             dict(LLAMA31_8B, rope_scaling=dict(LLAMA31_8B["rope_scaling"],
+                                                rope_type="llama4"))),
+            ("config.rope_scaling.low_freq_factr", "low_freq_factor",
+             dict(LLAMA31_8B, rope_scaling={"rope_type": "llama3",
+                                            "factor": 8.0,
+                                            "low_freq_factr": 1.0})),
+            ("config.rope_scaling.factor", "expected a number",
+             dict(LLAMA31_8B, rope_scaling={"rope_type": "linear",
+                                            "factor": "8"})),
+            ("config.head_dim", "hidden_size and num_attention_heads",
+             {"rope_theta": 10000.0}),
+            ("config", "got list", [("rope_theta", 10000.0)]),
+        ]
+        for field, words, config in cases:
+            with self.subTest(field=field):
+                with self.assertRaises(InvalidInputError) as raised:
+                    phasor_client.rope_spec_from_hf(config)
+                self.assertEqual(raised.exception.field_violations()[0][0],
+                                 field)
+                self.assertIn(words, raised.exception.details())
+        with self.assertRaises(InvalidInputError) as raised:
+            phasor_client.rope_spec_from_hf(
+                dict(LLAMA31_8B, rope_scaling={"rope_type": "llama4"}))
+        for supported in ("default", "linear", "dynamic", "yarn", "longrope",
+                          "llama3", "proportional"):
+            self.assertIn(supported, raised.exception.details())
+
+    def test_hf_fp32_pipeline_drifts_at_large_positions(self):
+        """docs/CLIENT.md's figure: HF's fp32 RoPE (inv_freq and
+        position·inv_freq rounded to float32) against Phasor's, whose
+        angles are exact before the one rounding of the result."""
+        dim, base = 128, 10000.0
+        positions = np.arange(0, 120001, 30)
+        rng = np.random.default_rng(20)
+        query = rng.standard_normal((1, 1, len(positions), dim)).astype(
+            np.float32)
+        served = self.client.apply_rope(query, position_ids=positions[None],
+                                        rotary_dim=dim, base=base).query
+        exact = hf_rope(query, positions[None], dim, base)
+        # HF's LlamaRotaryEmbedding in float32: inv_freq = 1 / base **
+        # (arange(0, d, 2) / d), freqs = inv_freq @ position_ids, cos, sin.
+        inv_freq = np.float32(1) / np.float32(base) ** (
+            np.arange(0, dim, 2).astype(np.float32) / np.float32(dim))
+        angles = positions.astype(np.float32)[:, None] * inv_freq
+        emb = np.concatenate([angles, angles], axis=-1)
+        hf_fp32 = (query * np.cos(emb) + rotate_half(query) * np.sin(emb))
+        self.assertEqual(hf_fp32.dtype, np.float32)
+        phasor_error = np.abs(served - exact).max()
+        hf_error = np.abs(hf_fp32 - exact).max()
+        apart = np.abs(hf_fp32 - served).max()
+        print(f"\npositions 0..120000, D {dim}, base {base:g}: max |HF fp32 "
+              f"- Phasor| {apart:.3g}, |Phasor - float64| "
+              f"{phasor_error:.3g}, |HF fp32 - float64| {hf_error:.3g}")
+        self.assertLessEqual(phasor_error, FLOAT32_ATOL)
+        # An angle near 1.2e5 rad in float32 is off by up to half an ulp,
+        # 2^-8 rad: the difference is HF's.
+        self.assertGreater(hf_error, 1e-2)
+        self.assertGreater(apart, 1e-2)
+        self.assertLess(apart, 5e-2)
 
     # -- errors --------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from .tensors import dtype_enum, from_tensor, to_tensor
 from .errors import InvalidInputError, PhasorError
 from .frame import FrameResult
 from .schema import feature_names
-from .specs import encoder_spec, temporal_spec
+from .specs import encoder_spec, rope_spec_from_hf, temporal_spec
 
 __all__ = [
     "AlibiResult", "EncoderClient", "Features", "Panel", "RelativeBiasResult",
@@ -32,3 +32,4 @@ __all__ = [
 __all__ += ["DEFAULT_SERVICE_CONFIG"]
 __all__ += ["FrameResult", "InvalidInputError", "PhasorError",
             "encoder_spec", "feature_names", "temporal_spec"]
+__all__ += ["rope_spec_from_hf"]

@@ -37,7 +37,6 @@ import grpc
 import numpy as np
 import numpy.typing as npt
 from google.protobuf import message as _message
-from google.protobuf import text_format
 
 from . import _panel, _rope, _wire
 from ._stubs import encoder_pb2 as pb
@@ -193,26 +192,11 @@ def _enum(enum_type, name):
 
 def _rope_spec(rotary_dim, base, layout, scaling, fold_attention_factor,
                max_position_embeddings, seq_len):
-    rope = pb.RopeSpec(rotary_dim=rotary_dim,
-                       layout=_enum(pb.RopeSpec.Layout, layout),
-                       max_position_embeddings=max_position_embeddings,
-                       seq_len=seq_len)
-    if base is not None:
-        rope.base = base
-    if fold_attention_factor is not None:
-        rope.fold_attention_factor = fold_attention_factor
-    if scaling is not None:
-        # A RopeScaling message, its text format, or {"yarn": {"factor": 4}}.
-        if isinstance(scaling, str):
-            text_format.Parse(scaling, rope.scaling)
-        elif isinstance(scaling, dict):
-            for kind, parameters in scaling.items():
-                getattr(rope.scaling, kind).SetInParent()
-                for name, value in parameters.items():
-                    setattr(getattr(rope.scaling, kind), name, value)
-        else:
-            rope.scaling.CopyFrom(scaling)
-    return pb.EncoderSpec(rope=rope)
+    """The RoPE methods' keywords as an EncoderSpec, checked as spec= is
+    (specs.rope_config)."""
+    return _specs.rope_config(rotary_dim, base, layout, scaling,
+                              fold_attention_factor, max_position_embeddings,
+                              seq_len)
 
 
 def _raises_phasor_error(method):
@@ -439,8 +423,10 @@ class EncoderClient:
 
         layout: the RoPE pairing "half" (NeoX / HF LLaMA rotate_half, the
         default) or "interleaved" (GPT-J / Meta), or a tensor layout.
-        scaling: a RopeScaling message, its text format, or a dict such as
-        {"yarn": {"factor": 4.0, "original_max_position_embeddings": 4096}}.
+        scaling: a RopeScaling message, its text format, a dict such as
+        {"yarn": {"factor": 4.0, "original_max_position_embeddings": 4096}},
+        or HF's rope_scaling / rope_parameters dict as config.json holds it
+        (specs.rope_config; rope_spec_from_hf reads a whole config).
         seq_len 0 means 1 + the largest position of the whole batch, as HF's
         dynamic scaling uses.
 
