@@ -153,6 +153,10 @@ class KubernetesManifestTest(unittest.TestCase):
         self.assertEqual(pdb["apiVersion"], "policy/v1")
         self.assertTrue(matches(pdb["spec"]["selector"]["matchLabels"],
                                 self.pod["metadata"]["labels"]))
+        # One pod at a time whatever the replica count: minAvailable: 1
+        # would let a drain evict all but one of the HPA's pods at once.
+        self.assertNotIn("minAvailable", pdb["spec"])
+        self.assertEqual(pdb["spec"]["maxUnavailable"], 1)
 
         monitor = self.by_kind["ServiceMonitor"][0]
         self.assertEqual(monitor["apiVersion"], "monitoring.coreos.com/v1")
