@@ -19,6 +19,7 @@ from phasor_client import times as times_module
 from phasor_client import (InvalidInputError, PhasorError, encoder_spec,
                            feature_names, field_violations, pb,
                            temporal_spec)
+from phasor_client.errors import FrameError
 
 # float32 outputs of angles formed two ways (Phasor: exact integer phase;
 # pandas: float64 seconds) agree to a few float32 ulps
@@ -113,6 +114,22 @@ def random_long_frame(rng, num_series, ids):
     frame = frame.sample(frac=1.0, random_state=5)
     frame.index = [f"r{i}" for i in frame.index]  # Labels, not positions.
     return frame
+
+
+class Counting:
+    """Wraps a stub's EncodeObservations to count the requests sent."""
+
+    def __init__(self, method):
+        self.method = method
+        self.requests = 0
+
+    def __call__(self, request, **kwargs):
+        self.requests += 1
+        return self.method(request, **kwargs)
+
+    def future(self, request, **kwargs):
+        self.requests += 1
+        return self.method.future(request, **kwargs)
 
 
 class FramePythonTest(harness.ServerTestCase):
@@ -548,6 +565,232 @@ class FramePythonTest(harness.ServerTestCase):
             frame, series_column="patient", time_column="charttime",
             channel_column="item", channels=["hr", "bp"], gaps=gaps),
             None, "spo2")
+
+    def test_frame_unnamed_column_may_be_the_series(self):
+        # Stations a and b a minute apart, an hour between readings: read
+        # as one series the gaps would be [0, 60, 3540, 60].
+        frame = pd.DataFrame({
+            "station": ["a", "b", "a", "b"],
+            "ts": pd.to_datetime(["2024-01-01 00:00", "2024-01-01 00:01",
+                                  "2024-01-01 01:00", "2024-01-01 01:01"]),
+            "temp": [1.0, 2.0, 3.0, 4.0]})
+        gaps = {"per_channel_delta": False}
+        for value_columns in (None, ["temp"]):
+            with self.subTest(value_columns=value_columns):
+                self.assert_invalid(lambda: self.client.encode_frame(
+                    frame, time_column="ts", value_columns=value_columns,
+                    gaps=gaps), "series_column", "'station'",
+                    "series_column='station'", "drop")
+        named = self.client.encode_frame(frame, time_column="ts",
+                                         series_column="station", gaps=gaps)
+        self.assertEqual(named.frame["gaps.global_delta"].tolist(),
+                         [0, 0, 3600, 3600])
+        # A MultiIndex level is a column too.
+        self.assert_invalid(lambda: self.client.encode_frame(
+            frame.set_index(["station", "ts"]), time_column="ts",
+            gaps=gaps), "series_column", "index level 'station'")
+        leveled = self.client.encode_frame(
+            frame.set_index(["station", "ts"]), time_column="ts",
+            series_column="station", gaps=gaps)
+        self.assertEqual(leveled.frame.to_numpy().tobytes(),
+                         named.frame.to_numpy().tobytes())
+        # One value throughout cannot split rows: one series either way.
+        one = frame.assign(station="a", note=pd.Series([None] * 4,
+                                                        dtype=object))
+        single = self.client.encode_frame(one, time_column="ts", gaps=gaps)
+        self.assertEqual(single.frame["gaps.global_delta"].tolist(),
+                         [0, 60, 3540, 60])
+        # With the series named, other non-numeric columns are not values.
+        noted = self.client.encode_frame(
+            frame.assign(note=["x", "y", "z", "w"], ok=True),
+            time_column="ts", series_column="station", gaps=gaps)
+        self.assertEqual(noted.frame.to_numpy().tobytes(),
+                         named.frame.to_numpy().tobytes())
+
+    def test_frame_extra_numeric_column_is_named(self):
+        rng = np.random.default_rng(37)
+        frame = random_long_frame(rng, 5, [f"id{s}" for s in range(5)])
+        frame["price"] = rng.standard_normal(len(frame))
+        calendar = dict(FRAME_SPEC["calendar"], time_zone=ZONE)
+        spec = dict(FRAME_SPEC, calendar=calendar)
+        self.assert_invalid(lambda: self.client.encode_frame(
+            frame, spec=spec), "value_columns", "['price']",
+            "value_columns=['y', 'price']", "value_columns=['y']")
+        both = self.client.encode_frame(frame, spec=spec,
+                                        value_columns=["y", "price"])
+        self.assertEqual(both.channels, ["y", "price"])
+        assert_close_to_pandas(both.frame, pandas_features(
+            frame, "unique_id", "ds", ["y", "price"], ZONE))
+        only_y = self.client.encode_frame(frame, spec=spec,
+                                          value_columns=["y"])
+        plain = self.client.encode_frame(frame.drop(columns="price"),
+                                         spec=spec)
+        self.assertEqual(only_y.frame.to_numpy().tobytes(),
+                         plain.frame.to_numpy().tobytes())
+        # GluonTS's names, and the long layout's value found by name.
+        gluonts = frame.rename(columns={"unique_id": "item_id",
+                                        "ds": "timestamp", "y": "target"})
+        self.assert_invalid(lambda: self.client.encode_frame(
+            gluonts, spec=spec), "value_columns", "['price']")
+        events = frame.assign(item=rng.choice(["hr", "bp"], len(frame)),
+                              y=frame["y"].fillna(0.0))
+        self.assert_invalid(lambda: self.client.encode_frame(
+            events, series_column="unique_id", time_column="ds",
+            channel_column="item", gaps=FRAME_SPEC["gaps"]),
+            "value_columns", "['price']", "value_columns=['y']")
+        kept = self.client.encode_frame(
+            events, series_column="unique_id", time_column="ds",
+            channel_column="item", value_columns="y",
+            gaps=FRAME_SPEC["gaps"])
+        self.assertEqual(kept.channels, ["bp", "hr"])
+
+    def test_frame_integer_seconds_need_a_unit(self):
+        hours = pd.DatetimeIndex(["2024-01-01 00:00", "2024-01-01 01:00",
+                                  "2024-01-01 03:00"])
+        spec = {"calendar": {"fields": ["hour_of_day"], "encoding": "index",
+                             "time_zone": "UTC"},
+                "gaps": {"per_channel_delta": False}}
+        expected = self.client.encode_frame(
+            pd.DataFrame({"t": hours, "v": [1.0, 2.0, 3.0]}),
+            time_column="t", spec=spec)
+        np.testing.assert_array_equal(expected.frame["gaps.global_delta"],
+                                      [0, 3600, 7200])
+        for unit, scale in (("s", 10**9), ("ms", 10**6)):
+            frame = pd.DataFrame({"t": hours.asi8 // scale,
+                                  "v": [1.0, 2.0, 3.0]})
+            with self.subTest(unit):
+                self.assert_invalid(lambda: self.client.encode_frame(
+                    frame, time_column="t", spec=spec), "df['t']",
+                    "time_unit='s'", "int64")
+                got = self.client.encode_frame(frame, time_column="t",
+                                               time_unit=unit, spec=spec)
+                self.assertEqual(got.frame.to_numpy().tobytes(),
+                                 expected.frame.to_numpy().tobytes())
+        # One small value is as doubtful as many.
+        self.assert_invalid(lambda: self.client.encode_frame(
+            pd.DataFrame({"t": [1704096000], "v": [1.0]}), time_column="t",
+            spec=spec), "df['t']", "time_unit")
+        # Genuine int64 ns are read as they are, with or without the unit.
+        for unit in (None, "ns"):
+            nanoseconds = self.client.encode_frame(
+                pd.DataFrame({"t": hours.asi8, "v": [1.0, 2.0, 3.0]}),
+                time_column="t", time_unit=unit, spec=spec)
+            self.assertEqual(nanoseconds.frame.to_numpy().tobytes(),
+                             expected.frame.to_numpy().tobytes())
+        # time_unit='ns' takes small integers at their word; zeros are the
+        # epoch in every unit.
+        small = self.client.encode_frame(
+            pd.DataFrame({"t": [0, 3600], "v": [1.0, 2.0]}), time_column="t",
+            time_unit="ns", spec=spec)
+        np.testing.assert_allclose(small.frame["gaps.global_delta"],
+                                   [0, 3.6e-6], rtol=1e-6)
+        zeros = self.client.encode_frame(
+            pd.DataFrame({"t": [0, 0], "v": [1.0, 2.0]}), time_column="t",
+            spec=spec)
+        self.assertEqual(zeros.frame["calendar.hour_of_day"].tolist(),
+                         [0, 0])
+
+    def sensor_frame(self, rng, lengths):
+        """A wide frame of series sensor_0.. with `lengths` rows, shuffled,
+        labelled r0.. in input order, and its panel order (each frame
+        row's (series index, row within the series))."""
+        parts = []
+        for s, length in enumerate(lengths):
+            times = pd.Timestamp("2024-05-01", tz="UTC") + pd.to_timedelta(
+                np.sort(rng.choice(10**6, length, replace=False)), unit="s")
+            parts.append(pd.DataFrame({
+                "sensor": f"sensor_{s}", "when": times,
+                "temp": rng.standard_normal(length),
+                "load": rng.standard_normal(length)}))
+        frame = pd.concat(parts, ignore_index=True).sample(
+            frac=1.0, random_state=3)
+        frame.index = [f"r{i}" for i in range(len(frame))]
+        return frame
+
+    def test_frame_server_errors_name_the_frame(self):
+        rng = np.random.default_rng(41)
+        frame = self.sensor_frame(rng, [40, 3000, 30, 2500])
+        # The inf: series sensor_1, its 1700th row in time; the panel sent
+        # orders series by first appearance.
+        order = pd.unique(frame["sensor"]).tolist()
+        series = frame[frame["sensor"] == "sensor_1"].sort_values("when")
+        label = series.index[1700]
+        row = frame.index.get_loc(label)
+        frame.loc[label, "load"] = np.inf
+        wire = (f"observations.series[{order.index('sensor_1')}]"
+                f".values[{1700 * 2 + 1}]")
+        spec = dict(FRAME_SPEC, calendar=dict(FRAME_SPEC["calendar"],
+                                              time_zone=ZONE))
+        seen = []
+        # One request, then cut into chunks (client limit 64 KiB): the same
+        # error either way.
+        for max_bytes in (None, 1 << 16):
+            with self.server.client(deadline_seconds=60,
+                                    max_message_bytes=max_bytes) as client:
+                counting = Counting(client._stub.EncodeObservations)
+                client._stub.EncodeObservations = counting
+                with self.assertRaises(FrameError) as raised:
+                    client.encode_frame(frame, series_column="sensor",
+                                        time_column="when", spec=spec)
+                # The probe for F, then one request or many.
+                self.assertEqual(counting.requests > 2,
+                                 max_bytes is not None, counting.requests)
+            error = raised.exception
+            self.assertIsInstance(error, PhasorError)
+            self.assertNotIsInstance(error, InvalidInputError)
+            self.assertEqual(error.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertEqual((error.series_id, error.index_label, error.row,
+                              error.column, error.wire_field),
+                             ("sensor_1", label, row, "load", wire))
+            self.assertEqual(error.field_violations()[0][0],
+                             f"df['load'][{row}]")
+            for words in (f"'{label}'", "'sensor_1'", "'load'", wire, "inf"):
+                self.assertIn(words, error.details())
+            seen.append((error.details(), error.field_violations()))
+        self.assertEqual(seen[1], seen[0])
+
+        # The long layout with channels: the event's value column and
+        # channel; times from the index.
+        events = frame.drop(columns="load").set_index("when")
+        events["item"] = rng.choice(["hr", "bp"], len(events))
+        events.iloc[7, events.columns.get_loc("temp")] = -np.inf
+        with self.assertRaises(FrameError) as raised:
+            self.client.encode_frame(
+                events, series_column="sensor", time_column="when",
+                channel_column="item", value_columns="temp",
+                gaps=FRAME_SPEC["gaps"])
+        error = raised.exception
+        self.assertEqual((error.series_id, error.index_label, error.row,
+                          error.column),
+                         (events["sensor"].iloc[7], events.index[7], 7,
+                          "temp"))
+        self.assertEqual(error.field_violations()[0][0], "df['temp'][7]")
+        self.assertIn(f"channel {events['item'].iloc[7]!r}", error.details())
+
+    def test_frame_state_errors_name_the_series(self):
+        rng = np.random.default_rng(43)
+        frame = self.sensor_frame(rng, [20, 30])
+        first = self.client.encode_frame(frame, series_column="sensor",
+                                         time_column="when", spec=FRAME_SPEC)
+        # sensor_0 goes on after its last time, sensor_1 from before it:
+        # the server refuses sensor_1's first row, its earliest in `late`.
+        late = self.sensor_frame(rng, [5, 5])
+        late["when"] += pd.to_timedelta(
+            np.where(late["sensor"] == "sensor_0", 30, 0), unit="D")
+        new_times = late[late["sensor"] == "sensor_1"]["when"]
+        self.assertLess(new_times.min(), frame[frame["sensor"] == "sensor_1"]
+                        ["when"].max())
+        earliest = new_times.idxmin()
+        with self.assertRaises(FrameError) as raised:
+            self.client.encode_frame(late, series_column="sensor",
+                                     time_column="when", spec=FRAME_SPEC,
+                                     states=first.states)
+        error = raised.exception
+        self.assertEqual((error.series_id, error.index_label, error.column),
+                         ("sensor_1", earliest, "when"))
+        self.assertEqual(error.field_violations()[0][0],
+                         f"df['when'][{late.index.get_loc(earliest)}]")
+        self.assertIn("decreasing", error.details())
 
     # -- errors -----------------------------------------------------------
 

@@ -526,6 +526,40 @@ class PlanTest(unittest.TestCase):
             _panel.panel_path("states[2].channels",
                               _panel.Piece(10, 12, 100, 300), offsets),
             "states[12].channels")
+        # The violation's field goes through its segments.
+        self.assertEqual(
+            _panel.panel_field("observations.series[0].values[4]", chunk,
+                               offsets, {"values": 3}),
+            "observations.series[10].values[154]")
+        self.assertEqual(
+            _panel.panel_field("observations.time_zone_index[1]",
+                               _panel.Piece(10, 12, 100, 300), offsets),
+            "observations.time_zone_index[11]")
+        self.assertEqual(
+            _panel.panel_field("spec.temporal.time.dim", chunk, offsets),
+            "spec.temporal.time.dim")
+
+    def test_field_path_segments(self):
+        parse, format_path = (phasor_client.errors.parse_field_path,
+                              phasor_client.errors.format_field_path)
+        self.assertEqual(parse("observations.series[3].values[5]"),
+                         [("observations", None), ("series", 3),
+                          ("values", 5)])
+        self.assertEqual(parse("states[2].channels[0].last_seen_ns"),
+                         [("states", 2), ("channels", 0),
+                          ("last_seen_ns", None)])
+        self.assertEqual(parse("a[1][2]"), [("a", 1), ("", 2)])
+        # Not the wire's form: kept whole, never misread as an index.
+        for odd in ("a[-1]", "a[01]", "a[x]", "[3]", "a.[2]", "a[1]b",
+                    "observations.series...(12 more bytes)"):
+            self.assertTrue(all(index is None or name
+                                for name, index in parse(odd)), odd)
+        # Every string comes back as it was.
+        rng = np.random.default_rng(3)
+        alphabet = list("ab_.[]019-")
+        for _ in range(20000):
+            text = "".join(rng.choice(alphabet, rng.integers(0, 12)))
+            self.assertEqual(format_path(parse(text)), text)
 
 
 if __name__ == "__main__":

@@ -32,11 +32,13 @@ Not thread-safe per call; an EncoderClient running several panels at once is
 import collections
 import queue
 import re
+from typing import List
 
 import grpc
 import numpy as np
 
 from . import _wire
+from .errors import Segment, format_field_path, parse_field_path
 from .tensors import attach, from_tensor, to_tensor
 
 # Fraction of max_message_bytes one split request may use: room for framing,
@@ -281,37 +283,69 @@ def halves(piece, offsets):
                   piece.row_end))
 
 
-_SERIES_PATH = re.compile(
-    r"(observations\.series|states|time_zone_index)\[(\d+)\]")
-_SERIES_ROW_PATH = re.compile(
-    r"(observations\.series\[\d+\]\.(\w+))\[(\d+)\]")
+# Fields indexed by series besides observations.series[s]: states[s] and
+# observations.time_zone_index[s].
+_SERIES_INDEXED = ("states", "time_zone_index")
+# A field path inside a message or description ("... in
+# states[0].last_timestamp_ns"): renumbered through its segments.
+_PATH_IN_TEXT = re.compile(r"\w+(?:\[\d+\])*(?:\.\w+(?:\[\d+\])*)*")
 # Row indices within a series in phasor-server's descriptions
-# ("... at index 2", "inf at row 5, channel 1").
+# ("... at index 2", "inf at row 5, channel 1"). The server writes them only
+# as prose, so a chunk's description is shifted here as text: without it the
+# caller would read a row of the chunk next to a path of the whole series.
 _SERIES_ROW_TEXT = re.compile(r"\b(at row|at index) (\d+)")
 
 
-def panel_path(text, piece, offsets, elements_per_row=None):
-    """A piece's field paths in the caller's numbering: series indices
-    shifted by the piece's first series, and for a chunk of one series its
-    row indices by the chunk's first row within the series. The server
-    numbers a series' values and mask by element (row·C + channel), hence
-    elements_per_row {field: elements}, 1 where not given."""
+def renumber_segments(segments, piece, offsets, elements_per_row=None
+                      ) -> List[Segment]:
+    """A piece's field path (parse_field_path's segments) in the caller's
+    numbering: series indices (observations.series[s], states[s],
+    observations.time_zone_index[s]) shifted by the piece's first series,
+    and for a chunk of one series the row index after
+    observations.series[s] by the chunk's first row within the series. The
+    server numbers a series' values and mask by element (row·C + channel),
+    hence elements_per_row {field: elements}, 1 where not given."""
     elements_per_row = elements_per_row or {}
+    row_shift = 0
+    if piece.series_end - piece.series_begin == 1:
+        row_shift = piece.row_begin - int(offsets[piece.series_begin])
+    out = list(segments)
+    for position, (name, index) in enumerate(out):
+        if index is None:
+            continue
+        if name == "series" and position and \
+                out[position - 1] == ("observations", None):
+            if row_shift and position + 1 < len(out):
+                field, row = out[position + 1]
+                if field and row is not None:
+                    out[position + 1] = (
+                        field, row + row_shift * elements_per_row.get(field, 1))
+        elif name not in _SERIES_INDEXED:
+            continue
+        out[position] = (name, index + piece.series_begin)
+    return out
+
+
+def panel_field(field, piece, offsets, elements_per_row=None) -> str:
+    """A piece's field path (a BadRequest violation's field) in the
+    caller's numbering (renumber_segments)."""
+    return format_field_path(renumber_segments(
+        parse_field_path(field), piece, offsets, elements_per_row))
+
+
+def panel_path(text, piece, offsets, elements_per_row=None) -> str:
+    """A piece's message or description in the caller's numbering: each
+    field path in it renumbered as panel_field does, and for a chunk of one
+    series the server's "at row N" / "at index N" by the chunk's first
+    row within the series."""
+    text = _PATH_IN_TEXT.sub(
+        lambda match: panel_field(match.group(0), piece, offsets,
+                                  elements_per_row), text)
     if piece.series_end - piece.series_begin == 1:
         row_shift = piece.row_begin - int(offsets[piece.series_begin])
         if row_shift:
-            def shift(match):
-                per_row = elements_per_row.get(match.group(2), 1)
-                index = int(match.group(3)) + row_shift * per_row
-                return f"{match.group(1)}[{index}]"
-
-            text = _SERIES_ROW_PATH.sub(shift, text)
             text = _SERIES_ROW_TEXT.sub(
                 lambda m: f"{m.group(1)} {int(m.group(2)) + row_shift}", text)
-    if piece.series_begin:
-        text = _SERIES_PATH.sub(
-            lambda m: f"{m.group(1)}[{int(m.group(2)) + piece.series_begin}]",
-            text)
     return text
 
 
@@ -328,24 +362,28 @@ class PanelError(grpc.RpcError, grpc.Call):
         def renumber(text):
             return panel_path(text, piece, offsets, elements_per_row)
 
+        def renumber_field(field):
+            return panel_field(field, piece, offsets, elements_per_row)
+
         self._details = renumber(error.details() or "")
         trailers = []
         for key, value in error.trailing_metadata() or ():
             if key == "grpc-status-details-bin":
-                value = self._renumber_status(value, renumber, status_pb2,
-                                              error_details_pb2)
+                value = self._renumber_status(value, renumber, renumber_field,
+                                              status_pb2, error_details_pb2)
             trailers.append((key, value))
         self._trailers = tuple(trailers)
 
     @staticmethod
-    def _renumber_status(value, renumber, status_pb2, error_details_pb2):
+    def _renumber_status(value, renumber, renumber_field, status_pb2,
+                         error_details_pb2):
         status = status_pb2.Status.FromString(value)
         status.message = renumber(status.message)
         for detail in status.details:
             bad_request = error_details_pb2.BadRequest()
             if detail.Unpack(bad_request):
                 for violation in bad_request.field_violations:
-                    violation.field = renumber(violation.field)
+                    violation.field = renumber_field(violation.field)
                     violation.description = renumber(violation.description)
                 detail.Pack(bad_request)
         return status.SerializeToString()

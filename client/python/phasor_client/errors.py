@@ -10,7 +10,14 @@ split panels alike) reaches the caller as a PhasorError carrying
 and input the client refuses before sending anything (a timestamp dtype it
 cannot read without doubt, a NaT, a malformed DataFrame or spec dict) raises
 InvalidInputError, a PhasorError with code INVALID_ARGUMENT and one field
-violation naming the argument and row.
+violation naming the argument and row. A server error that encode_frame can
+place in the caller's DataFrame is a FrameError, a PhasorError that also
+carries the place as data (series_id, index_label, row, column).
+
+Field paths are data too: parse_field_path reads the server's wire form
+("observations.series[3].values[5]") into (name, index) segments and
+format_field_path writes them back, so that code renumbering or locating a
+path works on segments, never on the text of a message.
 
 Compatibility: PhasorError subclasses grpc.RpcError (and grpc.Call, so
 code()/details()/trailing_metadata() work as on gRPC's own error), so
@@ -23,7 +30,7 @@ Thread-safety: instances are immutable after construction.
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -37,6 +44,57 @@ _DETAILS_KEY = "grpc-status-details-bin"
 
 # gRPC metadata: (key, value) pairs; values of "-bin" keys are bytes.
 Metadata = Sequence[Tuple[str, Union[str, bytes]]]
+
+# One step of a field path: a name and, for a repeated field, the index
+# ("values[5]" is ("values", 5), "observations" is ("observations", None)).
+Segment = Tuple[str, Optional[int]]
+
+
+def _index_of(text: str) -> Optional[int]:
+    """The int of a wire index ("5"), or None for anything the server does
+    not write there (signs, leading zeros, non-ASCII digits)."""
+    if text.isascii() and text.isdigit() and str(int(text)) == text:
+        return int(text)
+    return None
+
+
+def parse_field_path(path: str) -> List[Segment]:
+    """The segments of a field path in the server's wire form: dot-separated
+    names, each optionally followed by [i] indices (google.rpc.BadRequest's
+    convention, as phasor-server writes it).
+
+    "observations.series[3].values[5]" gives
+    [("observations", None), ("series", 3), ("values", 5)]; a second index
+    ("a[1][2]") is a segment with an empty name, ("a", 1), ("", 2). A
+    component that is not of that form (a capped path's "...(12 more
+    bytes)") is kept whole as a name with index None, so
+    format_field_path(parse_field_path(p)) == p for every string p.
+    """
+    segments: List[Segment] = []
+    for component in path.split("."):
+        name, bracket, rest = component.partition("[")
+        indices = (rest[:-1].split("][")
+                   if bracket and name and rest.endswith("]") else None)
+        numbers = ([_index_of(text) for text in indices]
+                   if indices is not None else [None])
+        if indices is None or None in numbers:
+            segments.append((component, None))
+            continue
+        segments.append((name, numbers[0]))
+        segments.extend(("", number) for number in numbers[1:])
+    return segments
+
+
+def format_field_path(segments: Sequence[Segment]) -> str:
+    """The wire form of segments (parse_field_path's inverse)."""
+    components: List[str] = []
+    for name, index in segments:
+        text = name if index is None else f"{name}[{index}]"
+        if not name and index is not None and components:
+            components[-1] += text  # A further index of the same field.
+        else:
+            components.append(text)
+    return ".".join(components)
 
 
 def bad_request_violations(trailing_metadata: Optional[Metadata]
@@ -169,3 +227,42 @@ class InvalidInputError(PhasorError, ValueError, TypeError):
         "field: description"."""
         super().__init__(grpc.StatusCode.INVALID_ARGUMENT,
                          f"{field}: {description}", [(field, description)])
+
+
+class FrameError(PhasorError):
+    """A server error that encode_frame placed in the caller's DataFrame.
+
+    The server numbers what it refuses in the panel encode_frame sent
+    (series in order of first appearance, each series' rows sorted by time:
+    "observations.series[3].values[5]"); a FrameError says the same in the
+    frame's terms. Where each part is known, else None:
+
+        series_id    the series' id (None for a frame without a series
+                     column, or an error about no one series)
+        index_label  the row's label in df.index
+        row          the row's position in df (0-based, input order)
+        column       the column: the value column (wide: the channel),
+                     the time or channel column; None for the index
+        wire_field   the server's own field path, as sent
+
+    code() is the server's; details() names the frame's place first and
+    then quotes the server's message unchanged; field_violations() is one
+    (field, description) in the frame's terms ("df['temp'][7]",
+    "df.index[7]", "states['a'].channels[0].last_seen_ns",
+    "time_zones['a']"). The server's own BadRequest stays in
+    trailing_metadata() and rpc_error.
+    """
+
+    def __init__(self, code: grpc.StatusCode, message: str,
+                 violations: Sequence[Tuple[str, str]],
+                 rpc_error: Optional[grpc.RpcError], *, series_id: Any,
+                 index_label: Any, row: Optional[int], column: Any,
+                 wire_field: str) -> None:
+        """PhasorError's arguments plus the place (see the class
+        docstring)."""
+        super().__init__(code, message, violations, rpc_error)
+        self.series_id = series_id
+        self.index_label = index_label
+        self.row = row
+        self.column = column
+        self.wire_field = wire_field

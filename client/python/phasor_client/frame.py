@@ -23,10 +23,42 @@ the panel in one encode_panel call (cut under the message limit as that
 method does), and returns the features in the INPUT's row order, indexed by
 the input's index.
 
+Columns left out: nothing a frame holds is dropped where dropping it may
+change the result; each case below is an InvalidInputError naming the
+columns and the argument that settles it.
+
+  * Without a series column (none named, none found by convention) every
+    row is one series. A column that is neither encoded nor named — a
+    string `station`, a bool, a second datetime — or a named MultiIndex
+    level may be the series id, whose rows would be interleaved in time:
+    it is an error unless it holds one value throughout (either reading
+    then gives the same series). series_column= settles it; value_columns=
+    does not (it says which columns are values, not which rows are one
+    series); otherwise drop the column.
+  * When the value column was found by name (Nixtla's `y`, GluonTS's
+    `target`, the channel layout's `y`/`target`/`value`), a further numeric
+    column (`price`) is an error: value_columns=["y", "price"] encodes it
+    as a channel, value_columns=["y"] leaves it out.
+  * Once columns are named, the rest is deliberate: with series_column
+    given, other non-numeric columns are not encoded; with value_columns
+    given, other numeric columns are not.
+
 Times: a datetime64 column or index (naive = UTC), a tz-aware one (its zone
 becomes the calendar block's time_zone unless the spec names one or
-time_zones= is given), int64 ns, or numbers with time_unit=. NaT is an
-InvalidInputError naming the row and its index label.
+time_zones= is given), int64 ns, or numbers with time_unit=. Integers
+without time_unit that all lie within one day of the epoch when read as ns
+(1704096000: seconds; 1.7e12: milliseconds) are an InvalidInputError asking
+for time_unit=, as float times are; all-zero times are read (0 is the same
+instant in every unit). NaT is an InvalidInputError naming the row and its
+index label.
+
+Server errors: the server numbers what it refuses in the panel sent (series
+in order of first appearance, rows sorted by time:
+"observations.series[3].values[5]"). encode_frame maps that path's
+segments back and raises errors.FrameError, a PhasorError naming the
+series id, index label, row and column in its message, in its one field
+violation ("df['temp'][7]") and as attributes; errors about no row of the
+frame (a spec) are raised as they came.
 
 Continuing: FrameResult.states maps each series id to its SeriesState; pass
 it as states= with the next frame of the same series (series missing from it
@@ -39,6 +71,7 @@ may be shared.
 
 from __future__ import annotations
 
+import collections
 import collections.abc
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -50,7 +83,8 @@ except ImportError:  # pragma: no cover - Debian's python3-pandas is installed
     pd = None
 
 from . import specs
-from .errors import InvalidInputError
+from .errors import (FrameError, InvalidInputError, PhasorError,
+                     format_field_path, parse_field_path)
 from .schema import feature_names
 from .times import read_times
 
@@ -114,25 +148,106 @@ def _column(df: pd.DataFrame, name: Any, what: str) -> pd.Series:
 
 
 def _pick_columns(df, series_column, time_column, value_columns):
-    """(series, time, values, time from the index?) column names after
-    finding Nixtla / GluonTS conventions."""
+    """(series, time, values, values found by name?) column names after
+    finding Nixtla / GluonTS conventions; time None = the DatetimeIndex."""
     if time_column is None:
         if isinstance(df.index, pd.DatetimeIndex):
-            return series_column, None, value_columns
+            return series_column, None, value_columns, False
         for series_name, time_name, value_name in CONVENTIONS:
             if time_name in df.columns:
                 time_column = time_name
                 if series_column is None and series_name in df.columns:
                     series_column = series_name
                 if value_columns is None and value_name in df.columns:
-                    value_columns = [value_name]
+                    return series_column, time_column, [value_name], True
                 break
         else:
             raise InvalidInputError(
                 "time_column", "name the time column (or give the frame a "
                                "DatetimeIndex); found none of "
                                f"{[c[1] for c in CONVENTIONS]}")
-    return series_column, time_column, value_columns
+    return series_column, time_column, value_columns, False
+
+
+def _is_value_dtype(column) -> bool:
+    """Whether a column is encoded by default: numeric, not boolean."""
+    return (pd.api.types.is_numeric_dtype(column)
+            and not pd.api.types.is_bool_dtype(column))
+
+
+def _varies(values) -> bool:
+    """Whether a column or index level holds more than one distinct value
+    (NA counting as one); unhashable values count as varying."""
+    try:
+        return pd.Series(values).nunique(dropna=False) > 1
+    except TypeError:
+        return len(values) > 1
+
+
+def _check_unencoded_columns(df, series_column, time_column, channel_column,
+                             value_columns, values_found, long_layout):
+    """InvalidInputError for a column the layout would leave out silently
+    where that may change the result.
+
+    Without a series column, every row belongs to one series, so a column
+    that is neither encoded nor named (a string `station`, a bool, a second
+    datetime) may be the forgotten series id: its rows would be interleaved
+    in time. Such a column (or a named MultiIndex level) is an error unless
+    it holds one value throughout (then either reading gives the same
+    series). Naming series_column settles it; value_columns= does not,
+    since it says which columns are values, not which rows are one series.
+
+    With the value column found by name (Nixtla's y, GluonTS's target, or
+    the long layout's y/target/value), a further numeric column is an error
+    too: pass value_columns= to encode it or to leave it out, or drop it.
+    """
+    roles = {series_column, time_column, channel_column,
+             *(value_columns or ())} - {None}
+    if series_column is None:
+        columns = [name for name in df.columns if name not in roles
+                   and not _is_value_dtype(df[name]) and _varies(df[name])]
+        levels = ([name for name in df.index.names if name is not None
+                   and name not in roles
+                   and _varies(df.index.get_level_values(name))]
+                  if isinstance(df.index, pd.MultiIndex) else [])
+        if columns or levels:
+            name = (columns or levels)[0]
+            what = (f"column {name!r} ({df[name].dtype})" if columns else
+                    f"index level {name!r}")
+            others = [other for other in columns + levels if other != name]
+            drop = (f"df.drop(columns={columns!r})" if columns else
+                    f"df.reset_index(level={levels!r}, drop=True)")
+            raise InvalidInputError(
+                "series_column",
+                f"{what} is neither encoded nor named"
+                f"{f' (nor are {others!r})' if others else ''}, and "
+                f"without series_column every row is one series: rows of "
+                f"different {name!r} would be interleaved in time. If it "
+                f"identifies the series, pass series_column={name!r}; if "
+                f"not, drop it ({drop})")
+    if values_found:
+        extra = [name for name in df.columns
+                 if name not in roles and _is_value_dtype(df[name])]
+        if extra:
+            if long_layout:
+                settle = (f"value_columns={value_columns!r} to leave them "
+                          f"out (the long layout with channel_column takes "
+                          f"one value column)" if value_columns else
+                          f"value_columns={extra[0]!r} for the events' "
+                          f"values")
+            else:
+                settle = (f"value_columns={value_columns + extra!r} to "
+                          f"encode them as channels, "
+                          f"value_columns={value_columns!r} to leave them "
+                          f"out")
+            found = (f"the value column {value_columns[0]!r} was found by "
+                     f"name" if value_columns else
+                     "no value column was named or found by name (y, "
+                     "target, value)")
+            raise InvalidInputError(
+                "value_columns",
+                f"numeric columns {extra!r} are not encoded: {found}; "
+                f"pass {settle}, or drop them")
 
 
 def _as_list(names) -> Optional[List[Any]]:
@@ -160,8 +275,13 @@ def encode_frame(client, df: pd.DataFrame, *, series_column=None,
     if not isinstance(df, pd.DataFrame):
         raise InvalidInputError("df", f"expected a pandas DataFrame, got "
                                       f"{type(df).__name__}")
-    series_column, time_column, value_columns = _pick_columns(
+    series_column, time_column, value_columns, values_found = _pick_columns(
         df, series_column, time_column, _as_list(value_columns))
+    long_layout = channel_column is not None
+    if long_layout and value_columns is None:
+        value_columns = [name for name in ("y", "target", "value")
+                         if name in df.columns][:1]
+        values_found = True
     rows = len(df)
 
     # Times, in input order.
@@ -171,7 +291,10 @@ def encode_frame(client, df: pd.DataFrame, *, series_column=None,
     else:
         time_values = _column(df, time_column, "time_column")
         time_field = f"df[{time_column!r}]"
-    times = read_times(time_values, time_field, time_unit, labels=df.index)
+    # A frame's integer times within a day of the epoch are seconds or
+    # milliseconds, not ns: refused without time_unit (times.py).
+    times = read_times(time_values, time_field, time_unit, labels=df.index,
+                       refuse_near_epoch_ints=True)
 
     # Series codes in order of first appearance.
     if series_column is None:
@@ -196,7 +319,6 @@ def encode_frame(client, df: pd.DataFrame, *, series_column=None,
     sorted_times = times.array[order]
 
     used = {series_column, time_column, channel_column} - {None}
-    long_layout = channel_column is not None
     if long_layout:
         labels = _column(df, channel_column, "channel_column")
         if channels is None:
@@ -217,9 +339,6 @@ def encode_frame(client, df: pd.DataFrame, *, series_column=None,
                 f"df[{channel_column!r}][{row}]",
                 f"channel {labels.iloc[row]!r} at row {row} (index label "
                 f"{df.index[row]!r}) is not one of channels={channels!r}")
-        if value_columns is None:
-            value_columns = [name for name in ("y", "target", "value")
-                             if name in df.columns][:1]
         if len(value_columns) > 1:
             raise InvalidInputError(
                 "value_columns", f"the long layout takes one value column, "
@@ -239,6 +358,11 @@ def encode_frame(client, df: pd.DataFrame, *, series_column=None,
         values = (np.stack([_numeric(df, name) for name in value_columns],
                            axis=1)[order] if value_columns else None)
         panel_arrays = dict(timestamps=sorted_times, values=values)
+
+    # After the rows' own checks (times, series ids, channel labels), which
+    # name a row and so are the more specific errors.
+    _check_unencoded_columns(df, series_column, time_column, channel_column,
+                             value_columns, values_found, long_layout)
 
     # Spec and zones.
     config = specs.temporal_config(spec, profile, blocks or {})
@@ -263,13 +387,25 @@ def encode_frame(client, df: pd.DataFrame, *, series_column=None,
         state_list = [states.get(key) for key in series_ids]
 
     time_unit_sent = "s" if times.wire_dtype == "float64" else None
-    panel = client.encode_panel(
-        series_ids=sorted_codes, spec=config, profile=profile,
-        time_zones=zone_names if series_ids else None,
-        time_zone_index=zone_index if series_ids else None,
-        states=state_list, output_dtype=output_dtype,
-        channel_names=[str(c) for c in channels] or None,
-        time_unit=time_unit_sent, **panel_arrays)
+    try:
+        panel = client.encode_panel(
+            series_ids=sorted_codes, spec=config, profile=profile,
+            time_zones=zone_names if series_ids else None,
+            time_zone_index=zone_index if series_ids else None,
+            states=state_list, output_dtype=output_dtype,
+            channel_names=[str(c) for c in channels] or None,
+            time_unit=time_unit_sent, **panel_arrays)
+    except PhasorError as error:
+        if isinstance(error, InvalidInputError):
+            raise
+        places = _Places(
+            df=df, order=order,
+            offsets=np.searchsorted(sorted_codes,
+                                    np.arange(len(series_ids) + 1)),
+            series_ids=series_ids, series_column=series_column,
+            time_column=time_column, value_columns=list(value_columns or ()),
+            channel_column=channel_column, channels=channels)
+        raise _frame_error(error, places) from None
 
     features = np.asarray(panel.features)
     unsorted = np.empty_like(features)
@@ -288,3 +424,110 @@ def _numeric(df: pd.DataFrame, name: Any) -> np.ndarray:
         raise InvalidInputError(f"df[{name!r}]", f"values must be numeric, "
                                                  f"got dtype {column.dtype}")
     return column.astype("float64").to_numpy()
+
+
+# What maps the panel encode_frame sent back to the frame: `order` [rows]
+# the frame row of each panel row, `offsets` [S+1] each series' panel rows,
+# and the columns in their roles (time_column None = the index;
+# value_columns the wide layout's channels, or the long layout's one value
+# column).
+_Places = collections.namedtuple("_Places", [
+    "df", "order", "offsets", "series_ids", "series_column", "time_column",
+    "value_columns", "channel_column", "channels"])
+
+
+def _frame_error(error: PhasorError, places: _Places) -> PhasorError:
+    """The server's error about the panel sent, placed in the frame: a
+    FrameError naming the series id, index label, row and column, or
+    `error` itself when its field path is not one of the frame's (a spec
+    error, say).
+
+    Works on the BadRequest field path as data: its segments are mapped
+    (series index → series id, row within the series → frame row, element
+    → channel column); the server's message is quoted, never rewritten.
+    """
+    violations = error.field_violations()
+    if not violations:
+        return error
+    wire_field = violations[0][0]
+    place = _locate(parse_field_path(wire_field), places)
+    if place is None:
+        return error
+    field, words, series_index, row, column = place
+    series_id = (places.series_ids[series_index]
+                 if series_index is not None else None)
+    label = places.df.index[row] if row is not None else None
+    if series_index is not None and places.series_column is not None:
+        words.insert(0, f"series {series_id!r}")
+    description = (f"{', '.join(words)}; the server's message, numbering "
+                   f"the panel sent (series in order of first appearance, "
+                   f"each sorted by time): {error.details()}")
+    return FrameError(error.code(), f"{field}: {description}",
+                      [(field, description)], error.rpc_error,
+                      series_id=series_id, index_label=label, row=row,
+                      column=column, wire_field=wire_field)
+
+
+def _locate(segments, places: _Places):
+    """(field, words, series index, frame row, column) for a field path's
+    segments in the panel sent, or None when the path is not about the
+    frame's rows, states or zones. `words` describe the place in the
+    frame's terms; the caller puts the series id first."""
+    num_series = len(places.series_ids)
+    if (len(segments) >= 2 and segments[0] == ("observations", None)
+            and segments[1][0] == "time_zone_index"
+            and segments[1][1] is not None and segments[1][1] < num_series):
+        series = segments[1][1]
+        return (f"time_zones[{places.series_ids[series]!r}]",
+                ["the zone given in time_zones="], series, None, None)
+    if segments and segments[0][0] == "states" and \
+            segments[0][1] is not None and segments[0][1] < num_series:
+        series = segments[0][1]
+        rest = segments[1:]
+        field = f"states[{places.series_ids[series]!r}]" + (
+            "." + format_field_path(rest) if rest else "")
+        column = None
+        if rest and rest[0][0] == "channels" and rest[0][1] is not None \
+                and rest[0][1] < len(places.channels):
+            column = places.channels[rest[0][1]]
+        words = ["the SeriesState given in states="] + (
+            [f"channel {column!r}"] if column is not None else [])
+        return field, words, series, None, column
+    if not (len(segments) >= 3 and segments[0] == ("observations", None)
+            and segments[1][0] == "series" and segments[1][1] is not None
+            and segments[1][1] < num_series and segments[2][1] is not None):
+        return None
+    series, (name, index) = segments[1][1], segments[2]
+    within = index
+    long_layout = places.channel_column is not None
+    width = len(places.value_columns)
+    if name in ("timestamps", "event_times"):
+        column = places.time_column
+    elif name in ("values", "mask") and not long_layout and width:
+        within, channel = divmod(index, width)
+        column = places.value_columns[channel]
+    elif name == "event_channels" and long_layout:
+        column = places.channel_column
+    elif name == "event_values" and long_layout and width:
+        column = places.value_columns[0]
+    else:
+        return None
+    begin, end = places.offsets[series], places.offsets[series + 1]
+    if within >= end - begin:
+        return None
+    row = int(places.order[begin + within])
+    words = [f"row {row} (index label {places.df.index[row]!r})"]
+    if column is None:
+        field = f"df.index[{row}]"
+        words.append("the index's time")
+    elif column in places.df.columns:
+        field = f"df[{column!r}][{row}]"
+        words.append(f"column {column!r}")
+    else:  # An index level named as a role.
+        field = f"df.index.get_level_values({column!r})[{row}]"
+        words.append(f"index level {column!r}")
+    if long_layout and column != places.channel_column:
+        label = _column(places.df, places.channel_column,
+                        "channel_column").iloc[row]
+        words.append(f"channel {label!r}")
+    return field, words, series, row, column

@@ -11,7 +11,14 @@ small. So the client reads only what is unambiguous:
   * pandas DatetimeIndex / Series / arrays of datetimes, naive (taken as UTC)
     or tz-aware (converted to UTC; the zone is reported so that the calendar
     block can use it), and object arrays of datetime / pandas.Timestamp;
-  * integer arrays as ns since the epoch (the proto's own encoding);
+  * integer arrays as ns since the epoch (the proto's own encoding) — but
+    with refuse_near_epoch_ints (encode_frame's choice), integers without
+    time_unit that all lie within one day of the epoch when read as ns are
+    an error like floats without one: such values can only be seconds
+    (1704096000 is 2024-01-01 in s, 1.7 s after the epoch in ns) or
+    milliseconds (1.7e12 ms is 2024, 28 min as ns); a one-hour gap in
+    seconds read as ns is 3.6 µs. All zeros are read, since 0 is the same
+    instant in every unit;
   * plain numbers in another unit only with time_unit= ("s", "ms", "us",
     "ns"): float seconds travel as FLOAT64 seconds (the server rounds to the
     nearest ns), other floats are scaled to ns and rounded, integers scaled
@@ -41,6 +48,10 @@ except ImportError:  # pragma: no cover - Debian's python3-pandas is present
 # ns per unit for time_unit=.
 _NS_PER_UNIT = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
 _NAT = np.iinfo(np.int64).min
+# ns in one day: integers without a unit that all lie within this distance
+# of the epoch are seconds or milliseconds (2024 is 1.7e9 s, 1.7e12 ms),
+# never ns of real data (ns since the epoch passed 8.64e13 on 1970-01-02).
+_NEAR_EPOCH_NS = 86_400 * 10**9
 _WHAT_TO_SEND = ("give int64 ns since the epoch, numpy datetime64, a pandas "
                  "DatetimeIndex / datetime Series, or numbers with "
                  "time_unit='s' (or 'ms', 'us', 'ns')")
@@ -124,13 +135,18 @@ def _from_pandas_datetimes(values, field, labels):
 
 
 def read_times(times: Any, field: str = "timestamps",
-               time_unit: Optional[str] = None, labels=None) -> Times:
+               time_unit: Optional[str] = None, labels=None,
+               refuse_near_epoch_ints: bool = False) -> Times:
     """Times for the wire from anything the client reads without doubt.
 
     field names the argument in errors ("timestamps", "event_times",
     "df['ds']"); labels (a pandas Index) name rows in NaT errors.
     time_unit: None, or "s", "ms", "us", "ns" for plain numbers (ignored by
-    datetime input, which carries its unit). Raises InvalidInputError.
+    datetime input, which carries its unit). refuse_near_epoch_ints: without
+    time_unit, integers that are not all zero and all lie within one day of
+    the epoch when read as ns are an error (they can only be seconds or
+    milliseconds); False reads them as ns, as the array methods always
+    have. Raises InvalidInputError.
     """
     if time_unit is not None and time_unit not in _NS_PER_UNIT:
         raise InvalidInputError(
@@ -187,6 +203,18 @@ def read_times(times: Any, field: str = "timestamps",
         if kind == "u" and len(values) and values.max() > np.iinfo(np.int64).max:
             raise InvalidInputError(field, "uint64 times beyond int64")
         ints = values.astype(np.int64, copy=False)
+        if (refuse_near_epoch_ints and time_unit is None and len(ints)
+                and np.any(ints != 0)
+                and np.all(np.abs(ints.astype(np.float64))
+                           < _NEAR_EPOCH_NS)):
+            largest = int(np.max(np.abs(ints.astype(np.float64))))
+            raise InvalidInputError(
+                field, f"{values.dtype} times have no unit and all lie "
+                       f"within one day of the epoch when read as ns "
+                       f"(largest |t| {largest}): seconds or milliseconds "
+                       f"read as ns would be 10^9 or 10^6 times too small; "
+                       f"pass time_unit='s' (or 'ms', 'us', 'ns' for "
+                       f"nanoseconds), or datetime64, or a DatetimeIndex")
         scale = _NS_PER_UNIT[time_unit or "ns"]
         if scale == 1:
             return Times(ints, "int64", None)
