@@ -35,6 +35,7 @@
 namespace phasor {
 namespace {
 
+using ::testing::Each;
 using ::testing::HasSubstr;
 
 // ---------------------------------------------------------------------------
@@ -380,12 +381,22 @@ TEST(RopeKernel, ChannelsBeyondRotaryDimPassThroughBitwise) {
 }
 
 TEST(RopeKernel, ZeroTokensIsANoOp) {
+  // Zero tokens validate, and neither operand's memory is read or written:
+  // the empty spans point into sentinel buffers that must come back intact.
   RopeSpec spec;
-  std::vector<float> empty;
+  constexpr float kSentinel = -7.25f;
+  std::vector<float> query_memory(2 * 4 * 8, kSentinel);
+  std::vector<float> key_memory(2 * 4 * 8, kSentinel);
   const std::vector<int64_t> no_positions;
-  RunRope(spec, Positions::Integers(no_positions),
-      Operand(DType::kFloat32, 0, 4, 8, BytesOf(empty), MutableBytesOf(empty)),
-      nullptr);
+  const RopeOperand query =
+      Operand(DType::kFloat32, 0, 4, 8, BytesOf(query_memory).subspan(0, 0),
+              MutableBytesOf(query_memory).subspan(0, 0));
+  const RopeOperand key =
+      Operand(DType::kFloat32, 0, 4, 8, BytesOf(key_memory).subspan(0, 0),
+              MutableBytesOf(key_memory).subspan(0, 0));
+  RunRope(spec, Positions::Integers(no_positions), query, &key);
+  EXPECT_THAT(query_memory, Each(kSentinel));
+  EXPECT_THAT(key_memory, Each(kSentinel));
 }
 
 TEST(RopeKernel, RealPositionsEqualIntegerPositionsWhenIntegral) {
