@@ -9,6 +9,10 @@
 // nanosecond timestamps above 2^53), enums are their names, and bytes are
 // Buffers; tensors.js turns Tensor messages into typed arrays.
 //
+// Requests are checked before they are sent (check-request.js): protobufjs
+// would silently drop an unknown field or enum name, so such a request is
+// refused with a RequestFieldError naming the field path instead.
+//
 // Thread-safety: Node is single-threaded; one client (one channel) may carry
 // any number of concurrent calls. close() ends it.
 
@@ -17,14 +21,26 @@ const path = require('path');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
 const protobuf = require('protobufjs');
+const { checkMessage } = require('./check-request');
 
 // phasor-server's default message limit; PHASOR_MAX_MESSAGE_BYTES (which
 // sets the server's) sets this default too.
 const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 const DEFAULT_DEADLINE_MS = 30000;
 
-// This package inside the Phasor repository: client/node/lib -> proto/.
-const DEFAULT_PROTO_DIR = path.resolve(__dirname, '..', '..', '..', 'proto');
+// The .proto files are looked for in this order, the first directory that
+// holds phasor/v1/encoder.proto wins: the package's own proto/ (npm pack
+// copies the repository's protos there: scripts/copy-protos.js),
+// $PHASOR_PROTO_DIR, and, when the package is used from a Phasor checkout
+// rather than installed under node_modules, the repository's proto/
+// (client/node/lib -> proto/). The bundled copy comes first because it is
+// the one this lib/ was released with. encoder.proto imports nothing;
+// google.rpc's messages are declared below (RPC_ROOT), and
+// google/protobuf/*.proto would come with protobufjs.
+const ENCODER_PROTO = 'phasor/v1/encoder.proto';
+const PACKAGE_PROTO_DIR = path.resolve(__dirname, '..', 'proto');
+const REPOSITORY_PROTO_DIR = __dirname.split(path.sep).includes('node_modules')
+  ? null : path.resolve(__dirname, '..', '..', '..', 'proto');
 
 const LOADER_OPTIONS = Object.freeze({
   keepCase: true, // field names as in encoder.proto and in error paths
@@ -111,36 +127,144 @@ const RPC_ROOT = protobuf.Root.fromJSON({ nested: { google: { nested: {
   } },
 } } } });
 
-const loaded = new Map(); // protoDir -> {Encoder, Status, BadRequest}
+const RPC_STATUS = RPC_ROOT.lookupType('google.rpc.Status');
+const BAD_REQUEST = RPC_ROOT.lookupType('google.rpc.BadRequest');
+
+/**
+ * The directory the client reads phasor/v1/encoder.proto from: `protoDir`
+ * when given, else the first of the package's proto/, $PHASOR_PROTO_DIR and
+ * the repository's proto/ that holds it. Throws an ENOENT Error naming every
+ * path looked at (error.paths) when none does.
+ */
+function findProtoDir(protoDir = undefined) {
+  const explicit = protoDir !== undefined && protoDir !== null;
+  const candidates = explicit
+    ? [[protoDir, 'the protoDir option']]
+    : [[PACKAGE_PROTO_DIR, "the package's proto/"],
+      [process.env.PHASOR_PROTO_DIR, '$PHASOR_PROTO_DIR'],
+      ...(REPOSITORY_PROTO_DIR ? [[REPOSITORY_PROTO_DIR, "the checkout's proto/"]] : [])];
+  const looked = [];
+  const paths = [];
+  for (const [dir, what] of candidates) {
+    if (!dir) {
+      looked.push(`${what}: unset`);
+      continue;
+    }
+    const file = path.resolve(dir, ENCODER_PROTO);
+    if (fs.existsSync(file)) return path.resolve(dir);
+    looked.push(`${what}: ${file}`);
+    paths.push(file);
+  }
+  const remedy = explicit
+    ? `pass a protoDir that holds it (PHASOR_PROTO_DIR is not read when protoDir is given)`
+    : `set PHASOR_PROTO_DIR to a directory holding it (a Phasor checkout's proto/), or pass protoDir`;
+  const error = new Error(`${ENCODER_PROTO} not found (looked at ${looked.join('; ')}): ${remedy}`);
+  error.code = 'ENOENT';
+  error.paths = paths;
+  throw error;
+}
+
+const loaded = new Map(); // protoDir -> {Encoder, requestTypes}
 
 function loadProtos(protoDir) {
   if (!loaded.has(protoDir)) {
     const definition = protoLoader.loadSync('phasor/v1/encoder.proto',
       { ...LOADER_OPTIONS, includeDirs: [protoDir] });
     const { Encoder } = grpc.loadPackageDefinition(definition).phasor.v1;
-    loaded.set(protoDir, {
-      Encoder,
-      Status: RPC_ROOT.lookupType('google.rpc.Status'),
-      BadRequest: RPC_ROOT.lookupType('google.rpc.BadRequest'),
-    });
+    // The same file through protobufjs itself, for the reflection types the
+    // request check walks (proto-loader keeps its own private).
+    const root = new protobuf.Root();
+    root.resolvePath = (origin, target) => (path.isAbsolute(target) ? target : path.join(protoDir, target));
+    root.loadSync(ENCODER_PROTO, LOADER_OPTIONS).resolveAll();
+    const requestTypes = new Map(root.lookupService('phasor.v1.Encoder').methodsArray
+      .map((method) => [method.name, method.resolvedRequestType]));
+    loaded.set(protoDir, { Encoder, requestTypes });
   }
   return loaded.get(protoDir);
 }
 
+// grpc-status-details-bin holding a google.rpc.Status with one BadRequest,
+// as the server sends it.
+function badRequestMetadata(code, details, violations) {
+  const badRequest = BAD_REQUEST.encode(BAD_REQUEST.fromObject({ field_violations: violations })).finish();
+  const status = RPC_STATUS.encode(RPC_STATUS.fromObject({
+    code, message: details, details: [{ type_url: BAD_REQUEST_URL, value: badRequest }],
+  })).finish();
+  const metadata = new grpc.Metadata();
+  metadata.set('grpc-status-details-bin', Buffer.from(status));
+  return metadata;
+}
+
+/**
+ * What a call rejects with, before anything is sent, when protobufjs would
+ * drop or garble part of the request (an unknown field or enum name, two
+ * members of a oneof, a typed array as bytes, ...; check-request.js). It
+ * reads like the server's answer: code INVALID_ARGUMENT, details
+ * "field.path: why", fieldViolations and a BadRequest in its metadata.
+ */
+class RequestFieldError extends TypeError {
+  constructor(violations) {
+    const details = violations
+      .map(({ field, description }) => (field ? `${field}: ${description}` : description)).join('; ');
+    super(`${grpc.status.INVALID_ARGUMENT} INVALID_ARGUMENT: ${details}`);
+    this.name = 'RequestFieldError';
+    this.code = grpc.status.INVALID_ARGUMENT;
+    this.details = details;
+    this.metadata = badRequestMetadata(this.code, details, violations);
+    this.fieldViolations = violations;
+  }
+}
+
+/** A RequestFieldError when `request` would not reach the server as written, else null. */
+function checkRequest(type, request) {
+  const violations = checkMessage(type, request);
+  return violations.length ? new RequestFieldError(violations) : null;
+}
+
+// A grpc-js interceptor for streaming calls: a message that fails the check
+// is not sent; the call ends with the RequestFieldError's status
+// (INVALID_ARGUMENT and its BadRequest), which the stream emits as its
+// 'error', as grpc-js does for a message it cannot serialize.
+function checkingInterceptor(type) {
+  return (options, nextCall) => {
+    let refused = null;
+    const call = new grpc.InterceptingCall(nextCall(options), {
+      start(metadata, listener, next) {
+        next(metadata, {
+          onReceiveStatus(status, nextStatus) {
+            nextStatus(refused
+              ? { code: refused.code, details: refused.details, metadata: refused.metadata }
+              : status);
+          },
+        });
+      },
+      sendMessage(message, next) {
+        refused = refused || checkRequest(type, message);
+        if (refused) {
+          call.cancelWithStatus(refused.code, refused.details);
+        } else {
+          next(message);
+        }
+      },
+    });
+    return call;
+  };
+}
+
 /**
  * The google.rpc.BadRequest field violations of a failed call, as
- * [{field, description}] (empty when the error carries none).
+ * [{field, description}] (empty when the error carries none). Works on a
+ * RequestFieldError too.
  */
-function fieldViolations(error, protoDir = DEFAULT_PROTO_DIR) {
+function fieldViolations(error) {
   const metadata = error && error.metadata;
   if (!metadata || typeof metadata.get !== 'function') return [];
-  const { Status, BadRequest } = loadProtos(protoDir);
   const violations = [];
   for (const bytes of metadata.get('grpc-status-details-bin')) {
-    const status = Status.decode(bytes);
+    const status = RPC_STATUS.decode(bytes);
     for (const detail of status.details) {
       if (detail.type_url !== BAD_REQUEST_URL) continue;
-      for (const v of BadRequest.decode(detail.value).field_violations) {
+      for (const v of BAD_REQUEST.decode(detail.value).field_violations) {
         violations.push({ field: v.field, description: v.description });
       }
     }
@@ -166,12 +290,13 @@ class EncoderClient {
       token, tokenFile,
       loadBalancingPolicy,
       channelOptions = {},
-      protoDir = process.env.PHASOR_PROTO_DIR || DEFAULT_PROTO_DIR,
+      protoDir,
     } = options;
     if (!(deadlineMs > 0)) throw new RangeError('deadlineMs must be positive');
     this.deadlineMs = deadlineMs;
-    this.protoDir = protoDir;
-    const { Encoder } = loadProtos(protoDir);
+    this.protoDir = findProtoDir(protoDir);
+    const { Encoder, requestTypes } = loadProtos(this.protoDir);
+    this._requestTypes = requestTypes;
 
     const channel = {
       'grpc.max_send_message_length': maxMessageBytes,
@@ -233,11 +358,13 @@ class EncoderClient {
   }
 
   _unary(method, request, callOptions) {
+    const refused = checkRequest(this._requestTypes.get(method), request);
+    if (refused) return Promise.reject(refused);
     return new Promise((resolve, reject) => {
       this._stub[method](request, this._metadata.clone(), this._options(callOptions),
         (error, response) => {
           if (error) {
-            error.fieldViolations = fieldViolations(error, this.protoDir);
+            error.fieldViolations = fieldViolations(error);
             reject(error);
           } else {
             resolve(response);
@@ -257,7 +384,7 @@ class EncoderClient {
    */
   applyRope(request, callOptions) {
     let effective = request;
-    if (!request.positions && request.query && request.query.shape && request.query.shape.length) {
+    if (request && !request.positions && request.query && request.query.shape && request.query.shape.length) {
       effective = { ...request, positions: { range: { start: 0, count: Number(request.query.shape[0]) } } };
     }
     return this._unary('ApplyRope', effective, callOptions);
@@ -281,10 +408,14 @@ class EncoderClient {
   /**
    * EncodeObservationsStream: a grpc-js duplex stream over the chunks of one
    * series (write requests, read responses, end() when done). The deadline
-   * covers the whole stream.
+   * covers the whole stream. A request that fails the check is not sent: the
+   * stream ends with an INVALID_ARGUMENT 'error' whose BadRequest
+   * (fieldViolations(error)) names the field.
    */
   encodeObservationsStream(callOptions) {
-    return this._stub.EncodeObservationsStream(this._metadata.clone(), this._options(callOptions));
+    const interceptors = [checkingInterceptor(this._requestTypes.get('EncodeObservationsStream'))];
+    return this._stub.EncodeObservationsStream(this._metadata.clone(),
+      { ...this._options(callOptions), interceptors });
   }
 
   /** Describe: frequencies, wavelengths, unambiguous range, similarity. */
@@ -307,7 +438,10 @@ class EncoderClient {
    * the server as a whole, 'phasor.v1.Encoder' = the encoder).
    */
   health(service = '', callOptions) {
-    const request = codec(STANDARD_TYPES.lookupType('health.HealthCheckRequest'));
+    const requestType = STANDARD_TYPES.lookupType('health.HealthCheckRequest');
+    const refused = checkRequest(requestType, { service });
+    if (refused) return Promise.reject(refused);
+    const request = codec(requestType);
     const response = codec(STANDARD_TYPES.lookupType('health.HealthCheckResponse'));
     return new Promise((resolve, reject) => {
       this._generic.makeUnaryRequest(HEALTH_CHECK, request.serialize, response.deserialize,
@@ -348,4 +482,4 @@ class EncoderClient {
   }
 }
 
-module.exports = { EncoderClient, fieldViolations, DEFAULT_PROTO_DIR, LOADER_OPTIONS };
+module.exports = { EncoderClient, RequestFieldError, fieldViolations, findProtoDir, LOADER_OPTIONS };

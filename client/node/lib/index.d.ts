@@ -7,8 +7,11 @@
 // longs: String, enums: String, defaults, oneofs). The request and response
 // types below are deliberately loose (`Message`): encoder.proto is the
 // reference for their fields, and it evolves faster than these declarations.
+// At run time every request is checked against encoder.proto before it is
+// sent: an unknown field or enum name is a RequestFieldError, not a field
+// protobufjs silently drops.
 
-import type { ChannelOptions, ClientDuplexStream, ServiceError } from '@grpc/grpc-js';
+import type { ChannelOptions, ClientDuplexStream, Metadata, ServiceError } from '@grpc/grpc-js';
 
 export type DTypeName =
   | 'DTYPE_UNSPECIFIED' | 'FLOAT32' | 'FLOAT16' | 'BFLOAT16' | 'FLOAT64'
@@ -72,6 +75,22 @@ export interface PhasorError extends ServiceError {
   fieldViolations: FieldViolation[];
 }
 
+/**
+ * What a call rejects with, before sending, when protobufjs would drop or
+ * garble part of the request (unknown field or enum name, two members of a
+ * oneof, a typed array as bytes, a scalar of the wrong kind). Shaped like
+ * the server's answer: code INVALID_ARGUMENT (3), details
+ * "spec.positional.sinusoidal.bse: unknown field ...", fieldViolations, and
+ * the BadRequest in `metadata`.
+ */
+export class RequestFieldError extends TypeError {
+  constructor(violations: FieldViolation[]);
+  readonly code: number;
+  readonly details: string;
+  readonly metadata: Metadata;
+  readonly fieldViolations: FieldViolation[];
+}
+
 export interface EncoderClientOptions {
   /** Deadline of each call in milliseconds; default 30000. */
   deadlineMs?: number;
@@ -94,7 +113,11 @@ export interface EncoderClientOptions {
   loadBalancingPolicy?: string;
   /** Further grpc-js channel options. */
   channelOptions?: ChannelOptions;
-  /** Directory holding phasor/v1/encoder.proto and google/rpc/*.proto; default $PHASOR_PROTO_DIR or the repository's proto/. */
+  /**
+   * Directory holding phasor/v1/encoder.proto. Default: the package's own
+   * proto/ (shipped by npm pack), else $PHASOR_PROTO_DIR, else the
+   * repository's proto/ (findProtoDir).
+   */
   protoDir?: string;
 }
 
@@ -106,6 +129,7 @@ export interface CallOptions {
 export class EncoderClient {
   constructor(target?: string, options?: EncoderClientOptions);
   readonly deadlineMs: number;
+  /** Where encoder.proto was read from. */
   readonly protoDir: string;
   encodePositions(request: Message, options?: CallOptions): Promise<EncodePositionsResponse>;
   /** Without `positions` the tokens sit at 0 .. T−1. */
@@ -113,6 +137,7 @@ export class EncoderClient {
   ropeTables(request: Message, options?: CallOptions): Promise<RopeTablesResponse>;
   alibiBias(request: Message, options?: CallOptions): Promise<AlibiBiasResponse>;
   encodeObservations(request: Message, options?: CallOptions): Promise<EncodeObservationsResponse>;
+  /** A request that fails the check is not sent: the stream errors with INVALID_ARGUMENT (see fieldViolations). */
   encodeObservationsStream(options?: CallOptions): ClientDuplexStream<Message, EncodeObservationsResponse>;
   describe(request: Message, options?: CallOptions): Promise<Message>;
   listProfiles(request?: Message, options?: CallOptions): Promise<Message>;
@@ -124,10 +149,16 @@ export class EncoderClient {
   close(): void;
 }
 
-/** The BadRequest field violations of a failed call (empty when none). */
-export function fieldViolations(error: unknown, protoDir?: string): FieldViolation[];
+/** The BadRequest field violations of a failed call or a RequestFieldError (empty when none). */
+export function fieldViolations(error: unknown): FieldViolation[];
 
-export const DEFAULT_PROTO_DIR: string;
+/**
+ * The directory holding phasor/v1/encoder.proto: `protoDir` if given, else
+ * the first of the package's proto/, $PHASOR_PROTO_DIR and the repository's
+ * proto/ that has it. Throws an Error (code 'ENOENT', `paths`) naming the
+ * paths looked at and PHASOR_PROTO_DIR when none does.
+ */
+export function findProtoDir(protoDir?: string): string;
 
 export const DTYPES: Readonly<Record<Exclude<DTypeName, 'DTYPE_UNSPECIFIED'>, { size: number; Array: Function }>>;
 

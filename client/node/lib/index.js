@@ -5,7 +5,8 @@ const tensors = require('./tensors');
 
 module.exports = {
   EncoderClient: client.EncoderClient,
+  RequestFieldError: client.RequestFieldError,
   fieldViolations: client.fieldViolations,
-  DEFAULT_PROTO_DIR: client.DEFAULT_PROTO_DIR,
+  findProtoDir: client.findProtoDir,
   ...tensors,
 };

@@ -168,6 +168,75 @@ test('plain server', async (s) => {
     });
   });
 
+  await s.test('unknown fields are refused before sending, naming the field path', async () => {
+    const refusedFor = (field) => (error) => {
+      assert.ok(error instanceof t.RequestFieldError, String(error));
+      assert.equal(error.code, grpc.status.INVALID_ARGUMENT);
+      assert.deepEqual(error.fieldViolations.map((v) => v.field), [field]);
+      assert.deepEqual(t.fieldViolations(error), error.fieldViolations);
+      return true;
+    };
+    // protobufjs would send {dim: 8} alone and the server would answer with base 10000.
+    const misspelt = { positions: { range: { count: 2 } }, spec: { positional: { sinusoidal: { dim: 8, bse: 100 } } } };
+    await assert.rejects(client.encodePositions(misspelt), (error) => {
+      refusedFor('spec.positional.sinusoidal.bse')(error);
+      assert.match(error.details, /^spec\.positional\.sinusoidal\.bse: unknown field of phasor\.v1\.SinusoidalSpec \(did you mean base\?\); its fields: dim, base, /);
+      return true;
+    });
+    const fixed = await client.encodePositions({ ...misspelt, spec: { positional: { sinusoidal: { dim: 8, base: 100 } } } });
+    assertNear(t.toFloat32Array(fixed.encodings), sinusoid([0, 1], 8, 100), 2e-6, 'base 100');
+    // Nested in a temporal spec, and a convenience request (applyRope adds positions).
+    const stamps = t.int64Tensor([0, 1000000000]);
+    await assert.rejects(client.encodeObservations({
+      observations: { timestamps: stamps }, spec: { temporal: { gaps: { global_delta: true, per_chanel_delta: true } } },
+    }), refusedFor('spec.temporal.gaps.per_chanel_delta'));
+    await assert.rejects(client.encodeObservations({
+      observations: { timestamps: stamps }, spec: { temporal: { time: { dim: 4, periods: [{ period_seconds: 60, ordr: 2 }] } } },
+    }), refusedFor('spec.temporal.time.periods[0].ordr'));
+    await assert.rejects(client.applyRope({ query: t.fromTypedArray(new Float32Array(8), [1, 1, 8]), spec: { rope: { bas: 500000 } } }),
+      refusedFor('spec.rope.bas'));
+    await assert.rejects(client.applyRope({ query: { shape: [1, 1, 2], dtype: 'FLOAT32', data: new Float32Array(2) }, spec: { rope: {} } }),
+      refusedFor('query.data')); // would go out as 2 bytes
+    for (const [call, field] of [
+      [() => client.ropeTables({ positions: { range: { count: 1 } }, spec: { rope: { rotary_dims: 8 } } }), 'spec.rope.rotary_dims'],
+      [() => client.alibiBias({ num_head: 8 }), 'num_head'],
+      [() => client.describe({ spec: { positional: { sinusoidal: { dim: 8 } } }, outputDtype: 'FLOAT16' }), 'outputDtype'],
+      [() => client.listProfiles({ verbose: true }), 'verbose'],
+      [() => client.echo({ payload: Buffer.from('x'), extra: 1 }), 'extra'],
+      [() => client.health(7), 'service'],
+    ]) {
+      await assert.rejects(call(), refusedFor(field));
+    }
+    // Nothing is sent: a client with no server behind it refuses the same way.
+    const nowhere = new t.EncoderClient('127.0.0.1:1', { deadlineMs: 5000 });
+    try {
+      await assert.rejects(nowhere.encodePositions(misspelt), refusedFor('spec.positional.sinusoidal.bse'));
+    } finally {
+      nowhere.close();
+    }
+  });
+
+  await s.test('a stream refuses a request with an unknown field and ends with INVALID_ARGUMENT', async () => {
+    const spec = { temporal: { gaps: { global_delta: true } } };
+    const stream = client.encodeObservationsStream();
+    const replies = [];
+    const failed = new Promise((resolve, reject) => {
+      stream.on('data', (reply) => replies.push(reply));
+      stream.on('error', resolve);
+      stream.on('end', () => reject(new Error('the stream ended without an error')));
+    });
+    stream.write({ observations: { timestamps: t.int64Tensor([0, 2000000000]) }, spec });
+    // The first reply shows the call reached the server before the bad
+    // chunk (bounded by the stream's deadline: an error ends the wait too).
+    await Promise.race([new Promise((resolve) => stream.once('data', resolve)), failed]);
+    stream.write({ observations: { timestamp: t.int64Tensor([5000000000]) } });
+    const error = await failed;
+    assert.equal(error.code, grpc.status.INVALID_ARGUMENT);
+    assert.deepEqual(t.fieldViolations(error).map((v) => v.field), ['observations.timestamp']);
+    assert.match(error.details, /^observations\.timestamp: unknown field of phasor\.v1\.Observations \(did you mean timestamps\?\)/);
+    assert.equal(replies.length, 1);
+  });
+
   await s.test('deadlines: per client and per call', async () => {
     // Long enough for the server to take longer than 1 ms: 8 MiB of output.
     const big = { positions: { range: { count: 32768 } }, spec: sinusoidSpec(64) };
@@ -194,6 +263,27 @@ test('plain server', async (s) => {
       small.close();
     }
   });
+});
+
+test('a missing encoder.proto names the paths looked at and PHASOR_PROTO_DIR', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'phasor-node-noproto-'));
+  const saved = process.env.PHASOR_PROTO_DIR;
+  try {
+    const file = path.join(dir, 'phasor', 'v1', 'encoder.proto');
+    assert.throws(() => new t.EncoderClient('127.0.0.1:1', { protoDir: dir }), (error) => {
+      assert.equal(error.code, 'ENOENT');
+      assert.deepEqual(error.paths, [file]);
+      assert.ok(error.message.includes(file) && error.message.includes('PHASOR_PROTO_DIR'), error.message);
+      return true;
+    });
+    // In this checkout the package has no proto/ of its own (npm pack's copy
+    // is removed after packing): without $PHASOR_PROTO_DIR, the repository's.
+    delete process.env.PHASOR_PROTO_DIR;
+    assert.equal(t.findProtoDir(), path.resolve(__dirname, '..', '..', '..', 'proto'));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+    if (saved !== undefined) process.env.PHASOR_PROTO_DIR = saved;
+  }
 });
 
 test('round_robin spreads calls over every address', async (s) => {

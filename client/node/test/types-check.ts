@@ -4,6 +4,7 @@
 import {
   EncoderClient, PhasorError, toFloat32Array, toTypedArray, fromTypedArray, bfloat16Tensor,
   float16Tensor, int64Tensor, shapeOf, float32ToBfloat16, bfloat16ToFloat32, fieldViolations,
+  RequestFieldError, findProtoDir,
 } from '../lib';
 
 async function use(): Promise<number> {
@@ -25,6 +26,7 @@ async function use(): Promise<number> {
   try {
     await client.alibiBias({ num_heads: 4 });
   } catch (error) {
+    if (error instanceof RequestFieldError) return error.code + error.fieldViolations.length; // refused, not sent
     const violations = (error as PhasorError).fieldViolations.map((v) => `${v.field}: ${v.description}`);
     fieldViolations(error).length;
     return violations.length;
@@ -36,8 +38,9 @@ async function use(): Promise<number> {
   new EncoderClient(50051);
   // @ts-expect-error: no such option
   new EncoderClient('x', { deadline: 5 });
+  const protoDir: string = findProtoDir(client.protoDir);
   client.close();
-  return rows + cols + factor + raw.length + status.length + services.length;
+  return protoDir.length + rows + cols + factor + raw.length + status.length + services.length;
 }
 
 export { use };
