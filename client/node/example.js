@@ -1,9 +1,10 @@
 'use strict';
 // Calls phasor.v1.Encoder from Node.js: EncodePositions (float32, float16,
 // bfloat16 outputs), ApplyRope (float32 and bfloat16 queries),
-// EncodeObservations, health, reflection and a BadRequest, and checks every
-// number against the formula computed here (never against another Phasor
-// call). Exits 0 when all checks pass, 1 naming each mismatch otherwise.
+// EncodeObservations, health, reflection, a BadRequest and a request the
+// client refuses, and checks every number against the formula computed here
+// (never against another Phasor call). Exits 0 when all checks pass, 1
+// naming each mismatch otherwise.
 //
 //   cd client/node && npm ci && node example.js localhost:50051
 //
@@ -11,7 +12,7 @@
 
 // [snippet: require]
 const {
-  EncoderClient, toFloat32Array, fromTypedArray, bfloat16Tensor, int64Tensor, shapeOf,
+  EncoderClient, RequestFieldError, toFloat32Array, fromTypedArray, bfloat16Tensor, int64Tensor, shapeOf,
 } = require('./lib'); // require('phasor-client') when installed as a package
 // [end snippet]
 
@@ -153,6 +154,22 @@ async function main() {
       // [ { field: 'spec.positional.sinusoidal.dim', description: 'must be even ...' } ]
       that(error.code === 3 && error.fieldViolations.length === 1 &&
            error.fieldViolations[0].field === 'spec.positional.sinusoidal.dim', 'dim 7 violation');
+    }
+    // [end snippet]
+
+    // [snippet: unknown field]
+    try {
+      await client.encodePositions({
+        positions: { range: { count: 2 } },
+        spec: { positional: { sinusoidal: { dim: 8, bse: 100 } } }, // meant: base
+      });
+      that(false, 'bse accepted');
+    } catch (error) { // refused before sending: protobufjs would drop `bse`
+      console.log(`bse: ${error.name}:`, error.details);
+      // spec.positional.sinusoidal.bse: unknown field of phasor.v1.SinusoidalSpec
+      //   (did you mean base?); its fields: dim, base, layout, frequencies
+      that(error instanceof RequestFieldError && error.code === 3 &&
+           error.fieldViolations[0].field === 'spec.positional.sinusoidal.bse', 'bse refused');
     }
     // [end snippet]
   } finally {

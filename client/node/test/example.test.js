@@ -18,6 +18,7 @@ test('example.js runs and its numbers match the formulas', async (s) => {
   assert.match(stdout, /^EncodePositions FLOAT32: row 1 = 0\.841471 0\.540302 /m);
   assert.match(stdout, /^ApplyRope BFLOAT16: \[4,2,8\], attention_factor 1$/m);
   assert.match(stdout, /field: 'spec\.positional\.sinusoidal\.dim'/);
+  assert.match(stdout, /^bse: RequestFieldError: spec\.positional\.sinusoidal\.bse: unknown field of phasor\.v1\.SinusoidalSpec \(did you mean base\?\)/m);
   assert.match(stdout, /^all values match the formulas$/m);
   assert.equal(stderr, '');
 });
