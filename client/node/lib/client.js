@@ -89,6 +89,13 @@ const STANDARD_TYPES = protobuf.Root.fromJSON({
   },
 });
 
+// The axis of T in ApplyRope's query for each ApplyRopeRequest.TensorLayout,
+// by name and number: [T, H, D] (the default), [B, T, H, D], [B, H, T, D].
+const TOKEN_AXIS = Object.freeze({
+  TENSOR_LAYOUT_UNSPECIFIED: 0, TOKENS_HEADS_DIM: 0, BATCH_SEQ_HEADS_DIM: 1, BATCH_HEADS_SEQ_DIM: 2,
+  0: 0, 1: 0, 2: 1, 3: 2,
+});
+
 const HEALTH_CHECK = '/grpc.health.v1.Health/Check';
 const REFLECTION_INFO = '/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo';
 const BAD_REQUEST_URL = 'type.googleapis.com/google.rpc.BadRequest';
@@ -379,13 +386,18 @@ class EncoderClient {
   }
 
   /**
-   * ApplyRope. Without `positions` the tokens sit at 0 .. T−1 (T =
-   * query.shape[0]), as in the C++ and Python clients.
+   * ApplyRope. Without `positions` the tokens sit at 0 .. T−1, T the
+   * query's token extent in its tensor_layout (shared by every batch row),
+   * as in the C++ and Python clients.
    */
   applyRope(request, callOptions) {
     let effective = request;
-    if (request && !request.positions && request.query && request.query.shape && request.query.shape.length) {
-      effective = { ...request, positions: { range: { start: 0, count: Number(request.query.shape[0]) } } };
+    const layout = request && (request.tensor_layout ?? 0);
+    const shape = request && request.query && request.query.shape;
+    // An unknown layout gets no default: the check names it instead.
+    if (request && !request.positions && Object.prototype.hasOwnProperty.call(TOKEN_AXIS, layout) &&
+        Array.isArray(shape) && shape.length > TOKEN_AXIS[layout]) {
+      effective = { ...request, positions: { range: { start: 0, count: Number(shape[TOKEN_AXIS[layout]]) } } };
     }
     return this._unary('ApplyRope', effective, callOptions);
   }

@@ -106,6 +106,20 @@ test('plain server', async (s) => {
     }
   });
 
+  await s.test('ApplyRope: the default positions follow tensor_layout (T, not B)', async () => {
+    const [B, T, H, D] = [2, 3, 1, 4];
+    const values = Float32Array.from({ length: B * T * H * D }, (_, i) => (i % 5) - 2);
+    for (const [tensor_layout, shape] of [['BATCH_SEQ_HEADS_DIM', [B, T, H, D]], [3, [B, H, T, D]]]) {
+      const request = { query: t.fromTypedArray(values, shape), spec: { rope: {} }, tensor_layout };
+      const defaulted = await client.applyRope(request);
+      const explicit = await client.applyRope({ ...request, positions: { range: { count: T } } });
+      assert.deepEqual(defaulted.query, explicit.query, `layout ${tensor_layout}`);
+    }
+    await assert.rejects(client.applyRope({ query: t.fromTypedArray(values, [B, T, H, D]), spec: { rope: {} }, tensor_layout: 'BSHD' }),
+      (error) => error instanceof t.RequestFieldError && error.fieldViolations[0].field === 'tensor_layout');
+    await assert.rejects(client.applyRope(null), (error) => error instanceof t.RequestFieldError);
+  });
+
   await s.test('RopeTables and AlibiBias against their formulas', async () => {
     const tables = await client.ropeTables({ positions: { range: { start: 10, count: 3 } }, spec: { rope: { rotary_dim: 8, base: 100 } } });
     const angles = [10, 11, 12].flatMap((p) => [0, 1, 2, 3].map((i) => p * 100 ** (-2 * i / 8)));
