@@ -52,6 +52,10 @@ const INTEGER_RANGES = {
 const DECIMAL = /^[+-]?\d+$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
+function has(object, key) {
+  return Object.prototype.hasOwnProperty.call(object, key);
+}
+
 function join(path, name) {
   return path ? `${path}.${name}` : name;
 }
@@ -171,7 +175,7 @@ function bytesProblem(value) {
 
 function enumProblem(type, value) {
   if (typeof value === 'string') {
-    if (Object.prototype.hasOwnProperty.call(type.values, value)) return null;
+    if (has(type.values, value)) return null;
     const names = Object.keys(type.values);
     const guess = nearest(value, names);
     return `unknown ${typeName(type)} value ${JSON.stringify(value)}` +
@@ -210,14 +214,14 @@ class Walk {
     if (protobuf.wrappers[type.fullName]) return;
     for (const key of Object.keys(value)) {
       if (this.full) return;
-      const field = type.fields[key];
       const item = value[key];
-      if (field) {
-        if (item !== undefined && item !== null) this.field(field, item, join(path, key), depth);
+      // Own properties only: a key such as `constructor` is no field.
+      if (has(type.fields, key)) {
+        if (item !== undefined && item !== null) this.field(type.fields[key], item, join(path, key), depth);
         continue;
       }
-      const oneof = type.oneofs && type.oneofs[key];
-      if (oneof) {
+      if (type.oneofs && has(type.oneofs, key)) {
+        const oneof = type.oneofs[key];
         // A decoded message's virtual key naming the member that is set.
         if (item !== undefined && item !== null && !oneof.oneof.includes(item)) {
           this.add(join(path, key), `names the member of oneof ${key} that is set (one of ` +

@@ -42,6 +42,11 @@ test('nested and repeated paths in a temporal spec', () => {
   assert.match(violations[2].description, /CalendarBlock\.Field value "DAY_OF_WEK" \(did you mean DAY_OF_WEEK\?\)/);
 });
 
+test("Object.prototype's names are unknown fields too", () => {
+  assert.deepEqual(fields(checkMessage(type('SinusoidalSpec'), { dim: 8, toString: 1, constructor: 2 })), ['toString', 'constructor']);
+  assert.deepEqual(fields(checkMessage(type('SinusoidalSpec'), { layout: 'toString' })), ['layout']);
+});
+
 test('camelCase keys point at the snake_case field', () => {
   const [violation] = checkMessage(type('EncodePositionsRequest'), { positions: { range: { count: 1 } }, outputDtype: 'FLOAT16' });
   assert.equal(violation.field, 'outputDtype');
