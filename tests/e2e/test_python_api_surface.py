@@ -95,7 +95,7 @@ class PythonApiSurfaceTest(unittest.TestCase):
                          "PhasorError.message", "PhasorError.from_rpc_error",
                          "InvalidInputError.__init__", "FrameResult.__init__",
                          "to_tensor", "encoder_spec", "feature_names",
-                         "rope_spec_from_hf"):
+                         "rope_spec_from_hf", "FrameError.__init__"):
             self.assertIn(expected, names)
         # grpc.Call's and tuple's own members are not the package's.
         self.assertNotIn("RopeResult.count", names)

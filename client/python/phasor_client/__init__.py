@@ -18,7 +18,7 @@ from .client import (DEFAULT_SERVICE_CONFIG, AlibiResult, EncoderClient,
                      Features, Panel, RelativeBiasResult, RopeResult,
                      RopeTables, field_violations, pb, serving_status_name)
 from .tensors import dtype_enum, from_tensor, to_tensor
-from .errors import InvalidInputError, PhasorError
+from .errors import FrameError, InvalidInputError, PhasorError
 from .frame import FrameResult
 from .schema import feature_names
 from .specs import encoder_spec, rope_spec_from_hf, temporal_spec
@@ -30,6 +30,6 @@ __all__ = [
     "serving_status_name", "to_tensor",
 ]
 __all__ += ["DEFAULT_SERVICE_CONFIG"]
-__all__ += ["FrameResult", "InvalidInputError", "PhasorError",
+__all__ += ["FrameError", "FrameResult", "InvalidInputError", "PhasorError",
             "encoder_spec", "feature_names", "temporal_spec"]
 __all__ += ["rope_spec_from_hf"]
