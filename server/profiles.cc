@@ -4,7 +4,9 @@
 
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/continuous_time.h"
 #include "core/errors.h"
 #include "core/file.h"
@@ -119,9 +121,14 @@ absl::Status ProfileRegistry::LoadBuiltinHolidayCalendars(
     }
     PHASOR_ASSIGN_OR_RETURN(HolidayDayList days,
                             ParseCalendarDates(calendar.dates(), entry));
-    if (!builtin_calendars_.emplace(calendar.name(), std::move(days)).second) {
-      return absl::InvalidArgumentError(absl::StrCat(entry, ": duplicate name"));
+    // Lookups ignore case, so names may not differ in case alone.
+    if (!builtin_names_folded_
+             .emplace(absl::AsciiStrToLower(calendar.name()), calendar.name())
+             .second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(entry, ": duplicate name (names are case-insensitive)"));
     }
+    builtin_calendars_.emplace(calendar.name(), std::move(days));
   }
   builtin_holidays_source_ =
       absl::StrCat(path, " (", file.library_version(), ", ", file.first_year(),
@@ -262,12 +269,30 @@ absl::StatusOr<HolidayDayList> ProfileRegistry::FindHolidayCalendar(
     absl::string_view name, absl::string_view field) const {
   // A profile's calendar shadows a built-in one of the same name.
   if (auto it = calendars_.find(name); it != calendars_.end()) return it->second;
-  if (auto it = builtin_calendars_.find(name); it != builtin_calendars_.end()) {
-    return it->second;
+  if (auto folded = builtin_names_folded_.find(absl::AsciiStrToLower(name));
+      folded != builtin_names_folded_.end()) {
+    const std::string& builtin = folded->second;
+    if (auto it = calendars_.find(builtin); it != calendars_.end()) return it->second;
+    return builtin_calendars_.find(builtin)->second;
   }
-  return FieldError(absl::StatusCode::kNotFound, field,
-                    absl::StrCat("unknown holiday calendar ", QuoteName(name),
-                                 " (ListProfiles shows the available ones)"));
+  std::vector<std::string> known;
+  for (const auto& [known_name, days] : calendars_) known.push_back(known_name);
+  std::string message = absl::StrCat("unknown holiday calendar ", QuoteName(name));
+  if (!known.empty()) {
+    absl::StrAppend(&message, "; the profiles' calendars: ", absl::StrJoin(known, ", "));
+  }
+  known.clear();
+  for (const auto& [builtin, days] : builtin_calendars_) known.push_back(builtin);
+  if (!known.empty()) {
+    absl::StrAppend(&message, "; built-in calendars (any case): ",
+                    absl::StrJoin(known, ", "));
+  }
+  if (calendars_.empty() && builtin_calendars_.empty()) {
+    absl::StrAppend(&message,
+                    "; this server has none (phasor-server --builtin_holidays, or "
+                    "holiday_calendars in --profiles)");
+  }
+  return FieldError(absl::StatusCode::kNotFound, field, message);
 }
 
 std::vector<const v1::Profile*> ProfileRegistry::profiles() const {

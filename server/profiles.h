@@ -61,7 +61,11 @@ class ProfileRegistry final {
       absl::string_view name, absl::string_view field) const;
   absl::StatusOr<const Time2VecParameters*> FindTime2Vec(
       absl::string_view name, absl::string_view field) const;
-  // A profile's calendar, else a built-in one of that name.
+  // A profile's calendar, else a built-in one of that name in any case
+  // ("de" is "DE": built-in names are ISO country codes, which users write
+  // either way). A profile's calendar named like a built-in one shadows it
+  // under every spelling the built-in answers to. NOT_FOUND lists the names
+  // there are.
   absl::StatusOr<HolidayDayList> FindHolidayCalendar(
       absl::string_view name, absl::string_view field) const;
 
@@ -86,6 +90,8 @@ class ProfileRegistry final {
   std::map<std::string, Time2VecParameters, std::less<>> time2vec_;
   std::map<std::string, HolidayDayList, std::less<>> calendars_;
   std::map<std::string, HolidayDayList, std::less<>> builtin_calendars_;
+  // Lower-cased built-in name -> its name in builtin_calendars_.
+  std::map<std::string, std::string, std::less<>> builtin_names_folded_;
   std::string builtin_holidays_source_;
 };
 

@@ -1,7 +1,8 @@
 // Built-in holiday calendars through a real server: the generated file
 // (server/holidays/gen_builtin_holidays.py) loads, a request names a
-// country, a profile's calendar of the same name wins, and a bad file stops
-// the server at startup naming the file.
+// country in any case, a profile's calendar of the same name wins, an unknown
+// name lists the known ones, and a bad file stops the server at startup
+// naming the file.
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -105,12 +106,37 @@ TEST(BuiltinHolidays, CountryCalendarsLoadAndServe) {
                          absl::CivilDay(2200, 7, 31), &status),
               Contains(absl::CivilDay(2200, 7, 14)));
 
-  // Unknown names are NOT_FOUND naming the field.
+  // Built-in names in any case are the same calendar.
+  for (const char* spelling : {"us", "Us", "uS"}) {
+    EXPECT_EQ(HolidaysIn(*server.stub, spelling, absl::CivilDay(2026, 1, 1),
+                         absl::CivilDay(2026, 12, 31), &status),
+              us)
+        << spelling;
+    EXPECT_TRUE(status.ok()) << spelling << ": " << status.error_message();
+  }
+
+  // Unknown names are NOT_FOUND naming the field and the names there are.
   HolidaysIn(*server.stub, "XX", absl::CivilDay(2026, 1, 1),
              absl::CivilDay(2026, 1, 2), &status);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(status.error_message(),
               HasSubstr("spec.temporal.calendar.holidays.calendar"));
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("unknown holiday calendar 'XX'; built-in calendars (any "
+                        "case): AR, AT, "));
+  for (const std::string& name : listed.builtin_holiday_calendars()) {
+    EXPECT_THAT(status.error_message(), HasSubstr(absl::StrCat(" ", name)));
+  }
+}
+
+TEST(BuiltinHolidays, UnknownNameWithoutCalendarsSaysThereAreNone) {
+  TestServer server = StartTestServer(TestOptions());
+  ASSERT_NE(server.server, nullptr);
+  grpc::Status status;
+  HolidaysIn(*server.stub, "de", absl::CivilDay(2026, 1, 1),
+             absl::CivilDay(2026, 1, 2), &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr("this server has none"));
 }
 
 TEST(BuiltinHolidays, ProfileCalendarOfTheSameNameWins) {
@@ -124,10 +150,31 @@ TEST(BuiltinHolidays, ProfileCalendarOfTheSameNameWins) {
   TestServer server = StartTestServer(options);
   ASSERT_NE(server.server, nullptr);
   grpc::Status status;
-  EXPECT_THAT(HolidaysIn(*server.stub, "US", absl::CivilDay(2026, 1, 1),
-                         absl::CivilDay(2026, 12, 31), &status),
-              ::testing::ElementsAre(absl::CivilDay(2026, 3, 3)));
-  ASSERT_TRUE(status.ok()) << status.error_message();
+  // Under every spelling the built-in one answers to.
+  for (const char* spelling : {"US", "us"}) {
+    EXPECT_THAT(HolidaysIn(*server.stub, spelling, absl::CivilDay(2026, 1, 1),
+                           absl::CivilDay(2026, 12, 31), &status),
+                ::testing::ElementsAre(absl::CivilDay(2026, 3, 3)))
+        << spelling;
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  // Unknown names list the profiles' calendars too.
+  HolidaysIn(*server.stub, "nowhere", absl::CivilDay(2026, 1, 1),
+             absl::CivilDay(2026, 1, 2), &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr("the profiles' calendars: US;"));
+}
+
+TEST(BuiltinHolidays, NamesDifferingInCaseAloneStopStartup) {
+  TempDir dir;
+  ServerOptions options = TestOptions();
+  options.builtin_holidays_path = dir.WriteFile("twins.textpb", R"pb(
+    calendars { name: "US" dates: "2026-01-01" }
+    calendars { name: "us" dates: "2026-01-02" }
+  )pb");
+  absl::StatusOr<std::unique_ptr<PhasorServer>> server = PhasorServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(server.status().message(), HasSubstr("'us': duplicate name"));
 }
 
 TEST(BuiltinHolidays, BadFileStopsStartupNamingIt) {
