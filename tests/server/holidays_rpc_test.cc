@@ -162,7 +162,31 @@ TEST(BuiltinHolidays, ProfileCalendarOfTheSameNameWins) {
   HolidaysIn(*server.stub, "nowhere", absl::CivilDay(2026, 1, 1),
              absl::CivilDay(2026, 1, 2), &status);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_THAT(status.error_message(), HasSubstr("the profiles' calendars: US;"));
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("; built-in calendars (any case): AR, AT, "));
+  EXPECT_THAT(status.error_message(), HasSubstr(", ZA; the profiles' calendars: US"));
+}
+
+TEST(BuiltinHolidays, UnknownNameListsAtMost16ProfileCalendars) {
+  TempDir dir;
+  std::string profiles = R"pb(profile { name: "p" spec { rope { rotary_dim: 8 } })pb";
+  for (int i = 0; i < 20; ++i) {
+    absl::StrAppend(&profiles, " holiday_calendars { name: \"c", 100 + i,
+                    "\" dates: \"2026-03-03\" }");
+  }
+  absl::StrAppend(&profiles, " }");
+  ServerOptions options = TestOptions();
+  options.profiles_path = dir.WriteFile("profiles.txtpb", profiles);
+  TestServer server = StartTestServer(options);
+  ASSERT_NE(server.server, nullptr);
+  grpc::Status status;
+  HolidaysIn(*server.stub, "nowhere", absl::CivilDay(2026, 1, 1),
+             absl::CivilDay(2026, 1, 2), &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("calendars: c100, c101, c102, c103, c104, c105, c106, "
+                        "c107, c108, c109, c110, c111, c112, c113, c114, c115, "
+                        "... (4 more; ListProfiles lists them all)"));
 }
 
 TEST(BuiltinHolidays, NamesDifferingInCaseAloneStopStartup) {
