@@ -48,12 +48,9 @@ PIECE_FRACTION = 0.5
 # 1.51) assembles each received message by appending its slices to a
 # bytearray, which it then copies into a bytes object: a reply of tens of MiB
 # is copied several times, each time into freshly faulted pages (glibc maps
-# such blocks anew). Workload P (84 MB of features) cut into three 28 MB
-# replies cost the client 20,000-42,000 page faults and 0.4-0.7 s of CPU per
-# panel; cut into 2 MiB replies, 800-3,100 faults and 0.12-0.19 s, 1.2-4.9x
-# faster end to end; ApplyRope of 64 MiB 2.7x (docs/BENCHMARKS.md, "Python:
-# requests and replies of 2 MiB"). The server's CPU per panel is the same
-# either way; 512 KiB calls cost more per byte, 8 MiB ones fault again.
+# such blocks anew), so replies of tens of MiB cost the client far more page
+# faults and CPU than 2 MiB ones; smaller calls cost more per byte, larger
+# ones fault again (figures: docs/BENCHMARKS.md, "Python client").
 PIECE_BYTES = 2 << 20
 # Output elements per split request: half of phasor-server's default
 # --max_elements_per_request (1 << 24).
