@@ -220,8 +220,10 @@ class EncoderClient final {
   // EncodeObservations' does. A request the client cannot cut (malformed
   // offsets or row tensors) is sent as it is, so the server's error names
   // the field. The first failing sub-call's error is returned, its message
-  // prefixed with the series range it covered; calls still in flight are
-  // cancelled. Every sub-call has the client's deadline.
+  // prefixed with the series range it covered and its field violations
+  // (FieldViolationsOf) in the whole panel's numbering: series, and rows
+  // within a series cut into chunks. Calls still in flight are cancelled.
+  // Every sub-call has the client's deadline.
   absl::StatusOr<v1::EncodeObservationsResponse> EncodeObservationsPanel(
       const v1::EncodeObservationsRequest& request,
       const PanelOptions& panel = PanelOptions(),

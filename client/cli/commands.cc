@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -14,14 +15,18 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "client/cli/common.h"
 #include "client/cli/panel_csv.h"
 #include "client/tensor_io.h"
+#include "core/errors.h"
 #include "core/file.h"
 #include "core/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -102,12 +107,20 @@ ABSL_FLAG(std::string, slopes_out, "", "alibi: file for the slopes");
 
 // Observations.
 ABSL_FLAG(std::string, timestamps, "",
-          "Wide observations: row times [T], int64 ns since the Unix epoch");
+          "Wide observations: row times [T] since the Unix epoch, in "
+          "--time_unit (int64 ns without it)");
 ABSL_FLAG(std::string, values, "",
           "Wide observations: values [T, C], NaN (or an empty CSV cell) = "
           "not observed");
 ABSL_FLAG(std::string, mask, "", "Wide observations: observed mask [T, C]");
-ABSL_FLAG(std::string, event_times, "", "Long observations: times [N], ns");
+ABSL_FLAG(std::string, event_times, "",
+          "Long observations: times [N], as --timestamps");
+ABSL_FLAG(std::string, time_unit, "",
+          "Unit of numeric times (--timestamps, --event_times, the "
+          "--observations_csv time column): s | ms | us | ns. Without it "
+          "integers are ns, except when all of them are within the first "
+          "day after the epoch as ns (seconds or milliseconds, then: an "
+          "error), and decimals are an error");
 ABSL_FLAG(std::string, event_channels, "", "Long observations: channels [N]");
 ABSL_FLAG(std::string, event_values, "", "Long observations: values [N]");
 ABSL_FLAG(int64_t, num_channels, 0, "Long observations: channel count");
@@ -132,8 +145,9 @@ ABSL_FLAG(std::string, csv_layout, "auto",
 ABSL_FLAG(std::string, series_column, "series",
           "--observations_csv: the column naming each row's series");
 ABSL_FLAG(std::string, time_column, "time",
-          "--observations_csv: the time column: int ns since the epoch, "
-          "decimal seconds, or ISO 8601 (UTC without an offset)");
+          "--observations_csv: the time column: numbers of --time_unit since "
+          "the epoch (int ns without it), or ISO 8601 (UTC without an "
+          "offset)");
 ABSL_FLAG(std::string, time_zone_column, "",
           "--observations_csv: a column with each series' IANA time zone for "
           "the calendar block (one zone per series); empty = the spec's");
@@ -428,6 +442,66 @@ v1::Tensor SliceRows(const v1::Tensor& tensor, int64_t begin, int64_t end) {
   return slice;
 }
 
+// Times [N] from a file (.npy or CSV, [N] or [N, 1]) as int64 ns, in
+// --time_unit: integers exactly (unitless: ns, unless all are within the
+// first day after the epoch, panel_csv.h), floats rounded to the nearest ns
+// and only with a unit.
+absl::StatusOr<v1::Tensor> ReadTimes(absl::string_view flag,
+                                     const std::string& path) {
+  PHASOR_ASSIGN_OR_RETURN(
+      const TimeUnit unit,
+      ParseTimeUnit(absl::GetFlag(FLAGS_time_unit), "time_unit"));
+  PHASOR_ASSIGN_OR_RETURN(v1::Tensor tensor, ReadInput(flag, path));
+  const std::string field = absl::StrCat("--", flag);
+  PHASOR_ASSIGN_OR_RETURN(const int64_t count, CheckedElementCount(tensor, field));
+  PHASOR_ASSIGN_OR_RETURN(tensor, ReshapeTensor(std::move(tensor), {count}, field));
+  const int64_t per_unit = NanosPerUnit(unit);
+  const bool integral = tensor.dtype() == v1::INT64 ||
+                        tensor.dtype() == v1::INT32 || tensor.dtype() == v1::UINT8;
+  std::vector<int64_t> ns(static_cast<size_t>(count));
+  if (integral) {
+    PHASOR_ASSIGN_OR_RETURN(tensor, CastTensor(std::move(tensor), v1::INT64, field));
+    std::memcpy(ns.data(), tensor.data().data(), ns.size() * sizeof(int64_t));
+    bool all_in_first_day = count > 0;
+    for (size_t i = 0; i < ns.size(); ++i) {
+      all_in_first_day = all_in_first_day && ns[i] >= 0 && ns[i] < kNanosPerDay;
+      if (ns[i] > std::numeric_limits<int64_t>::max() / per_unit ||
+          ns[i] < std::numeric_limits<int64_t>::min() / per_unit) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, "[", i, "]: ", ns[i],
+            " is out of the int64 nanosecond range in --time_unit"));
+      }
+      ns[i] *= per_unit;
+    }
+    if (unit == TimeUnit::kUnspecified && all_in_first_day) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": every time is within the first day after the epoch as "
+                 "nanoseconds (",
+          ns.front(), " first): seconds or milliseconds without their unit? ",
+          kTimeUnitHint));
+    }
+  } else {
+    if (unit == TimeUnit::kUnspecified) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", DTypeString(tensor.dtype()),
+          " times have no unit (decimal seconds read as nanoseconds would "
+          "come back wrong); ",
+          kTimeUnitHint));
+    }
+    PHASOR_ASSIGN_OR_RETURN(const std::vector<double> values, TensorToDoubles(tensor));
+    for (size_t i = 0; i < values.size(); ++i) {
+      const double nanos = values[i] * static_cast<double>(per_unit);
+      if (!std::isfinite(nanos) || std::abs(nanos) >= 9.2e18) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, "[", i, "]: ", values[i],
+            " is not a time in the int64 nanosecond range"));
+      }
+      ns[i] = std::llround(nanos);
+    }
+  }
+  return TensorFromInt64s(ns, {count});
+}
+
 absl::StatusOr<v1::Observations> ObservationsFromFlags() {
   v1::Observations observations;
   const std::string timestamps = absl::GetFlag(FLAGS_timestamps);
@@ -440,7 +514,7 @@ absl::StatusOr<v1::Observations> ObservationsFromFlags() {
   if (!timestamps.empty()) {
     PHASOR_ASSIGN_OR_RETURN(
         *observations.mutable_timestamps(),
-        ReadVector("timestamps", timestamps, v1::INT64));
+        ReadTimes("timestamps", timestamps));
     const std::string values_path = absl::GetFlag(FLAGS_values);
     if (values_path.empty()) {
       return absl::InvalidArgumentError("--timestamps needs --values");
@@ -466,7 +540,7 @@ absl::StatusOr<v1::Observations> ObservationsFromFlags() {
           "--event_times needs --event_channels and --event_values");
     }
     PHASOR_ASSIGN_OR_RETURN(*observations.mutable_event_times(),
-                            ReadVector("event_times", event_times, v1::INT64));
+                            ReadTimes("event_times", event_times));
     PHASOR_ASSIGN_OR_RETURN(
         *observations.mutable_event_channels(),
         ReadVector("event_channels", channels, v1::INT32));
@@ -734,53 +808,210 @@ std::string CsvField(absl::string_view text) {
   return quoted;
 }
 
-// Column names from the schema: "<block>" for one column, "<block>.<j>" for
-// column j of a wider entry.
-std::vector<std::string> ColumnNames(
-    const v1::EncodeObservationsResponse& response) {
+// `prefix`.sin_k, `prefix`.cos_k for k = first.. over `width` columns.
+void AppendSinCos(absl::string_view prefix, int64_t width, int64_t first,
+                  std::vector<std::string>* names) {
+  for (int64_t k = 0; k < width / 2; ++k) {
+    names->push_back(absl::StrCat(prefix, ".sin_", first + k));
+    names->push_back(absl::StrCat(prefix, ".cos_", first + k));
+  }
+}
+
+// One name per feature column, the names the Python client's
+// feature_names() gives (client/python/phasor_client/schema.py):
+// per-channel entries (core/compose.cc marks them; the proto does not) get
+// the channel's name, "gaps.delta.hr"; sinusoid pairs ".sin_k"/".cos_k";
+// under combine SUM, where the entries overlap, "sum.<j>"; anything else
+// "<block>" or "<block>.<j>".
+std::vector<std::string> FeatureNames(const v1::EncodeObservationsResponse& response,
+                                      const std::vector<std::string>& channels) {
+  static constexpr absl::string_view kPerChannel[] = {
+      "content.values", "content.mask", "gaps.delta",
+      "gaps.first_flag", "gaps.mask", "gaps.last_value"};
+  const int64_t width =
+      response.features().shape_size() == 2 ? response.features().shape(1) : 0;
   std::vector<std::string> names;
   for (const v1::SchemaEntry& entry : response.schema()) {
-    for (int64_t j = 0; j < entry.width(); ++j) {
-      names.push_back(entry.width() == 1 ? entry.block()
-                                         : absl::StrCat(entry.block(), ".", j));
+    const absl::string_view block = entry.block();
+    const int64_t columns = entry.width();
+    if (entry.offset() != static_cast<int64_t>(names.size())) {
+      names.clear();  // Overlapping entries: combine SUM.
+      for (int64_t j = 0; j < width; ++j) names.push_back(absl::StrCat("sum.", j));
+      return names;
+    }
+    const bool per_channel =
+        std::find(std::begin(kPerChannel), std::end(kPerChannel), block) !=
+            std::end(kPerChannel) &&
+        !channels.empty() && columns % static_cast<int64_t>(channels.size()) == 0;
+    if (per_channel) {
+      const int64_t per = columns / static_cast<int64_t>(channels.size());
+      for (const std::string& channel : channels) {
+        const std::string prefix = absl::StrCat(block, ".", channel);
+        if (per == 1) {
+          names.push_back(prefix);
+        } else {
+          AppendSinCos(prefix, per, /*first=*/0, &names);
+        }
+      }
+    } else if ((block == "time" || block == "gaps.global_delta") && columns > 1) {
+      AppendSinCos(block, columns, /*first=*/0, &names);
+    } else if (block == "time2vec") {
+      names.push_back("time2vec.linear");
+      for (int64_t k = 1; k < columns; ++k) {
+        names.push_back(absl::StrCat("time2vec.sin_", k));
+      }
+    } else if (absl::StartsWith(block, "calendar.") && columns == 2) {
+      names.push_back(absl::StrCat(block, ".sin"));
+      names.push_back(absl::StrCat(block, ".cos"));
+    } else if (absl::StartsWith(block, "calendar.") && columns % 2 == 0) {
+      AppendSinCos(block, columns, /*first=*/1, &names);
+    } else if (columns == 1) {
+      names.emplace_back(block);
+    } else {
+      for (int64_t j = 0; j < columns; ++j) names.push_back(absl::StrCat(block, ".", j));
     }
   }
   return names;
 }
 
-// Features as CSV with a header (series, then one name per column) and the
-// series key in front of every row.
+// Features as CSV: a header naming the series and time columns as the input
+// did (and `channel` for a long table), then one name per feature column,
+// and in each row the series key, the time cell as written and (long) the
+// channel, so that the rows join back onto the input's. Rows are in panel
+// order: series by first appearance, each in file order.
 absl::Status WritePanelCsv(const v1::EncodeObservationsResponse& response,
-                           const std::vector<std::string>& series_keys,
+                           const PanelCsv& panel, const PanelCsvOptions& options,
+                           const v1::Observations& observations,
                            const std::vector<int64_t>& offsets,
                            const std::string& path) {
+  std::vector<std::string> channels(observations.channel_names().begin(),
+                                    observations.channel_names().end());
+  std::vector<int32_t> event_channels;
+  if (panel.long_layout) {
+    event_channels.resize(observations.event_channels().data().size() /
+                          sizeof(int32_t));
+    std::memcpy(event_channels.data(), observations.event_channels().data().data(),
+                event_channels.size() * sizeof(int32_t));
+  }
   const std::string body = TensorToCsv(response.features());
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) {
     return absl::PermissionDeniedError(
         absl::StrCat(path, ": cannot open for writing"));
   }
-  std::vector<std::string> header = {"series"};
-  for (std::string& name : ColumnNames(response)) {
+  std::vector<std::string> header = {CsvField(options.series_column),
+                                     CsvField(options.time_column)};
+  if (panel.long_layout) header.push_back("channel");
+  for (const std::string& name : FeatureNames(response, channels)) {
     header.push_back(CsvField(name));
   }
   out << absl::StrJoin(header, ",") << "\n";
   size_t series = 0;
-  int64_t row = 0;
+  size_t row = 0;
   for (const absl::string_view line :
        absl::StrSplit(body, '\n', absl::SkipEmpty())) {
-    while (series + 1 < offsets.size() - 1 && row >= offsets[series + 1]) {
+    while (series + 1 < offsets.size() - 1 &&
+           static_cast<int64_t>(row) >= offsets[series + 1]) {
       ++series;
     }
-    out << CsvField(series_keys[series]) << "," << line << "\n";
+    out << CsvField(panel.series_keys[series]) << ","
+        << CsvField(panel.row_times[row]) << ",";
+    if (panel.long_layout) {
+      out << CsvField(channels[static_cast<size_t>(event_channels[row])]) << ",";
+    }
+    out << line << "\n";
     ++row;
   }
   out.close();
   if (!out) return absl::DataLossError(absl::StrCat(path, ": write failed"));
   std::cerr << "wrote features " << DTypeString(response.features().dtype())
-            << " " << ShapeString(response.features())
-            << " with a series column to " << path << "\n";
+            << " " << ShapeString(response.features()) << " with "
+            << (panel.long_layout ? "series, time and channel columns"
+                                  : "series and time columns")
+            << " to " << path << "\n";
   return absl::OkStatus();
+}
+
+// Where a field path of the panel request points: its series and the row
+// (wide) or event (long) within the series, or -1 for none.
+struct PanelPlace {
+  int64_t series = -1;
+  int64_t row = -1;
+};
+
+// "observations.series[<s>]" with, optionally, ".<tensor>[<i>]" after it;
+// tensors indexed per element ([T, C] values, mask; [T, D] content) give
+// the row of element i.
+PanelPlace PlaceOf(absl::string_view path, const v1::Observations& observations) {
+  PanelPlace place;
+  if (!absl::ConsumePrefix(&path, "observations.series[")) return place;
+  const size_t close = path.find(']');
+  int64_t series;
+  if (close == absl::string_view::npos ||
+      !absl::SimpleAtoi(path.substr(0, close), &series) || series < 0) {
+    return place;
+  }
+  place.series = series;
+  path.remove_prefix(close + 1);
+  if (!absl::ConsumePrefix(&path, ".")) return place;
+  const size_t open = path.find('[');
+  if (open == absl::string_view::npos || !absl::EndsWith(path, "]")) return place;
+  const absl::string_view tensor_name = path.substr(0, open);
+  int64_t index;
+  if (!absl::SimpleAtoi(path.substr(open + 1, path.size() - open - 2), &index) ||
+      index < 0) {
+    return place;
+  }
+  const v1::Tensor* tensor = nullptr;
+  if (tensor_name == "values") tensor = &observations.values();
+  if (tensor_name == "mask") tensor = &observations.mask();
+  if (tensor_name == "content") tensor = &observations.content();
+  int64_t per_row = 1;
+  if (tensor != nullptr) {
+    for (int d = 1; d < tensor->shape_size(); ++d) per_row *= tensor->shape(d);
+  } else if (tensor_name != "timestamps" && tensor_name != "event_times" &&
+             tensor_name != "event_channels" && tensor_name != "event_values") {
+    return place;
+  }
+  place.row = per_row > 0 ? index / per_row : -1;
+  return place;
+}
+
+// A panel call's error, prefixed with the file line of the row its field
+// violation names (or, for a series, the series' first line); unchanged when
+// it names none. The message and its payloads are kept as they are.
+absl::Status WithCsvLine(const absl::Status& status, const PanelCsv& panel,
+                         const v1::Observations& observations,
+                         const std::vector<int64_t>& offsets,
+                         absl::string_view path) {
+  for (const FieldViolation& violation : FieldViolationsOf(status)) {
+    const PanelPlace place = PlaceOf(violation.field, observations);
+    if (place.series < 0 || place.series + 1 >= static_cast<int64_t>(offsets.size())) {
+      continue;
+    }
+    const int64_t begin = offsets[static_cast<size_t>(place.series)];
+    const int64_t end = offsets[static_cast<size_t>(place.series) + 1];
+    const std::string& key = panel.series_keys[static_cast<size_t>(place.series)];
+    std::string where;
+    if (place.row >= 0 && begin + place.row < end) {
+      where = absl::StrCat(path, ": line ",
+                           panel.row_lines[static_cast<size_t>(begin + place.row)],
+                           " (series ", QuoteForError(key, /*max_bytes=*/64),
+                           ")");
+    } else if (place.row < 0 && begin < end) {
+      where = absl::StrCat(path, ": series ", QuoteForError(key, /*max_bytes=*/64),
+                           " (first on line ",
+                           panel.row_lines[static_cast<size_t>(begin)], ")");
+    } else {
+      continue;
+    }
+    absl::Status located(status.code(), absl::StrCat(where, ": ", status.message()));
+    status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+      located.SetPayload(url, payload);
+    });
+    return located;
+  }
+  return status;
 }
 
 absl::Status RunPanelCsv(const EncoderClient& client, const std::string& path) {
@@ -808,6 +1039,8 @@ absl::Status RunPanelCsv(const EncoderClient& client, const std::string& path) {
   if (!names.empty()) {
     options.channel_names = absl::StrSplit(names, ',');
   }
+  PHASOR_ASSIGN_OR_RETURN(
+      options.time_unit, ParseTimeUnit(absl::GetFlag(FLAGS_time_unit), "time_unit"));
   PHASOR_ASSIGN_OR_RETURN(const std::string text,
                           ReadFileToString(path, "--observations_csv"));
   PHASOR_ASSIGN_OR_RETURN(PanelCsv panel, ReadPanelCsv(text, path, options));
@@ -825,12 +1058,17 @@ absl::Status RunPanelCsv(const EncoderClient& client, const std::string& path) {
   split.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
   split.max_call_bytes = absl::GetFlag(FLAGS_max_call_bytes);
   PanelStats stats;
-  PHASOR_ASSIGN_OR_RETURN(const v1::EncodeObservationsResponse response,
-                          client.EncodeObservationsPanel(request, split, &stats));
   const v1::Tensor& offsets_tensor = request.observations().series_offsets();
   std::vector<int64_t> offsets(static_cast<size_t>(offsets_tensor.shape(0)));
   std::memcpy(offsets.data(), offsets_tensor.data().data(),
               offsets_tensor.data().size());
+  absl::StatusOr<v1::EncodeObservationsResponse> called =
+      client.EncodeObservationsPanel(request, split, &stats);
+  if (!called.ok()) {
+    return WithCsvLine(called.status(), panel, request.observations(), offsets,
+                       path);
+  }
+  const v1::EncodeObservationsResponse& response = *called;
   std::cerr << "panel: " << panel.series_keys.size() << " series, "
             << offsets.back() << (panel.long_layout ? " events" : " rows")
             << ", " << stats.calls << (stats.calls == 1 ? " call" : " calls")
@@ -858,8 +1096,8 @@ absl::Status RunPanelCsv(const EncoderClient& client, const std::string& path) {
                 << (panel.series_keys.size() > 16 ? ", ..." : "") << "\n";
     }
   } else {
-    PHASOR_RETURN_IF_ERROR(
-        WritePanelCsv(response, panel.series_keys, offsets, out));
+    PHASOR_RETURN_IF_ERROR(WritePanelCsv(response, panel, options,
+                                         request.observations(), offsets, out));
   }
   if (!offsets_out.empty() || out.empty()) {
     PHASOR_RETURN_IF_ERROR(

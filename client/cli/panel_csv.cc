@@ -19,8 +19,6 @@
 namespace phasor::cli {
 namespace {
 
-constexpr int64_t kNanosPerSecond = 1000000000;
-
 bool IsDigits(absl::string_view text) {
   if (text.empty()) return false;
   for (const char c : text) {
@@ -29,10 +27,18 @@ bool IsDigits(absl::string_view text) {
   return true;
 }
 
-// "[+-]digits[.digits]" seconds, exactly; nullopt-like false when the text is
-// not of that form.
-absl::StatusOr<bool> ParseDecimalSeconds(absl::string_view text,
-                                         int64_t* ns) {
+// Decimal digits below the unit that still name whole nanoseconds: 9 for
+// seconds, 6 for milliseconds, 3 for microseconds, 0 for nanoseconds.
+int FractionDigits(int64_t nanos_per_unit) {
+  int digits = 0;
+  for (int64_t n = nanos_per_unit; n >= 10; n /= 10) ++digits;
+  return digits;
+}
+
+// "[+-]digits[.digits]" units, exactly; false when the text is not of that
+// form.
+absl::StatusOr<bool> ParseDecimal(absl::string_view text, int64_t nanos_per_unit,
+                                  int64_t* ns) {
   bool negative = false;
   if (!text.empty() && (text[0] == '-' || text[0] == '+')) {
     negative = text[0] == '-';
@@ -46,42 +52,89 @@ absl::StatusOr<bool> ParseDecimalSeconds(absl::string_view text,
   if (!IsDigits(whole) || (!fraction.empty() && !IsDigits(fraction))) {
     return false;
   }
-  if (fraction.size() > 9) {
+  const size_t kept = static_cast<size_t>(FractionDigits(nanos_per_unit));
+  if (fraction.size() > kept &&
+      fraction.substr(kept).find_first_not_of('0') != absl::string_view::npos) {
     return absl::InvalidArgumentError("finer than a nanosecond");
   }
-  int64_t seconds;
-  if (!absl::SimpleAtoi(whole, &seconds) ||
-      seconds > std::numeric_limits<int64_t>::max() / kNanosPerSecond - 1) {
+  int64_t units;
+  if (!absl::SimpleAtoi(whole, &units) ||
+      units > (std::numeric_limits<int64_t>::max() - nanos_per_unit) / nanos_per_unit) {
     return absl::InvalidArgumentError("out of the int64 nanosecond range");
   }
   int64_t sub = 0;
-  for (size_t i = 0; i < 9; ++i) {
+  for (size_t i = 0; i < kept; ++i) {
     sub = sub * 10 + (i < fraction.size() ? fraction[i] - '0' : 0);
   }
-  *ns = seconds * kNanosPerSecond + sub;
+  *ns = units * nanos_per_unit + sub;
   if (negative) *ns = -*ns;
   return true;
 }
 
 }  // namespace
 
-absl::StatusOr<int64_t> ParseTimeCell(absl::string_view cell) {
+absl::StatusOr<TimeUnit> ParseTimeUnit(absl::string_view text, absl::string_view flag) {
+  const std::string unit = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  if (unit.empty()) return TimeUnit::kUnspecified;
+  if (unit == "s") return TimeUnit::kSeconds;
+  if (unit == "ms") return TimeUnit::kMilliseconds;
+  if (unit == "us") return TimeUnit::kMicroseconds;
+  if (unit == "ns") return TimeUnit::kNanoseconds;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, ": '", text, "' is not one of s, ms, us, ns"));
+}
+
+int64_t NanosPerUnit(TimeUnit unit) {
+  switch (unit) {
+    case TimeUnit::kSeconds:
+      return 1000000000;
+    case TimeUnit::kMilliseconds:
+      return 1000000;
+    case TimeUnit::kMicroseconds:
+      return 1000;
+    case TimeUnit::kUnspecified:
+    case TimeUnit::kNanoseconds:
+      break;
+  }
+  return 1;
+}
+
+absl::StatusOr<int64_t> ParseTimeCell(absl::string_view cell, TimeUnit unit,
+                                      bool* unitless_integer) {
+  if (unitless_integer != nullptr) *unitless_integer = false;
   cell = absl::StripAsciiWhitespace(cell);
   if (cell.empty()) return absl::InvalidArgumentError("empty time");
+  const int64_t per_unit = NanosPerUnit(unit);
   int64_t ns;
-  if (absl::SimpleAtoi(cell, &ns)) return ns;  // Integer: nanoseconds.
+  if (absl::SimpleAtoi(cell, &ns)) {
+    if (unit == TimeUnit::kUnspecified && unitless_integer != nullptr) {
+      *unitless_integer = true;
+    }
+    if (ns > std::numeric_limits<int64_t>::max() / per_unit ||
+        ns < std::numeric_limits<int64_t>::min() / per_unit) {
+      return absl::InvalidArgumentError("out of the int64 nanosecond range");
+    }
+    return ns * per_unit;
+  }
   // ISO 8601 dates have '-' after four digits; numbers never do.
   const bool iso = cell.size() >= 10 && cell[4] == '-' && cell[7] == '-';
   if (!iso) {
-    PHASOR_ASSIGN_OR_RETURN(const bool decimal, ParseDecimalSeconds(cell, &ns));
+    double value;
+    const bool decimal_form = absl::SimpleAtod(cell, &value) && std::isfinite(value);
+    if (unit == TimeUnit::kUnspecified) {
+      return absl::InvalidArgumentError(
+          decimal_form ? absl::StrCat("a decimal time has no unit; ", kTimeUnitHint)
+                       : "not a number or an ISO 8601 time");
+    }
+    PHASOR_ASSIGN_OR_RETURN(const bool decimal, ParseDecimal(cell, per_unit, &ns));
     if (decimal) return ns;
-    double seconds;
-    if (absl::SimpleAtod(cell, &seconds) && std::isfinite(seconds) &&
-        std::abs(seconds) < 9.2e9) {
-      return static_cast<int64_t>(std::llround(seconds * 1e9));
+    const double nanos = value * static_cast<double>(per_unit);
+    if (decimal_form && std::isfinite(nanos) && std::abs(nanos) < 9.2e18) {
+      return static_cast<int64_t>(std::llround(nanos));
     }
     return absl::InvalidArgumentError(
-        "not int ns, decimal seconds or an ISO 8601 time");
+        decimal_form ? "out of the int64 nanosecond range"
+                     : "not a number of --time_unit or an ISO 8601 time");
   }
   std::string text(cell);
   if (text.size() == 10) text += "T00:00:00";
@@ -219,18 +272,35 @@ absl::StatusOr<PanelCsv> ReadPanelCsv(absl::string_view text,
   times.reserve(static_cast<size_t>(rows));
   values.reserve(static_cast<size_t>(rows) *
                  (panel.long_layout ? 1 : channel_columns.size()));
+  panel.row_lines.reserve(static_cast<size_t>(rows));
+  panel.row_times.reserve(static_cast<size_t>(rows));
+  // The unitless integer times: are they all within the first day?
+  bool any_unitless = false;
+  bool all_unitless_in_first_day = true;
+  const CsvRecord* first_unitless = nullptr;
   for (const std::vector<size_t>& series_rows : rows_of) {
     std::string zone;
     for (const size_t r : series_rows) {
       const CsvRecord& record = records[r];
-      auto time =
-          ParseTimeCell(record.fields[static_cast<size_t>(time_at)]);
+      const absl::string_view cell = absl::StripAsciiWhitespace(
+          record.fields[static_cast<size_t>(time_at)]);
+      bool unitless = false;
+      auto time = ParseTimeCell(cell, options.time_unit, &unitless);
       if (!time.ok()) {
         return cell_error(record, time_at,
-                          absl::StrCat("'", record.fields[static_cast<size_t>(time_at)],
-                                       "': ", time.status().message()));
+                          absl::StrCat("'", cell, "': ", time.status().message()));
+      }
+      if (unitless) {
+        any_unitless = true;
+        all_unitless_in_first_day =
+            all_unitless_in_first_day && *time >= 0 && *time < kNanosPerDay;
+        if (first_unitless == nullptr || record.line < first_unitless->line) {
+          first_unitless = &record;
+        }
       }
       times.push_back(*time);
+      panel.row_lines.push_back(record.line);
+      panel.row_times.emplace_back(cell);
       if (panel.long_layout) {
         const std::string channel(absl::StripAsciiWhitespace(
             record.fields[static_cast<size_t>(channel_at)]));
@@ -277,6 +347,17 @@ absl::StatusOr<PanelCsv> ReadPanelCsv(absl::string_view text,
       if (index == zone_names.size()) zone_names.push_back(zone);
       zone_index.push_back(static_cast<int32_t>(index));
     }
+  }
+
+  if (any_unitless && all_unitless_in_first_day) {
+    return cell_error(
+        *first_unitless, time_at,
+        absl::StrCat("every integer time of the column is within the first day "
+                     "after the epoch as nanoseconds ('",
+                     absl::StripAsciiWhitespace(
+                         first_unitless->fields[static_cast<size_t>(time_at)]),
+                     "' here): seconds or milliseconds without their unit? ",
+                     kTimeUnitHint));
   }
 
   v1::Observations& observations = panel.observations;

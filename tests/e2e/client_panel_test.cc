@@ -4,7 +4,8 @@
 // uncut call on a server with room for it — features, schema, every series'
 // state and the offsets — for wide and long panels, a series too large for
 // one call (cut into chunks joined by state), states sent in, per-series time
-// zones, and a single series without offsets. Errors name the panel's series.
+// zones, and a single series without offsets. Errors name the panel's series,
+// and their field violations the row within it, as one uncut call's do.
 // Sub-call replies from a fake server that are malformed (features.data
 // too long, too short or twice, a reply cut inside the features, a features
 // length past the reply's end, states missing) are DATA_LOSS.
@@ -24,6 +25,9 @@
 #include <grpcpp/support/server_callback.h>
 
 #include <atomic>
+#include <limits>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -401,6 +405,53 @@ TEST_F(PanelTest, ErrorNamesThePanelsSeries) {
               HasSubstr("series[2500]"));
   EXPECT_THAT(std::string(split.status().message()),
               HasSubstr("series[2500]"));
+  // The structured violations too, for callers that map them back to their
+  // input (phasor-client's CSV lines).
+  std::vector<std::string> split_fields, reference_fields;
+  for (const FieldViolation& v : FieldViolationsOf(split.status())) {
+    split_fields.push_back(v.field);
+  }
+  for (const FieldViolation& v : FieldViolationsOf(reference.status())) {
+    reference_fields.push_back(v.field);
+  }
+  EXPECT_THAT(reference_fields,
+              ::testing::ElementsAre("observations.series[2500].timestamps[3]"));
+  EXPECT_EQ(split_fields, reference_fields);
+}
+
+// In a series cut into chunks, a violation in a later chunk names its row
+// within the whole series, as one uncut call would: timestamps per row,
+// values [T, C] per value.
+TEST_F(PanelTest, ErrorInAContinuedChunkNamesTheRowOfTheSeries) {
+  constexpr int64_t kRow = 30000;  // Of series 1, which starts at row 100.
+  for (const bool bad_value : {false, true}) {
+    v1::EncodeObservationsRequest request = PanelWithHugeSeries();
+    v1::Observations* observations = request.mutable_observations();
+    if (bad_value) {
+      double* values =
+          reinterpret_cast<double*>(observations->mutable_values()->mutable_data()->data());
+      values[(100 + kRow) * 3 + 2] = std::numeric_limits<double>::infinity();
+    } else {
+      int64_t* times = reinterpret_cast<int64_t*>(
+          observations->mutable_timestamps()->mutable_data()->data());
+      times[100 + kRow] = times[100 + kRow - 1] - 1;
+    }
+    auto reference = Client(*roomy_, 256 << 20)->EncodeObservations(request);
+    ASSERT_FALSE(reference.ok());
+    PanelStats stats;
+    auto split = Client(*small_, kSmallLimitBytes)
+                     ->EncodeObservationsPanel(request, PanelOptions(), &stats);
+    ASSERT_FALSE(split.ok());
+    const std::vector<FieldViolation> want = FieldViolationsOf(reference.status());
+    const std::vector<FieldViolation> got = FieldViolationsOf(split.status());
+    ASSERT_EQ(want.size(), 1u) << reference.status();
+    ASSERT_EQ(got.size(), 1u) << split.status();
+    EXPECT_EQ(want[0].field, bad_value ? "observations.series[1].values[90002]"
+                                       : "observations.series[1].timestamps[30000]");
+    EXPECT_EQ(got[0].field, want[0].field) << split.status();
+    EXPECT_THAT(std::string(split.status().message()),
+                HasSubstr("(continuing the series)"));
+  }
 }
 
 

@@ -306,7 +306,8 @@ profile {{
             obs.time_zone_index.CopyFrom(to_tensor(
                 np.array([names.index(z) for z in zones], np.int32)))
         response = stub.EncodeObservations(request, timeout=60)
-        return from_tensor(response.features), from_tensor(response.series_offsets)
+        return (from_tensor(response.features),
+                from_tensor(response.series_offsets), response.schema)
 
     @staticmethod
     def _csv_cell(text):
@@ -337,28 +338,46 @@ profile {{
                            "--max_call_bytes", 20000, "--out", out)
         self.assertIn(f"panel: {len(keys)} series", result.stderr)
         self.assertNotIn(" 1 call", result.stderr)  # Split by the client.
-        expected, expected_offsets = self._direct_panel(series, channels, zones)
+        expected, expected_offsets, schema = self._direct_panel(
+            series, channels, zones)
 
         import csv
+        from phasor_client import feature_names
         with open(out, newline="") as f:
             rows = list(csv.reader(f))
         header, body = rows[0], rows[1:]
-        self.assertEqual(header[0], "series")
-        self.assertEqual(len(header), 1 + expected.shape[1])
-        got = np.array([[float(x) for x in row[1:]] for row in body],
+        # The input's series and time columns, then the Python client's
+        # names: channels by name (content.values.hr, gaps.mask.spo2).
+        self.assertEqual(header[:2], ["series", "time"])
+        self.assertEqual(header[2:], feature_names(schema, channels))
+        self.assertIn("gaps.mask.spo2", header)
+        got = np.array([[float(x) for x in row[2:]] for row in body],
                        dtype=np.float32)
         np.testing.assert_array_equal(got, expected)
         got_keys = [row[0] for row in body]
         want_keys = [k for k, n in zip(keys, np.diff(expected_offsets))
                      for _ in range(n)]
         self.assertEqual(got_keys, want_keys)
+        # Each output row joins back onto its input line by (series, time
+        # as written): the values there are the row's content.values.
+        values_of = {}
+        for line in list(csv.reader(lines[1:])):
+            values_of[(line[0], line[1])] = line[2:4]
+        self.assertEqual(len(values_of), len(body))
+        hr, spo2 = header.index("content.values.hr"), header.index(
+            "content.values.spo2")
+        for row in body:
+            for column, cell in ((hr, values_of[(row[0], row[1])][0]),
+                                 (spo2, values_of[(row[0], row[1])][1])):
+                want = 0.0 if cell == "" else np.float32(float(cell))
+                self.assertEqual(np.float32(row[column]), want, row[:2])
 
     def test_encode_observations_panel_long_csv(self):
         channels = ("hr", "spo2")
         series = self._panel_series(count=25, channels=channels)
         keys = list(series)
         lines = ["series,time,channel,value"]
-        for k in keys:  # Contiguous; float seconds times.
+        for k in keys:  # Contiguous; decimal seconds (--time_unit s).
             t, v = series[k]
             for i in range(len(t)):
                 seconds = f"{t[i] // 10**9}.{t[i] % 10**9:09d}"
@@ -368,15 +387,140 @@ profile {{
         table = self._write_csv("panel_long.csv", "\n".join(lines) + "\n")
         out = self.path("panel_long_features.npy")
         result = self.call("encode-observations", "--observations_csv", table,
-                           "--spec", self.PANEL_SPEC,
+                           "--time_unit", "s", "--spec", self.PANEL_SPEC,
                            "--max_call_bytes", 20000, "--out", out)
         self.assertIn("events", result.stderr)
-        expected, expected_offsets = self._direct_panel(series, channels,
-                                                        long=True)
+        expected, expected_offsets, _ = self._direct_panel(series, channels,
+                                                           long=True)
         np.testing.assert_array_equal(np.load(out), expected)
         np.testing.assert_array_equal(
             np.load(self.path("panel_long_features.series_offsets.npy")),
             expected_offsets)
+
+    # --- Times, column names and lines of CSV input -------------------------
+
+    GAP_SPEC = "temporal { gaps { per_channel_delta: true } }"
+
+    def _fail(self, *args):
+        result = harness.run_client("--target", self.server.target, *args)
+        self.assertEqual(result.returncode, 1,
+                         f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}")
+        return result.stderr
+
+    @staticmethod
+    def _read_csv(path):
+        import csv
+        with open(path, newline="") as f:
+            return list(csv.reader(f))
+
+    def test_panel_csv_integer_seconds_need_time_unit(self):
+        # An hour apart in integer seconds: read as nanoseconds, 3.6 us.
+        table = self._write_csv("seconds.csv", "series,time,hr,spo2\n"
+                                "a,1704096000,72,98\n"
+                                "a,1704099600,75,\n")
+        stderr = self._fail("encode-observations", "--observations_csv", table,
+                            "--spec", self.GAP_SPEC)
+        self.assertIn("seconds.csv: line 2 column 'time'", stderr)
+        self.assertIn("pass --time_unit s", stderr)
+        out = self.path("seconds_features.csv")
+        self.call("encode-observations", "--observations_csv", table,
+                  "--time_unit", "s", "--spec", self.GAP_SPEC, "--out", out)
+        rows = self._read_csv(out)
+        self.assertEqual(rows[0], ["series", "time", "gaps.global_delta",
+                                   "gaps.delta.hr", "gaps.delta.spo2"])
+        self.assertEqual(rows[2][:2], ["a", "1704099600"])
+        self.assertEqual(float(rows[2][2]), 3600.0)
+        self.assertEqual(float(rows[2][3]), 3600.0)
+        # The same in milliseconds, long layout: one output row per event,
+        # with its channel.
+        table = self._write_csv("millis.csv", "series,time,channel,value\n"
+                                "a,1704096000000,hr,72\n"
+                                "a,1704099600000,hr,75\n"
+                                "a,1704099600000,spo2,97\n")
+        self.assertIn("--time_unit", self._fail(
+            "encode-observations", "--observations_csv", table,
+            "--spec", self.GAP_SPEC))
+        out = self.path("millis_features.csv")
+        self.call("encode-observations", "--observations_csv", table,
+                  "--time_unit", "ms", "--spec", self.GAP_SPEC, "--out", out)
+        rows = self._read_csv(out)
+        self.assertEqual(rows[0], ["series", "time", "channel",
+                                   "gaps.global_delta", "gaps.delta.hr",
+                                   "gaps.delta.spo2"])
+        self.assertEqual([row[:3] for row in rows[1:]],
+                         [["a", "1704096000000", "hr"],
+                          ["a", "1704099600000", "hr"],
+                          ["a", "1704099600000", "spo2"]])
+        self.assertEqual(float(rows[2][4]), 3600.0)
+
+    def test_timestamps_files_take_time_unit(self):
+        timestamps, _, _, ns_csv, values_csv = self._observations()
+        seconds = self._write_csv(
+            "ts_seconds.csv", "".join(f"{t // 10**9}\n" for t in timestamps))
+        decimal = self._write_csv(
+            "ts_decimal.csv", "".join(f"{t / 1e9:.1f}\n" for t in timestamps))
+        millis = self.path("ts_millis.npy")
+        np.save(millis, timestamps // 10**6)
+        whole = self.path("ts_whole.npy")
+        self.call("encode-observations", "--timestamps", ns_csv, "--values",
+                  values_csv, "--spec", self.SPEC, "--out", whole)
+        for path, unit in ((seconds, "s"), (decimal, "s"), (millis, "ms")):
+            stderr = self._fail("encode-observations", "--timestamps", path,
+                                "--values", values_csv, "--spec", self.SPEC)
+            self.assertIn("--timestamps: ", stderr)
+            self.assertIn("pass --time_unit s", stderr)
+            out = self.path(f"ts_{unit}_{os.path.basename(path)}.npy")
+            self.call("encode-observations", "--timestamps", path,
+                      "--time_unit", unit, "--values", values_csv,
+                      "--spec", self.SPEC, "--out", out)
+            np.testing.assert_array_equal(np.load(out), np.load(whole), path)
+        # An unknown unit is refused, naming the flag.
+        self.assertIn("--time_unit: 'fortnights' is not one of", harness.run_client(
+            "--target", self.server.target, "encode-observations",
+            "--timestamps", seconds, "--time_unit", "fortnights", "--values",
+            values_csv, "--spec", self.SPEC).stderr)
+
+    def test_panel_csv_server_errors_name_the_line(self):
+        # Interleaved series; b goes back in time on line 5, the server's
+        # observations.series[1].timestamps[1].
+        table = self._write_csv("backwards.csv", "series,time,hr\n"
+                                "a,2024-01-01T00:00:00Z,1\n"
+                                "b,2024-01-01T00:00:00Z,1\n"
+                                "a,2024-01-01T01:00:00Z,2\n"
+                                "b,2023-12-31T23:00:00Z,2\n")
+        stderr = self._fail("encode-observations", "--observations_csv", table,
+                            "--spec", self.GAP_SPEC)
+        self.assertIn('backwards.csv: line 5 (series "b"): ', stderr)
+        self.assertIn("series[1].timestamps[1]", stderr)
+        # A value the server refuses (observed values must be finite): the
+        # flat index of values [T, C] maps to its row's line.
+        table = self._write_csv("infinite.csv", "series,time,hr,spo2\n"
+                                "a,2024-01-01T00:00:00Z,1,2\n"
+                                "b,2024-01-01T00:00:00Z,1,2\n"
+                                "b,2024-01-01T01:00:00Z,3,inf\n"
+                                "a,2024-01-01T01:00:00Z,2,2\n")
+        stderr = self._fail("encode-observations", "--observations_csv", table,
+                            "--spec", self.GAP_SPEC)
+        self.assertIn('infinite.csv: line 4 (series "b"): ', stderr)
+        # A panel split over many calls: the line of a row in a late
+        # sub-call. Rows are interleaved, so line = 2 + row * S + series.
+        series = self._panel_series(count=40)
+        keys = list(series)
+        bad_series, bad_row = 39, 20
+        t, _ = series[keys[bad_series]]
+        t[bad_row] = t[bad_row - 1] - 1
+        lines = ["series,time,hr,spo2"]
+        for i in range(len(series[keys[0]][0])):
+            for k in keys:
+                t, v = series[k]
+                cells = ["" if np.isnan(x) else repr(float(x)) for x in v[i]]
+                lines.append(",".join([self._csv_cell(k), str(t[i]), *cells]))
+        table = self._write_csv("split_backwards.csv", "\n".join(lines) + "\n")
+        stderr = self._fail("encode-observations", "--observations_csv", table,
+                            "--spec", self.PANEL_SPEC, "--max_call_bytes", 20000)
+        self.assertIn("panel sub-call for series [", stderr)  # It was split.
+        self.assertIn(f"split_backwards.csv: line "
+                      f"{2 + bad_row * len(keys) + bad_series} (series ", stderr)
 
     def test_describe_prints_ladder(self):
         result = self.call("describe", "--dim", 32, "--num_offsets", 131,
