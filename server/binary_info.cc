@@ -68,6 +68,11 @@ std::string FlagsHelp(const std::vector<FlagGroup>& groups, const EnvTwin& env_t
     absl::StrAppend(&out, "\n", group.title, ":\n");
     for (const absl::CommandLineFlag* flag : all) {
       if (!InFiles(flag->Filename(), group.files)) continue;
+      if (!group.names.empty() &&
+          std::find(group.names.begin(), group.names.end(), flag->Name()) ==
+              group.names.end()) {
+        continue;
+      }
       const std::string value = flag->IsOfType<std::string>()
                                     ? absl::StrCat("\"", flag->DefaultValue(), "\"")
                                     : flag->DefaultValue();

@@ -33,10 +33,12 @@ absl::string_view BuildType();
 std::string VersionLine(absl::string_view program);
 
 // A section of --help: the flags defined in source files whose path ends in
-// one of `files` (e.g. "server/flags.cc"), under `title`.
+// one of `files` (e.g. "server/flags.cc"), under `title`; when `names` is
+// not empty, only the flags named there (e.g. one subcommand's).
 struct FlagGroup {
   std::string title;
   std::vector<std::string> files;
+  std::vector<std::string> names = {};
 };
 // The environment variable that sets flag `name`, or "" for none.
 using EnvTwin = std::function<std::string(absl::string_view name)>;

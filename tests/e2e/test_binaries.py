@@ -1,6 +1,7 @@
 """phasor-server and phasor-client say what they are: --help lists every
 flag the sources define, with its default and (where it has one) its
-PHASOR_* environment twin; --version names the project version from
+PHASOR_* environment twin, and `phasor-client <command> --help` the flags
+of that command; --version names the project version from
 CMakeLists.txt, the git revision the build was configured from and the
 build type.
 
@@ -113,6 +114,59 @@ class HelpTest(unittest.TestCase):
         self.assertIn("encode-positions", text)  # The commands, too.
         self.assertIn("connection and output flags:", text)
         self.assertIn("command flags:", text)
+
+    def client_commands(self):
+        """{command: summary} from the global help's command list."""
+        text = run(harness.CLIENT_BIN, "--help").stdout
+        listed = text.split("commands:\n", 1)[1].split("\n\n", 1)[0]
+        return dict(line.split(None, 1) for line in listed.splitlines())
+
+    def test_client_command_help_lists_its_own_flags(self):
+        commands = self.client_commands()
+        self.assertIn("alibi", commands)
+        shown = set()
+        _, everything = self.help_lines(harness.CLIENT_BIN)
+        for command, summary in commands.items():
+            result = run(harness.CLIENT_BIN, command, "--help")
+            self.assertEqual(result.returncode, 0, command + result.stderr)
+            text = result.stdout
+            # What the command does, its flags, then the connection flags.
+            self.assertIn(f"phasor-client {command}: {summary}", text)
+            self.assertIn("connection flags:", text)
+            self.assertNotIn("commands:", text)
+            lines = {}
+            for line in text.splitlines():
+                match = re.match(r"^  --(\w+)=(.*?)(?:  \(env (\w+)\))?$", line)
+                if match:
+                    lines[match.group(1)] = (match.group(2), match.group(3))
+            # Each as the global help shows it, default and twin included.
+            for name, value in lines.items():
+                self.assertEqual(value, everything[name], (command, name))
+            for name in ("target", "deadline_ms", "max_message_bytes"):
+                self.assertIn(name, lines, command)
+            self.assertLess(len(text.splitlines()), 120, command)
+            shown |= set(lines)
+        # Every command flag belongs to some command.
+        defined = flags_defined_in("client/cli/commands.cc")
+        self.assertEqual(set(defined) - shown, set())
+
+        alibi = run(harness.CLIENT_BIN, "alibi", "--help").stdout
+        for name in ("num_heads", "q_len", "k_len", "causal", "slopes_out",
+                     "output_dtype", "out"):
+            self.assertIn(f"  --{name}=", alibi)
+        for name in ("query", "observations_csv", "dim", "time_unit"):
+            self.assertNotIn(f"  --{name}=", alibi)
+        # Wherever --help and the command stand, and `help <command>` too; a
+        # flag's separate value is not taken for the command.
+        self.assertEqual(run(harness.CLIENT_BIN, "--help", "alibi").stdout, alibi)
+        self.assertEqual(run(harness.CLIENT_BIN, "help", "alibi").stdout, alibi)
+        self.assertEqual(run(harness.CLIENT_BIN, "--service", "alibi", "health",
+                             "--help").stdout,
+                         run(harness.CLIENT_BIN, "health", "--help").stdout)
+        observations = run(harness.CLIENT_BIN, "encode-observations",
+                           "--help").stdout
+        for name in ("time_unit", "observations_csv", "timestamps", "spec"):
+            self.assertIn(f"  --{name}=", observations)
 
 
 class VersionTest(unittest.TestCase):
