@@ -298,6 +298,20 @@ def timestamp_seeds():
             + [struct.pack("<%dq" % len(n), *n) for n in ns])
 
 
+# phasor-client's panel tables: an options byte (fuzz_panel_csv.cc: layout
+# = b % 3, time unit = (b // 3) % 5, 0x40 a "zone" column, 0x80 fixed channel
+# names hr, spo2), then the file.
+PANEL_CSV = [
+    (0, "series,time,hr,spo2\na,2024-01-01T00:00:00Z,61,98\nb,2024-01-01T00:00:00Z,,97\n"
+        "a,2024-01-01T00:01:00.5+01:00,62,NA\n"),
+    (1 + 3 * 1, "series,time,channel,value\n\"icu, 1\",1704096000,hr,60\n"
+        "\"icu, 1\",1704096060.25,spo2,nan\n"),
+    (2 + 3 * 4 + 0x40, "series,time,zone,hr\r\nx,1704067200000000000,Europe/Berlin,1\r\n"
+        "y,1704067200000000001,Asia/Kathmandu,2\r\n"),
+    (1 + 0x80, "series,time,channel,value\ns,2024-01-01,spo2,95\ns,2024-01-02,hr,70\n"),
+    (0, "series,time,hr\na,1704096000,1\n"),  # seconds without a unit: refused
+]
+
 TIME_ZONES = ["UTC", "America/New_York", "Europe/Paris", "Asia/Kolkata",
               "Australia/Lord_Howe", "Etc/GMT+5", "", "Mars/Base", "../../etc/passwd",
               "America/Argentina/Buenos_Aires"]
@@ -322,6 +336,7 @@ def main():
     write("safetensors", safetensors_seeds())
     write("timestamps", timestamp_seeds())
     write("time_zone", [z.encode() for z in TIME_ZONES])
+    write("panel_csv", [bytes([options]) + text.encode() for options, text in PANEL_CSV])
 
 
 if __name__ == "__main__":
