@@ -87,7 +87,12 @@ class EncoderService::StreamReactor final
   // Called once, right after construction.
   void Start() {
     absl::Status status = service_->Authorize(*context_);
-    if (status.ok() && !service_->AddStream(this)) status = DrainingError();
+    if (status.ok() && !service_->AddStream(this)) {
+      status = DrainingError();
+      if (service_->metrics() != nullptr) {
+        service_->metrics()->RecordShutdownRefusal("EncodeObservationsStream");
+      }
+    }
     if (!status.ok()) {
       {
         absl::MutexLock lock(&mu_);
@@ -400,6 +405,7 @@ void EncoderService::Drain() {
   {
     absl::MutexLock lock(&streams_mu_);
     draining_ = true;
+    refusing_calls_.store(true);
     for (StreamReactor* stream : streams_) {
       if (stream->MarkDraining()) idle.push_back(stream);
     }
@@ -416,6 +422,11 @@ grpc::ServerUnaryReactor* EncoderService::Unary(
   // The token before the bytes: a caller without it learns nothing about
   // what the server would make of its request.
   absl::Status status = Authorize(*context);
+  if (status.ok() && refusing_calls_.load()) {
+    if (metrics_ != nullptr) metrics_->RecordShutdownRefusal(method);
+    status = absl::UnavailableError(
+        "server shutting down: the call was not run; retry it on another replica");
+  }
   // One arena for both messages: a panel's request and response hold a
   // SeriesState per series, which would otherwise be an allocation each.
   google::protobuf::Arena arena;

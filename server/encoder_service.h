@@ -18,6 +18,7 @@
 #ifndef PHASOR_SERVER_ENCODER_SERVICE_H_
 #define PHASOR_SERVER_ENCODER_SERVICE_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -105,7 +106,13 @@ class EncoderService final : public RawEncoderService {
   // chunk ends now with UNAVAILABLE, one encoding a chunk ends so once that
   // chunk's response is written, and a stream started later ends at once.
   // Nothing a stream has read is dropped; the client resumes on another
-  // replica from the last state it received. Idempotent.
+  // replica from the last state it received. A unary call that reaches the
+  // service from now on is answered UNAVAILABLE without being run: it was
+  // queued behind running calls for one of gRPC's threads, and another
+  // replica answers it sooner than this one could (the retry policy in
+  // docs/DEPLOY.md retries UNAVAILABLE). Refused calls and refused streams
+  // are counted in phasor_calls_refused_total{reason="shutdown"}.
+  // Idempotent.
   void Drain();
 
   const ProfileRegistry* profiles() const { return profiles_; }
@@ -141,6 +148,8 @@ class EncoderService final : public RawEncoderService {
   absl::Mutex streams_mu_;
   absl::flat_hash_set<StreamReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
   bool draining_ ABSL_GUARDED_BY(streams_mu_) = false;
+  // Set by Drain; read by every unary call, hence not under streams_mu_.
+  std::atomic<bool> refusing_calls_{false};
 };
 
 // `message` serialized into `buffer` when it fits `max_message_bytes`;

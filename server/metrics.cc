@@ -160,6 +160,12 @@ ServerMetrics::ServerMetrics()
                                 .Help("Serialized response bytes sent by "
                                       "Encoder methods.")
                                 .Register(*registry_);
+  refused_family_ = &prometheus::BuildCounter()
+                         .Name("phasor_calls_refused_total")
+                         .Help("Encoder calls answered UNAVAILABLE without being run: "
+                               "reason shutdown (the call reached the service after "
+                               "the drain began).")
+                         .Register(*registry_);
   auto& encoded = prometheus::BuildCounter()
                       .Name("phasor_encoded_values_total")
                       .Help("Output values computed, by encoder family.")
@@ -257,6 +263,8 @@ void ServerMetrics::AddMethod(absl::string_view service,
         &request_bytes_family_->Add({{"grpc_method", method_label}});
     metrics->response_bytes =
         &response_bytes_family_->Add({{"grpc_method", method_label}});
+    metrics->refused_shutdown =
+        &refused_family_->Add({{"grpc_method", method_label}, {"reason", "shutdown"}});
   }
   const std::string key =
       service.empty() ? std::string() : absl::StrCat("/", service, "/", method);
@@ -300,6 +308,28 @@ void ServerMetrics::RecordPayloadBytes(absl::string_view method,
   if (it == encoder_methods_.end()) return;
   it->second->request_bytes->Increment(static_cast<double>(request_bytes));
   it->second->response_bytes->Increment(static_cast<double>(response_bytes));
+}
+
+void ServerMetrics::RecordShutdownRefusal(absl::string_view method) {
+  auto it = encoder_methods_.find(method);
+  if (it == encoder_methods_.end()) return;
+  it->second->refused_shutdown->Increment();
+}
+
+ServerMetrics::CallTotals ServerMetrics::Totals() const {
+  // Counters hold doubles; every RPC counter counts whole calls.
+  const auto count = [](const prometheus::Counter* counter) {
+    return counter == nullptr ? int64_t{0} : static_cast<int64_t>(counter->Value());
+  };
+  CallTotals totals;
+  for (const auto& [name, method] : methods_) {
+    totals.started += count(method->started);
+    for (size_t code = 0; code < totals.handled.size(); ++code) {
+      totals.handled[code] += count(method->handled[code]);
+    }
+    totals.refused_shutdown += count(method->refused_shutdown);
+  }
+  return totals;
 }
 
 }  // namespace phasor::server

@@ -15,6 +15,12 @@
 //                                           responses sent (OK calls; each
 //                                           stream message)
 //   phasor_in_flight_requests               calls started and not finished
+//   phasor_calls_refused_total{grpc_method,reason}
+//                                           Encoder calls answered
+//                                           UNAVAILABLE without being run:
+//                                           reason "shutdown" (the call
+//                                           reached the service after the
+//                                           drain began, docs/DEPLOY.md)
 //   phasor_build_info{version,revision,grpc_version} 1
 // Process metrics (server/process_metrics.h): process_cpu_seconds_total,
 // process_resident_memory_bytes, process_virtual_memory_bytes,
@@ -86,6 +92,18 @@ class ServerMetrics final {
   // `response_bytes` is 0 when no response was sent.
   void RecordPayloadBytes(absl::string_view method, int64_t request_bytes,
                           int64_t response_bytes);
+  // `method` as for RecordPayloadBytes: a call answered UNAVAILABLE, not
+  // run, because the server is shutting down.
+  void RecordShutdownRefusal(absl::string_view method);
+
+  // The RPC counters summed over every method, for the record that ends a
+  // drain (RunServer): what the calls came to between two snapshots.
+  struct CallTotals {
+    int64_t started = 0;
+    std::array<int64_t, 17> handled{};  // Indexed by grpc code.
+    int64_t refused_shutdown = 0;
+  };
+  CallTotals Totals() const;
 
   prometheus::Registry& registry() { return *registry_; }
 
@@ -98,6 +116,8 @@ class ServerMetrics final {
     prometheus::Counter* msg_sent = nullptr;
     prometheus::Counter* request_bytes = nullptr;
     prometheus::Counter* response_bytes = nullptr;
+    // phasor_calls_refused_total{reason="shutdown"}; Encoder methods only.
+    prometheus::Counter* refused_shutdown = nullptr;
   };
   // Metrics for a full method name ("/phasor.v1.Encoder/ApplyRope").
   MethodMetrics& ForMethod(absl::string_view full_method);
@@ -119,6 +139,7 @@ class ServerMetrics final {
   prometheus::Family<prometheus::Counter>* sent_family_;
   prometheus::Family<prometheus::Counter>* request_bytes_family_;
   prometheus::Family<prometheus::Counter>* response_bytes_family_;
+  prometheus::Family<prometheus::Counter>* refused_family_;
 
   // Keyed by the full method name; "" holds the "unknown" bucket. Filled in
   // the constructor and never modified afterwards.

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <grpc/grpc.h>
+#include <grpc/support/alloc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/security/server_credentials.h>
 #include <openssl/err.h>
@@ -13,15 +15,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/file.h"
 #include "core/status_macros.h"
+#include "nlohmann/json.hpp"
 #include "server/handlers.h"
 #include "server/binary_info.h"
 #include "server/log_limit.h"
@@ -107,6 +113,67 @@ absl::StatusOr<std::string> ReadToken(const ServerOptions& options) {
         absl::StrCat("auth_token_file: ", options.auth_token_path, " is empty"));
   }
   return stripped;
+}
+
+// Calls gRPC's core has received on the servers of this process
+// (phasor-server runs one), whether or not a thread ever took them to a
+// handler: channelz's callsStarted, read through gRPC's C API. -1 when
+// channelz cannot say (it is on unless GRPC_ARG_ENABLE_CHANNELZ turns it
+// off).
+int64_t CallsReceivedByGrpc() {
+  char* text = grpc_channelz_get_servers(/*start_server_id=*/0);
+  if (text == nullptr) return -1;
+  const nlohmann::json servers =
+      nlohmann::json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  gpr_free(text);
+  if (!servers.is_object()) return -1;
+  int64_t total = 0;
+  const auto list = servers.find("server");
+  if (list == servers.end() || !list->is_array()) return total;
+  for (const nlohmann::json& server : *list) {
+    const auto data = server.find("data");
+    if (data == server.end() || !data->is_object()) continue;
+    // Channelz speaks proto3 JSON: an int64 is a string, and a zero is left
+    // out.
+    const auto calls = data->find("callsStarted");
+    if (calls == data->end()) continue;
+    int64_t count = 0;
+    if (calls->is_string() && absl::SimpleAtoi(calls->get<std::string>(), &count)) {
+      total += count;
+    } else if (calls->is_number_integer()) {
+      total += calls->get<int64_t>();
+    } else {
+      return -1;
+    }
+  }
+  return total;
+}
+
+// The "stopped" record: what became of the calls between the signal
+// (`at_signal`) and the end of the drain (`at_stop`), as the RPC metrics
+// count them, plus the calls gRPC received that never reached a handler.
+LogRecord StoppedRecord(const ServerMetrics::CallTotals& at_signal,
+                        const ServerMetrics::CallTotals& at_stop,
+                        int64_t received_by_grpc, absl::Duration drain) {
+  const auto ended = [](const ServerMetrics::CallTotals& totals) {
+    int64_t sum = 0;
+    for (const int64_t count : totals.handled) sum += count;
+    return sum;
+  };
+  const auto ended_with = [&](grpc::StatusCode code) {
+    return at_stop.handled[code] - at_signal.handled[code];
+  };
+  LogRecord record(LogLevel::kInfo, "stopped");
+  record.Add("drain_seconds", absl::ToDoubleSeconds(drain))
+      .Add("calls_in_flight", at_signal.started - ended(at_signal))
+      .Add("calls_ended", ended(at_stop) - ended(at_signal))
+      .Add("calls_ok", ended_with(grpc::StatusCode::OK))
+      .Add("calls_unavailable", ended_with(grpc::StatusCode::UNAVAILABLE))
+      .Add("calls_refused", at_stop.refused_shutdown - at_signal.refused_shutdown)
+      .Add("calls_cancelled", ended_with(grpc::StatusCode::CANCELLED))
+      .Add("calls_not_dispatched",
+           received_by_grpc < 0 ? int64_t{-1} : received_by_grpc - at_stop.started);
+  return record;
 }
 
 // gRPC takes durations as int milliseconds.
@@ -308,9 +375,23 @@ int RunServer(const ServerOptions& options) {
            LogRecord(LogLevel::kInfo, "draining")
                .Add("signal", strsignal(signal_number))
                .Add("grace_seconds", absl::ToDoubleSeconds(options.shutdown_grace)));
+  const ServerMetrics::CallTotals at_signal = (*server)->metrics().Totals();
+  const absl::Time drain_start = absl::Now();
   (*server)->Shutdown(options.shutdown_grace);
-  WriteLog(options.log_format, LogRecord(LogLevel::kInfo, "stopped"));
-  return 0;
+  WriteLog(options.log_format,
+           StoppedRecord(at_signal, (*server)->metrics().Totals(), CallsReceivedByGrpc(),
+                         absl::Now() - drain_start));
+  // Every call has ended and every connection is closed (Shutdown returns
+  // only then). What is left is gRPC's library teardown (~grpc::Server ends
+  // in grpc_shutdown), which joins gRPC's executor threads; in gRPC 1.51
+  // one of them may be the TCP backup poller, which polls for sockets whose
+  // writes met a full buffer and sleeps up to 10 s in one poll that nothing
+  // wakes once the sockets are gone, so the process would linger up to 10 s
+  // after "stopped", whatever the grace. The teardown only frees memory and
+  // closes descriptors, which the kernel does at exit anyway, so the process
+  // ends here, with the log flushed.
+  std::fflush(nullptr);
+  std::_Exit(0);
 }
 
 }  // namespace phasor::server

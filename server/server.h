@@ -14,8 +14,10 @@
 // first marks them NOT_SERVING and ends open health watches and idle
 // EncodeObservationsStream calls (server/health_service.h,
 // EncoderService::Drain), then stops accepting calls and gives the calls in
-// flight `grace` to finish before cancelling them. An idle server therefore
-// stops at once, whatever the grace.
+// flight `grace` to finish before cancelling them. Unary calls that reach
+// the service after that point (they were queued for one of gRPC's threads)
+// are answered UNAVAILABLE without being run. An idle server therefore stops
+// at once, whatever the grace.
 //
 // Thread-safety: Shutdown and Wait may be called from any thread; Shutdown
 // is idempotent.
@@ -55,10 +57,11 @@ class PhasorServer final {
   // 0 when metrics are disabled.
   int metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
   const ProfileRegistry& profiles() const { return *profiles_; }
+  const ServerMetrics& metrics() const { return *metrics_; }
 
   // Marks health NOT_SERVING, stops accepting calls, waits up to `grace` for
   // the calls in flight, cancels what remains, and returns once the server
-  // has stopped.
+  // has stopped: every call has ended and every connection is closed.
   void Shutdown(absl::Duration grace);
   // Blocks until the server has shut down.
   void Wait();
@@ -82,10 +85,12 @@ class PhasorServer final {
 LogRecord ConfigurationRecord(const ServerOptions& options, const PhasorServer& server);
 
 // phasor-server's life: start, log the configuration, serve until SIGTERM or
-// SIGINT, then Shutdown(options.shutdown_grace). Returns the process exit code: 0 after a
-// clean shutdown, 1 when the server could not start. The signals are taken
-// with sigwait on this thread (blocked in every other thread), so no work
-// happens inside a signal handler.
+// SIGINT, then Shutdown(options.shutdown_grace), log the "stopped" record
+// (what the drain did with the calls, docs/DEPLOY.md) and end the process
+// with status 0 at once, without gRPC's library teardown (see RunServer).
+// Returns 1 when the server could not start. The signals are taken with
+// sigwait on this thread (blocked in every other thread), so no work happens
+// inside a signal handler.
 int RunServer(const ServerOptions& options);
 
 }  // namespace phasor::server

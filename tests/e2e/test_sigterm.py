@@ -6,11 +6,20 @@ once its accepted chunk is answered, and the process exits 0.
 "Accepted" is what the server's own metrics count as started: a call that
 reaches the server while it is already shutting down may be refused before
 any handler sees it (UNAVAILABLE, or CANCELLED for a call the transport had
-received but not yet dispatched). The test proves that every started call
-was handled OK, and that the OK answers the load generator saw are exactly
-the calls the server reports as handled."""
+received but not yet dispatched), and one that reaches the service then is
+answered UNAVAILABLE without being run. The test proves that every started
+call was handled OK or refused so, and that the OK answers the load
+generator saw are exactly the calls the server reports as handled OK.
+
+QueuedCallsTest: more slow calls than gRPC's threads can run at once (the
+callback API runs handlers on a few library threads: two on a 2-core host),
+then SIGTERM. The calls running finish OK, the queued ones are refused, the
+process exits as soon as the last call ends rather than after gRPC's
+10-second poll, and the "stopped" record accounts for every call the
+client saw fail."""
 
 import concurrent.futures
+import json
 import queue
 import threading
 import time
@@ -193,8 +202,18 @@ class SigtermTest(unittest.TestCase):
         handled_ok = harness.metric_value(
             samples, "grpc_server_handled_total", grpc_code="OK",
             **ENCODE_POSITIONS)
+        # Load calls that reached the service after the drain began were
+        # answered UNAVAILABLE without being run (each retry attempt that
+        # came back counts again).
+        not_run = harness.metric_value(
+            samples, "phasor_calls_refused_total", grpc_method="EncodePositions",
+            reason="shutdown")
+        handled_unavailable = harness.metric_value(
+            samples, "grpc_server_handled_total", grpc_code="Unavailable",
+            **ENCODE_POSITIONS)
         self.assertEqual(started, handled)
-        self.assertEqual(handled, handled_ok)
+        self.assertEqual(handled_unavailable, not_run)
+        self.assertEqual(handled, handled_ok + not_run)
         self.assertEqual(handled_ok, BIG_CALLS + load_ok)
 
         # 9. The stream's accepted chunk is answered in full; then the
@@ -228,6 +247,110 @@ class SigtermTest(unittest.TestCase):
               f"{len(load_results) - load_ok} refused ({sorted(refused)})")
         # The stream, at least, was in flight at the signal.
         self.assertGreaterEqual(in_flight, 1)
+
+
+# More slow calls than gRPC's threads run at once: 131072 x 64 float32 =
+# 32 MiB per response, about 0.1 s of handler each on one kernel thread.
+QUEUED_COUNT, QUEUED_DIM, QUEUED_CALLS = 131072, 64, 8
+QUEUED_GRACE_SECONDS = 10
+# After the last call ends the process has only to close: well under gRPC's
+# 10-second poll that used to hold it, with room for a loaded machine.
+EXIT_AFTER_LAST_CALL_SECONDS = 3.0
+SHUTTING_DOWN = "server shutting down"
+
+
+class QueuedCallsTest(unittest.TestCase):
+
+    def test_queued_calls_are_refused_counted_and_the_process_exits(self):
+        server = harness.Server([
+            f"--max_message_bytes={BIG_MESSAGE_BYTES}",
+            f"--shutdown_grace_seconds={QUEUED_GRACE_SECONDS}", "--threads=1",
+            "--log_format=json"])
+        server.start()
+        self.addCleanup(server.__exit__, None, None, None)
+        # No retry policy: each call ends with the status the server (or
+        # its transport) sent, not with a retry's.
+        client = server.client(deadline_seconds=60,
+                               max_message_bytes=BIG_MESSAGE_BYTES,
+                               service_config=None)
+        self.addCleanup(client.close)
+
+        def call():
+            try:
+                out = client.encode_positions(count=QUEUED_COUNT,
+                                              dim=QUEUED_DIM)
+                return "OK", "", time.monotonic(), out[[0, -1]]
+            except grpc.RpcError as error:
+                return (error.code().name, error.details() or "",
+                        time.monotonic(), None)
+
+        pool = concurrent.futures.ThreadPoolExecutor(QUEUED_CALLS)
+        self.addCleanup(pool.shutdown)
+        futures = [pool.submit(call) for _ in range(QUEUED_CALLS)]
+        # The signal as soon as a handler runs: the other calls are still
+        # queued for a thread then.
+        deadline = time.monotonic() + 20
+        started = 0
+        while started < 1 and time.monotonic() < deadline:
+            started = harness.metric_value(
+                harness.parse_metrics(server.metrics()),
+                "grpc_server_started_total", **ENCODE_POSITIONS) or 0
+        self.assertGreaterEqual(started, 1, "no call started in time")
+        server.send_signal()
+        results = [future.result(timeout=60) for future in futures]
+        last_call_ended = max(ended for _, _, ended, _ in results)
+        exit_code = server.process.wait(timeout=QUEUED_GRACE_SECONDS + 20)
+        exited = time.monotonic()
+        self.assertEqual(exit_code, 0, server.log())
+
+        # Every call ended OK (with the right values), or without running:
+        # UNAVAILABLE from the service ("server shutting down"), from the
+        # transport (it had not read the call when it stopped accepting;
+        # the client may retry it anywhere), or CANCELLED by gRPC's core
+        # (read, but no thread had taken it to a handler).
+        codes = [code for code, _, _, _ in results]
+        self.assertLessEqual(set(codes), {"OK", "UNAVAILABLE", "CANCELLED"},
+                             results)
+        expected_rows = reference.sinusoid(np.array([0, QUEUED_COUNT - 1]),
+                                           QUEUED_DIM)
+        for code, _, _, rows in results:
+            if code == "OK":
+                np.testing.assert_allclose(rows, expected_rows, atol=2e-6)
+        ok = codes.count("OK")
+        refused = sum(code == "UNAVAILABLE" and SHUTTING_DOWN in details
+                      for code, details, _, _ in results)
+        transport_refused = codes.count("UNAVAILABLE") - refused
+        cancelled = codes.count("CANCELLED")
+
+        # The process ends with the last call, not gRPC's poll later.
+        self.assertLess(exited - last_call_ended,
+                        EXIT_AFTER_LAST_CALL_SECONDS, server.log())
+
+        # The "stopped" record accounts for every call that failed: the
+        # ones the service refused and the ones gRPC's core cancelled. The
+        # calls running at the signal all finished OK; nothing else ended
+        # during the drain.
+        [stopped] = [record for record in map(json.loads,
+                                              server.log().splitlines())
+                     if record["event"] == "stopped"]
+        self.assertEqual(stopped["calls_refused"], refused, stopped)
+        self.assertEqual(stopped["calls_unavailable"], refused, stopped)
+        self.assertEqual(stopped["calls_cancelled"], 0, stopped)
+        self.assertEqual(stopped["calls_not_dispatched"], cancelled, stopped)
+        self.assertEqual(stopped["calls_ok"], stopped["calls_in_flight"],
+                         stopped)
+        self.assertEqual(stopped["calls_ended"],
+                         stopped["calls_ok"] + stopped["calls_refused"],
+                         stopped)
+        self.assertLessEqual(stopped["calls_ok"], ok, stopped)
+        print(f"{QUEUED_CALLS} calls: {ok} OK ({stopped['calls_ok']} during "
+              f"the drain), {refused} refused by the service, "
+              f"{transport_refused} by the transport, {cancelled} cancelled "
+              f"by gRPC's core; exit {exited - last_call_ended:.2f} s after "
+              f"the last call ended")
+        # At least one call was still queued at the signal.
+        self.assertGreaterEqual(refused + transport_refused + cancelled, 1,
+                                results)
 
 
 if __name__ == "__main__":
