@@ -59,12 +59,18 @@ namespace phasor {
 //  - retryPolicy on every phasor.v1.Encoder method: up to 5 attempts,
 //    backoff 0.1 s doubling to at most 1 s (±jitter, gRPC's A6), on
 //    UNAVAILABLE — a replica that is shutting down, gone, or unreachable —
-//    and CANCELLED: a server that is shutting down cancels the calls its
+//    CANCELLED: a server that is shutting down cancels the calls its
 //    transport had received but no handler had started (docs/DEPLOY.md,
 //    Shutdown). A call this client cancels is never retried, so CANCELLED
-//    from the server means exactly that. Other codes are answers and are
-//    not retried. Health calls are not retried: they report on the replica
-//    they reach.
+//    from the server means exactly that. And RESOURCE_EXHAUSTED, for a
+//    server whose memory budget is in use by other calls
+//    (server/memory_budget.h): the server marks every other
+//    RESOURCE_EXHAUSTED — a limit a retry cannot fix — with
+//    grpc-retry-pushback-ms -1, which stops gRPC from retrying it. Other
+//    codes are answers and are not retried. Health calls are not retried:
+//    they report on the replica they reach. Like any gRPC retry, only a
+//    request within the channel's retry buffer (256 KiB by default) is
+//    sent again.
 //  - retryThrottling: retries stop while more than half of a 100-token
 //    budget is spent on failures (each failure costs 1, each success gives
 //    0.1 back), so a fleet-wide outage does not multiply the load by 5.
@@ -82,7 +88,7 @@ inline constexpr absl::string_view kDefaultServiceConfig = R"json({
       "initialBackoff": "0.1s",
       "maxBackoff": "1s",
       "backoffMultiplier": 2,
-      "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED"]
+      "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED", "RESOURCE_EXHAUSTED"]
     }
   }],
   "retryThrottling": {"maxTokens": 100, "tokenRatio": 0.1},

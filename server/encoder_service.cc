@@ -1,8 +1,10 @@
 #include "server/encoder_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -34,10 +36,11 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 
 // Runs `handler(const HandlerContext&)` with the service's settings and
 // `context` watched: check_alive between the handler's steps, and
-// stop_requested inside long kernels (core/parallel.h).
+// stop_requested inside long kernels (core/parallel.h); `memory` is the
+// call's share of the memory budget.
 template <typename Handler>
 absl::Status RunHandler(const EncoderService& service,
-                        const grpc::CallbackServerContext& context,
+                        const grpc::CallbackServerContext& context, CallMemory* memory,
                         Handler&& handler) {
   const auto alive = [&context] { return CheckAlive(context); };
   const std::function<bool()> stop = [&context] { return !CheckAlive(context).ok(); };
@@ -45,6 +48,7 @@ absl::Status RunHandler(const EncoderService& service,
                                  service.limits(), service.metrics(), alive};
   handler_context.execution.stop_requested = &stop;
   handler_context.observations_caches = service.observations_caches();
+  handler_context.memory = memory;
   return handler(handler_context);
 }
 
@@ -64,6 +68,15 @@ void RecordBytes(ServerMetrics* metrics, absl::string_view method,
   metrics->RecordPayloadBytes(
       method, static_cast<int64_t>(request.Length()),
       response != nullptr ? static_cast<int64_t>(response->Length()) : 0);
+}
+
+// A call refused memory is counted by reason.
+void RecordMemoryRefusal(ServerMetrics* metrics, absl::string_view method,
+                         const absl::Status& status) {
+  if (metrics == nullptr) return;
+  if (const std::optional<MemoryRefusal> refusal = MemoryRefusalOf(status)) {
+    metrics->RecordMemoryRefusal(method, *refusal);
+  }
 }
 
 }  // namespace
@@ -129,11 +142,34 @@ class EncoderService::StreamReactor final
       return;
     }
     ++chunks_read_;
+    // The chunk's memory is held until its response has been written. The
+    // first try runs here, on a gRPC thread, and must not wait for it.
+    chunk_memory_ = service_->NewCallMemory(*context_, request_bytes_.Length());
+    chunk_memory_.set_may_wait(service_->memory_wait_pool_ == nullptr);
+    ProcessChunk();
+  }
+
+  // Encodes the chunk read, then writes its response or ends the stream.
+  // When the chunk's memory did not fit at once it moves to the service's
+  // BlockingPool and runs again there, where it may wait: no operation is
+  // pending meanwhile, so nothing else touches the reactor.
+  void ProcessChunk() {
     const absl::Status status = EncodeChunk();
+    if (!status.ok() && chunk_memory_.would_have_waited()) {
+      chunk_memory_.set_may_wait(true);
+      if (service_->memory_wait_pool_->Submit([this] { ProcessChunk(); })) return;
+    }
     RecordBytes(service_->metrics(), "EncodeObservationsStream", request_bytes_,
                 status.ok() ? &response_bytes_ : nullptr);
     request_bytes_.Clear();
     if (!status.ok()) {
+      chunk_memory_.Release();
+      RecordMemoryRefusal(service_->metrics(), "EncodeObservationsStream", status);
+      // gRPC retries a stream only before its first response; as for unary
+      // calls, a limit is marked not to be retried.
+      if (const std::optional<std::string> pushback = RetryPushback(status)) {
+        context_->AddTrailingMetadata(kRetryPushbackKey, *pushback);
+      }
       {
         absl::MutexLock lock(&mu_);
         finished_ = true;
@@ -146,6 +182,7 @@ class EncoderService::StreamReactor final
 
   void OnWriteDone(bool ok) override {
     response_bytes_.Clear();
+    chunk_memory_.Release();
     bool drained = false;
     {
       absl::MutexLock lock(&mu_);
@@ -196,9 +233,11 @@ class EncoderService::StreamReactor final
     auto& response =
         *google::protobuf::Arena::CreateMessage<v1::EncodeObservationsResponse>(&arena);
     if (status.ok()) {
-      status = RunHandler(*service_, *context_, [&](const HandlerContext& handler_context) {
-        return HandleEncodeObservations(handler_context, request, &stream_, &response);
-      });
+      status = RunHandler(*service_, *context_, &chunk_memory_,
+                          [&](const HandlerContext& handler_context) {
+                            return HandleEncodeObservations(handler_context, request,
+                                                            &stream_, &response);
+                          });
     }
     const std::string& profile =
         stream_.started ? stream_.config.profile() : request.profile();
@@ -216,6 +255,8 @@ class EncoderService::StreamReactor final
   grpc::ByteBuffer response_bytes_;
   ObservationStream stream_;
   int64_t chunks_read_ = 0;  // Counted from 1 in messages.
+  // The current chunk's share of the memory budget.
+  CallMemory chunk_memory_{/*budget=*/nullptr, /*request_bytes=*/0, absl::InfinitePast()};
 
   absl::Mutex mu_;
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
@@ -357,8 +398,15 @@ absl::Status CheckAlive(const grpc::CallbackServerContext& context) {
 
 EncoderService::EncoderService(const ServerOptions& options,
                                const ProfileRegistry* profiles,
-                               ServerMetrics* metrics, std::string auth_token)
-    : profiles_(profiles), metrics_(metrics), enable_echo_(options.enable_echo) {
+                               ServerMetrics* metrics, std::string auth_token,
+                               MemoryBudget* memory_budget,
+                               BlockingPool* memory_wait_pool)
+    : profiles_(profiles),
+      metrics_(metrics),
+      enable_echo_(options.enable_echo),
+      memory_budget_(memory_budget),
+      memory_wait_(options.memory_wait),
+      memory_wait_pool_(memory_wait_pool) {
   execution_.max_threads =
       options.threads > 0
           ? options.threads
@@ -388,6 +436,13 @@ absl::Status EncoderService::Authorize(
 
 EncoderService::~EncoderService() = default;
 
+CallMemory EncoderService::NewCallMemory(const grpc::CallbackServerContext& context,
+                                         int64_t request_bytes) const {
+  const absl::Time wait_deadline =
+      std::min(absl::Now() + memory_wait_, absl::FromChrono(context.deadline()));
+  return CallMemory(memory_budget_, request_bytes, wait_deadline);
+}
+
 bool EncoderService::AddStream(StreamReactor* stream) {
   absl::MutexLock lock(&streams_mu_);
   if (draining_) return false;
@@ -413,44 +468,119 @@ void EncoderService::Drain() {
   for (StreamReactor* stream : idle) stream->FinishDrained();
 }
 
+// One unary call, from its bytes to its status. It is the call's reactor,
+// and holds the call's share of the memory budget until gRPC is done with
+// the call: the response's bytes live until they have been sent, after
+// Finish. The handler first runs on the gRPC thread that delivered the
+// call, which must not block (server/blocking_pool.h); when the call's
+// memory does not fit at once, the call moves to the service's
+// BlockingPool and its handler runs again there, where it may wait. A
+// handler reserves memory before it writes any output and touches nothing
+// outside its response, so a second run starts from a fresh response.
+//
+// After Finish the reactor may be deleted at any time (OnDone, on another
+// thread), so nothing touches it afterwards. Finish may come before the
+// method that created the reactor returns it: gRPC keeps the status until
+// the reactor is bound, and calls OnDone only after that.
+template <typename Request, typename Response, typename Handler>
+class EncoderService::UnaryCall final : public grpc::ServerUnaryReactor {
+ public:
+  UnaryCall(EncoderService* service, grpc::CallbackServerContext* context,
+            absl::string_view method, absl::string_view size_field,
+            const grpc::ByteBuffer* request_bytes, grpc::ByteBuffer* response_bytes,
+            Handler handler)
+      : service_(service),
+        context_(context),
+        method_(method),
+        size_field_(size_field),
+        request_bytes_(request_bytes),
+        response_bytes_(response_bytes),
+        handler_(std::move(handler)),
+        memory_(service->NewCallMemory(*context,
+                                       static_cast<int64_t>(request_bytes->Length()))) {}
+
+  void Start() {
+    // The token before the bytes: a caller without it learns nothing about
+    // what the server would make of its request.
+    absl::Status status = service_->Authorize(*context_);
+    if (status.ok() && service_->refusing_calls_.load()) {
+      if (service_->metrics_ != nullptr) service_->metrics_->RecordShutdownRefusal(method_);
+      Complete(absl::UnavailableError(
+          "server shutting down: the call was not run; retry it on another replica"));
+      return;
+    }
+    // One arena for both messages: a panel's request and response hold a
+    // SeriesState per series, which would otherwise be an allocation each.
+    request_ = google::protobuf::Arena::CreateMessage<Request>(&arena_);
+    if (status.ok()) status = ParseMessage(*request_bytes_, "the request", request_);
+    if (status.ok()) status = CheckAlive(*context_);
+    if (!status.ok()) {
+      Complete(status);
+      return;
+    }
+    memory_.set_may_wait(service_->memory_wait_pool_ == nullptr);
+    Run();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Run() {
+    Response& response = *google::protobuf::Arena::CreateMessage<Response>(&arena_);
+    absl::Status status =
+        RunHandler(*service_, *context_, &memory_, [&](const HandlerContext& handler_context) {
+          return handler_(handler_context, *request_, &response);
+        });
+    if (!status.ok() && memory_.would_have_waited()) {
+      memory_.set_may_wait(true);
+      if (service_->memory_wait_pool_->Submit([this] { Run(); })) return;
+    }
+    if constexpr (NamesProfile<Request>::value) {
+      if (!status.ok() && request_->has_profile()) {
+        status = SpecErrorsToProfile(status, request_->profile());
+      }
+    }
+    if (status.ok()) {
+      status = SerializeWithinLimit(&response, service_->limits_.max_message_bytes,
+                                    size_field_, response_bytes_);
+    }
+    Complete(status);
+  }
+
+  void Complete(const absl::Status& status) {
+    RecordBytes(service_->metrics_, method_, *request_bytes_,
+                status.ok() ? response_bytes_ : nullptr);
+    if (!status.ok()) {
+      memory_.Release();  // An error holds no response.
+      RecordMemoryRefusal(service_->metrics_, method_, status);
+      if (const std::optional<std::string> pushback = RetryPushback(status)) {
+        context_->AddTrailingMetadata(kRetryPushbackKey, *pushback);
+      }
+    }
+    Finish(ToGrpcStatus(status));
+  }
+
+  EncoderService* const service_;
+  grpc::CallbackServerContext* const context_;
+  const absl::string_view method_;
+  const absl::string_view size_field_;
+  const grpc::ByteBuffer* const request_bytes_;
+  grpc::ByteBuffer* const response_bytes_;
+  Handler handler_;
+  CallMemory memory_;
+  google::protobuf::Arena arena_;
+  Request* request_ = nullptr;
+};
+
 template <typename Request, typename Response, typename Handler>
 grpc::ServerUnaryReactor* EncoderService::Unary(
     grpc::CallbackServerContext* context, absl::string_view method,
     absl::string_view size_field, const grpc::ByteBuffer* request_bytes,
     grpc::ByteBuffer* response_bytes, Handler handler) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  // The token before the bytes: a caller without it learns nothing about
-  // what the server would make of its request.
-  absl::Status status = Authorize(*context);
-  if (status.ok() && refusing_calls_.load()) {
-    if (metrics_ != nullptr) metrics_->RecordShutdownRefusal(method);
-    status = absl::UnavailableError(
-        "server shutting down: the call was not run; retry it on another replica");
-  }
-  // One arena for both messages: a panel's request and response hold a
-  // SeriesState per series, which would otherwise be an allocation each.
-  google::protobuf::Arena arena;
-  Request& request = *google::protobuf::Arena::CreateMessage<Request>(&arena);
-  if (status.ok()) status = ParseMessage(*request_bytes, "the request", &request);
-  if (status.ok()) status = CheckAlive(*context);
-  Response& response = *google::protobuf::Arena::CreateMessage<Response>(&arena);
-  if (status.ok()) {
-    status = RunHandler(*this, *context, [&](const HandlerContext& handler_context) {
-      return handler(handler_context, request, &response);
-    });
-  }
-  if constexpr (NamesProfile<Request>::value) {
-    if (!status.ok() && request.has_profile()) {
-      status = SpecErrorsToProfile(status, request.profile());
-    }
-  }
-  if (status.ok()) {
-    status = SerializeWithinLimit(&response, limits_.max_message_bytes, size_field,
-                                  response_bytes);
-  }
-  RecordBytes(metrics_, method, *request_bytes, status.ok() ? response_bytes : nullptr);
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+  auto* call = new UnaryCall<Request, Response, Handler>(
+      this, context, method, size_field, request_bytes, response_bytes, std::move(handler));
+  call->Start();
+  return call;
 }
 
 grpc::ServerUnaryReactor* EncoderService::EncodePositions(

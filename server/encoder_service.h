@@ -3,10 +3,16 @@
 // Every method does the same few things and nothing else: check the bearer
 // token (when the server has one), check the call is still wanted, run the
 // handler from server/handlers.h with the call watched (its deadline and
-// cancellation end the work between steps and inside long kernels), convert
-// its absl::Status once (server/grpc_status.h), record payload bytes, and
-// finish. Work runs inline on gRPC's callback thread; kernels parallelise
-// large requests themselves (core/parallel.h).
+// cancellation end the work between steps and inside long kernels) and with
+// its share of the server's memory budget (server/memory_budget.h: the
+// handler reserves it once the output is sized; it is given back once the
+// response has been sent), convert its absl::Status once
+// (server/grpc_status.h, with the retry pushback trailer of
+// RetryPushback), record payload bytes and memory refusals, and finish.
+// Work runs inline on gRPC's callback thread; kernels parallelise large
+// requests themselves (core/parallel.h). A call whose memory does not fit
+// at once moves to a BlockingPool, waits there at most memory_wait for the
+// budget, and runs there.
 //
 // Bearer tokens are checked here rather than in a grpc::AuthMetadataProcessor
 // because gRPC 1.51 only runs processors on secure credentials (insecure
@@ -32,7 +38,9 @@
 #include "core/parallel.h"
 #include "phasor/v1/encoder.grpc.pb.h"
 #include "server/convert.h"
+#include "server/blocking_pool.h"
 #include "server/handlers.h"
+#include "server/memory_budget.h"
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/profiles.h"
@@ -62,10 +70,16 @@ using RawEncoderService = v1::Encoder::WithRawCallbackMethod_EncodePositions<
 
 class EncoderService final : public RawEncoderService {
  public:
-  // `profiles` and `metrics` must outlive the service; `metrics` may be null.
-  // `auth_token` empty = no authentication.
+  // `profiles`, `metrics`, `memory_budget` and `memory_wait_pool` must
+  // outlive the service (the pool: until the server has stopped, since it
+  // runs calls); `metrics` and `memory_budget` may be null (no budget: calls
+  // are not counted), and `memory_wait_pool` too (calls that must wait for
+  // memory then wait on gRPC's thread: for tests). `auth_token` empty = no
+  // authentication.
   EncoderService(const ServerOptions& options, const ProfileRegistry* profiles,
-                 ServerMetrics* metrics, std::string auth_token);
+                 ServerMetrics* metrics, std::string auth_token,
+                 MemoryBudget* memory_budget = nullptr,
+                 BlockingPool* memory_wait_pool = nullptr);
   ~EncoderService() override;
 
   grpc::ServerUnaryReactor* EncodePositions(grpc::CallbackServerContext* context,
@@ -121,9 +135,15 @@ class EncoderService final : public RawEncoderService {
   const RequestLimits& limits() const { return limits_; }
   // Shared by every call (thread-safe, bounded; server/spec_cache.h).
   ObservationsCaches* observations_caches() const { return observations_caches_.get(); }
+  // A call's (or a stream chunk's) share of the memory budget, waiting at
+  // most memory_wait and never past the call's deadline.
+  CallMemory NewCallMemory(const grpc::CallbackServerContext& context,
+                           int64_t request_bytes) const;
 
  private:
   class StreamReactor;
+  template <typename Request, typename Response, typename Handler>
+  class UnaryCall;
 
   template <typename Request, typename Response, typename Handler>
   grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
@@ -141,6 +161,9 @@ class EncoderService final : public RawEncoderService {
   ExecutionOptions execution_;
   RequestLimits limits_;
   bool enable_echo_;
+  MemoryBudget* memory_budget_;
+  absl::Duration memory_wait_;
+  BlockingPool* memory_wait_pool_;
   const std::unique_ptr<ObservationsCaches> observations_caches_ =
       std::make_unique<ObservationsCaches>();
   std::string expected_authorization_;  // "Bearer <token>", or empty.

@@ -25,6 +25,14 @@ ABSL_FLAG(int64_t, max_message_bytes, int64_t{64} << 20,
 ABSL_FLAG(int64_t, max_elements_per_request, int64_t{1} << 24,
           "Largest number of tensor elements one request may send or produce; "
           "above it the call fails with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, memory_budget_bytes, 0,
+          "Bytes that calls in flight may hold together (request, response "
+          "and scratch); a call that does not fit waits up to "
+          "--memory_wait_seconds, then gets RESOURCE_EXHAUSTED. 0 = 0.6 of the "
+          "container's cgroup memory limit, or of physical memory without one.");
+ABSL_FLAG(double, memory_wait_seconds, 5.0,
+          "Seconds a call may wait for the memory budget (never past its "
+          "deadline); 0 = refuse at once.");
 ABSL_FLAG(int, threads, 0,
           "OpenMP threads one large request may use; 0 = all cores. Small "
           "requests always run on one thread.");
@@ -129,6 +137,8 @@ ServerOptions ServerOptionsFromFlags() {
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.max_elements_per_request = absl::GetFlag(FLAGS_max_elements_per_request);
+  options.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
+  options.memory_wait = absl::Seconds(absl::GetFlag(FLAGS_memory_wait_seconds));
   options.threads = absl::GetFlag(FLAGS_threads);
   options.profiles_path = absl::GetFlag(FLAGS_profiles);
   options.builtin_holidays_path = absl::GetFlag(FLAGS_builtin_holidays);

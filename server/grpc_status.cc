@@ -8,6 +8,7 @@
 #include "core/errors.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
+#include "server/memory_budget.h"
 
 namespace phasor::server {
 
@@ -53,6 +54,12 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   rpc_status.set_message(message);
   rpc_status.add_details()->PackFrom(bad_request);
   return grpc::Status(code, message, rpc_status.SerializeAsString());
+}
+
+std::optional<std::string> RetryPushback(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kResourceExhausted) return std::nullopt;
+  if (MemoryRefusalOf(status) == MemoryRefusal::kBusy) return std::nullopt;
+  return "-1";
 }
 
 }  // namespace phasor::server

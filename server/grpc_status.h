@@ -21,6 +21,7 @@
 #define PHASOR_SERVER_GRPC_STATUS_H_
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include <grpcpp/support/status.h>
@@ -35,6 +36,18 @@ inline constexpr size_t kMaxFieldPathBytes = 200;
 inline constexpr size_t kMaxDescriptionBytes = 512;
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// gRPC's retry pushback for a failed call: the value of the
+// "grpc-retry-pushback-ms" trailer (gRFC A6, client-side retries), or none.
+// Phasor's clients retry RESOURCE_EXHAUSTED (docs/DEPLOY.md, retries), so
+// every RESOURCE_EXHAUSTED that a retry cannot fix — a request over the
+// message or element limit, a call larger than the whole memory budget —
+// carries "-1", which tells a gRPC client not to retry it. The one that a
+// retry can fix, the memory budget in use by other calls
+// (server/memory_budget.h, MemoryRefusal::kBusy), carries none, so the
+// client's own backoff applies. Other codes carry none.
+std::optional<std::string> RetryPushback(const absl::Status& status);
+inline constexpr char kRetryPushbackKey[] = "grpc-retry-pushback-ms";
 
 // `text` if it has at most `max_bytes` bytes; otherwise its longest prefix
 // that ends on a UTF-8 character boundary and leaves room for a note

@@ -195,6 +195,23 @@ absl::Status CheckDescribeSize(int64_t num_frequencies, int64_t num_offsets,
 
 }  // namespace
 
+absl::Status ReserveMemory(const HandlerContext& context, int64_t bytes) {
+  if (context.memory == nullptr) return absl::OkStatus();
+  return context.memory->Reserve(bytes, context.check_alive);
+}
+
+absl::Status ReserveOutputMemory(const HandlerContext& context,
+                                 absl::Span<const int64_t> shape, DType dtype,
+                                 int64_t extra_bytes) {
+  int64_t elements = 1;
+  for (int64_t extent : shape) elements *= extent;
+  const int64_t dtype_bytes = static_cast<int64_t>(DTypeSize(dtype));
+  // 16-bit outputs are computed in float32 first (WriteFloatOutput).
+  const int64_t scratch = dtype_bytes < 4 ? elements * 4 : 0;
+  return ReserveMemory(context,
+                       elements * dtype_bytes + kOtherFieldCopies * extra_bytes + scratch);
+}
+
 absl::Status HandleEncodePositions(const HandlerContext& context,
                                    const v1::EncodePositionsRequest& request,
                                    v1::EncodePositionsResponse* response) {
@@ -236,6 +253,7 @@ absl::Status HandleEncodePositions(const HandlerContext& context,
   const int64_t output_shape[] = {rows, dim};
   PHASOR_RETURN_IF_ERROR(
       CheckOutputSize(output_shape, output_dtype, "positions", context.limits));
+  PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(context, output_shape, output_dtype));
 
   // Content in the arithmetic's precision: float32, or double for FLOAT64.
   const bool in_double = output_dtype == DType::kFloat64;
@@ -452,6 +470,11 @@ absl::Status HandleApplyRope(const HandlerContext& context,
                                    " positions is over the server's limit of ",
                                    context.limits.max_elements, " per request"));
   }
+  // The rotated query and key are the response, as large as the inputs;
+  // the positions are materialised at 8 bytes per token and axis.
+  PHASOR_RETURN_IF_ERROR(ReserveMemory(
+      context, static_cast<int64_t>(query_view.bytes.size() + key_view.bytes.size()) +
+                   8 * axes * q.batch * q.seq));
   PHASOR_ASSIGN_OR_RETURN(
       const PositionsInput positions_input,
       DecodePositions(request.positions(), "positions", context.limits, /*max_rank=*/3));
@@ -546,6 +569,8 @@ absl::Status HandleRopeTables(const HandlerContext& context,
   PHASOR_RETURN_IF_ERROR(CheckOutputSize(both_shape, output_dtype, "positions",
                                          context.limits,
                                          /*extra_bytes=*/width * 8));
+  PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(context, both_shape, output_dtype,
+                                             /*extra_bytes=*/width * 8));
   PHASOR_ASSIGN_OR_RETURN(
       const PositionsInput positions_input,
       DecodePositions(request.positions(), "positions", context.limits,
@@ -612,7 +637,9 @@ absl::Status HandleAlibiBias(const HandlerContext& context,
                                            context.limits,
                                            /*extra_bytes=*/heads * static_cast<int64_t>(
                                                DTypeSize(slopes_dtype))));
+    PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(context, bias_shape, output_dtype));
   }
+  PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(context, slopes_shape, slopes_dtype));
 
   PHASOR_RETURN_IF_ERROR(context.check_alive());
   AllocateTensor(slopes_shape, slopes_dtype, response->mutable_slopes());

@@ -26,6 +26,7 @@
 #include "core/parallel.h"
 #include "phasor/v1/encoder.pb.h"
 #include "server/convert.h"
+#include "server/memory_budget.h"
 #include "server/metrics.h"
 #include "server/profiles.h"
 #include "server/spec_cache.h"
@@ -64,7 +65,26 @@ struct HandlerContext {
   absl::FunctionRef<absl::Status()> check_alive;
   // Null: every call converts its spec and builds its layout itself.
   ObservationsCaches* observations_caches = nullptr;
+  // The call's share of the server's memory budget (server/memory_budget.h),
+  // reserved once the output is sized and before it is allocated. Null: no
+  // budget (tests, tools).
+  CallMemory* memory = nullptr;
 };
+
+// Reserves `bytes` more of the call's memory (HandlerContext::memory),
+// waiting for the server's budget if need be; OK without a budget.
+absl::Status ReserveMemory(const HandlerContext& context, int64_t bytes);
+
+// ReserveMemory for an output of `shape` and `dtype` as CheckOutputSize
+// sizes it, before it is allocated: its bytes; kOtherFieldCopies times
+// `extra_bytes`, the response's other fields (states, schema), which exist
+// as core structs, proto messages and their serialization; and the float32
+// scratch WriteFloatOutput fills for a 16-bit output. REQUIRES:
+// CheckOutputSize passed for the same arguments (no overflow).
+inline constexpr int64_t kOtherFieldCopies = 4;
+absl::Status ReserveOutputMemory(const HandlerContext& context,
+                                 absl::Span<const int64_t> shape, DType dtype,
+                                 int64_t extra_bytes = 0);
 
 // Runs `kernel` (absl::Status(absl::Span<float>), or a generic one that also
 // takes absl::Span<double>) to produce the result of `shape` and stores it in

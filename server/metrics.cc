@@ -160,6 +160,12 @@ ServerMetrics::ServerMetrics()
                                 .Help("Serialized response bytes sent by "
                                       "Encoder methods.")
                                 .Register(*registry_);
+  memory_refused_family_ = &prometheus::BuildCounter()
+                                .Name("phasor_memory_refused_total")
+                                .Help("Encoder calls refused memory: reason busy (the "
+                                      "memory budget was in use by other calls) or "
+                                      "too_large (more than the whole budget).")
+                                .Register(*registry_);
   refused_family_ = &prometheus::BuildCounter()
                          .Name("phasor_calls_refused_total")
                          .Help("Encoder calls answered UNAVAILABLE without being run: "
@@ -178,6 +184,17 @@ ServerMetrics::ServerMetrics()
                     .Help("RPCs started and not yet finished.")
                     .Register(*registry_)
                     .Add({});
+  memory_budget_ = &prometheus::BuildGauge()
+                        .Name("phasor_memory_budget_bytes")
+                        .Help("Bytes that calls in flight may hold together "
+                              "(request, response and scratch).")
+                        .Register(*registry_)
+                        .Add({});
+  memory_in_use_ = &prometheus::BuildGauge()
+                        .Name("phasor_memory_in_use_bytes")
+                        .Help("Bytes of the memory budget that calls in flight hold.")
+                        .Register(*registry_)
+                        .Add({});
   prometheus::BuildGauge()
       .Name("phasor_build_info")
       .Help("Build information; the value is always 1.")
@@ -263,6 +280,11 @@ void ServerMetrics::AddMethod(absl::string_view service,
         &request_bytes_family_->Add({{"grpc_method", method_label}});
     metrics->response_bytes =
         &response_bytes_family_->Add({{"grpc_method", method_label}});
+    for (const MemoryRefusal refusal : {MemoryRefusal::kBusy, MemoryRefusal::kTooLarge}) {
+      metrics->memory_refused[static_cast<int>(refusal)] = &memory_refused_family_->Add(
+          {{"grpc_method", method_label},
+           {"reason", std::string(MemoryRefusalName(refusal))}});
+    }
     metrics->refused_shutdown =
         &refused_family_->Add({{"grpc_method", method_label}, {"reason", "shutdown"}});
   }
@@ -308,6 +330,13 @@ void ServerMetrics::RecordPayloadBytes(absl::string_view method,
   if (it == encoder_methods_.end()) return;
   it->second->request_bytes->Increment(static_cast<double>(request_bytes));
   it->second->response_bytes->Increment(static_cast<double>(response_bytes));
+}
+
+void ServerMetrics::RecordMemoryRefusal(absl::string_view method, MemoryRefusal refusal) {
+  auto it = encoder_methods_.find(method);
+  if (it == encoder_methods_.end()) return;
+  prometheus::Counter* counter = it->second->memory_refused[static_cast<int>(refusal)];
+  if (counter != nullptr) counter->Increment();
 }
 
 void ServerMetrics::RecordShutdownRefusal(absl::string_view method) {

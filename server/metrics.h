@@ -15,6 +15,15 @@
 //                                           responses sent (OK calls; each
 //                                           stream message)
 //   phasor_in_flight_requests               calls started and not finished
+//   phasor_memory_budget_bytes              the memory budget of calls in
+//                                           flight (server/memory_budget.h)
+//   phasor_memory_in_use_bytes              bytes of it calls hold now
+//   phasor_memory_refused_total{grpc_method,reason}
+//                                           calls refused memory: reason
+//                                           "busy" (the budget was in use
+//                                           by other calls until the wait
+//                                           ended) or "too_large" (more
+//                                           than the whole budget)
 //   phasor_calls_refused_total{grpc_method,reason}
 //                                           Encoder calls answered
 //                                           UNAVAILABLE without being run:
@@ -52,6 +61,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/memory_budget.h"
 #include "server/process_metrics.h"
 
 namespace phasor::server {
@@ -92,6 +102,10 @@ class ServerMetrics final {
   // `response_bytes` is 0 when no response was sent.
   void RecordPayloadBytes(absl::string_view method, int64_t request_bytes,
                           int64_t response_bytes);
+  void SetMemoryBudget(int64_t bytes) { memory_budget_->Set(static_cast<double>(bytes)); }
+  void SetMemoryInUse(int64_t bytes) { memory_in_use_->Set(static_cast<double>(bytes)); }
+  // `method` as for RecordPayloadBytes.
+  void RecordMemoryRefusal(absl::string_view method, MemoryRefusal refusal);
   // `method` as for RecordPayloadBytes: a call answered UNAVAILABLE, not
   // run, because the server is shutting down.
   void RecordShutdownRefusal(absl::string_view method);
@@ -116,6 +130,8 @@ class ServerMetrics final {
     prometheus::Counter* msg_sent = nullptr;
     prometheus::Counter* request_bytes = nullptr;
     prometheus::Counter* response_bytes = nullptr;
+    // Indexed by MemoryRefusal; Encoder methods only.
+    std::array<prometheus::Counter*, 2> memory_refused{};
     // phasor_calls_refused_total{reason="shutdown"}; Encoder methods only.
     prometheus::Counter* refused_shutdown = nullptr;
   };
@@ -139,6 +155,7 @@ class ServerMetrics final {
   prometheus::Family<prometheus::Counter>* sent_family_;
   prometheus::Family<prometheus::Counter>* request_bytes_family_;
   prometheus::Family<prometheus::Counter>* response_bytes_family_;
+  prometheus::Family<prometheus::Counter>* memory_refused_family_;
   prometheus::Family<prometheus::Counter>* refused_family_;
 
   // Keyed by the full method name; "" holds the "unknown" bucket. Filled in
@@ -148,6 +165,8 @@ class ServerMetrics final {
   absl::flat_hash_map<std::string, MethodMetrics*> encoder_methods_;
   std::array<prometheus::Counter*, kNumEncodedKinds> encoded_values_{};
   prometheus::Gauge* in_flight_;
+  prometheus::Gauge* memory_budget_;
+  prometheus::Gauge* memory_in_use_;
 };
 
 }  // namespace phasor::server

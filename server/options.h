@@ -28,6 +28,18 @@ struct ServerOptions {
   // bounds the work a single tiny request (e.g. a huge position range) can
   // ask for.
   int64_t max_elements_per_request = int64_t{1} << 24;
+  // Bytes that calls in flight may hold together (request, response and
+  // scratch; server/memory_budget.h). 0 = automatic: 0.6 of the container's
+  // cgroup memory limit, or of physical memory without one
+  // (server/memory_limit.h). A call that does not fit waits up to
+  // memory_wait for others to finish, then gets RESOURCE_EXHAUSTED.
+  int64_t memory_budget_bytes = 0;
+  // How long a call may wait for the memory budget (never past its own
+  // deadline). Long enough for a burst of large calls to drain through a
+  // budget that holds a few of them at once; short enough that a client
+  // hears RESOURCE_EXHAUSTED and retries on another replica well within a
+  // typical 30 s deadline. Zero: refuse at once.
+  absl::Duration memory_wait = absl::Seconds(5);
   // OpenMP thread budget for one large request; 0 = hardware concurrency.
   // Small requests always run serially (core/parallel.h).
   int threads = 0;

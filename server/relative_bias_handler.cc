@@ -244,10 +244,14 @@ absl::Status HandleRelativeBias(const HandlerContext& context,
     PHASOR_RETURN_IF_ERROR(
         CheckOutputSize(ids_shape, DType::kInt32, "key_positions", context.limits));
     ids_bytes = q_len * k_len * 4;  // Within the message limit: checked above.
+    PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(context, ids_shape, DType::kInt32));
   }
   if (with_bias) {
     PHASOR_RETURN_IF_ERROR(CheckOutputSize(bias_shape, output_dtype, "key_positions",
                                            context.limits, /*extra_bytes=*/ids_bytes));
+    // Written in its dtype directly (WriteBias): no float32 scratch.
+    PHASOR_RETURN_IF_ERROR(ReserveMemory(
+        context, heads * q_len * k_len * static_cast<int64_t>(DTypeSize(output_dtype))));
     int64_t elements = 0;
     if (with_ids && (!CheckedMultiply(heads + 1, q_len * k_len, &elements) ||
                      elements > context.limits.max_elements)) {

@@ -32,6 +32,7 @@
 #include "server/binary_info.h"
 #include "server/log_limit.h"
 #include "server/logging.h"
+#include "server/memory_limit.h"
 
 namespace phasor::server {
 namespace {
@@ -193,6 +194,14 @@ absl::StatusOr<std::unique_ptr<PhasorServer>> PhasorServer::Start(
   if (options.max_elements_per_request <= 0) {
     return absl::InvalidArgumentError("max_elements_per_request: must be > 0");
   }
+  if (options.memory_budget_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory_budget_bytes: must be >= 0 (0 = automatic), got ",
+        options.memory_budget_bytes));
+  }
+  if (options.memory_wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("memory_wait_seconds: must be >= 0");
+  }
   std::unique_ptr<PhasorServer> server(new PhasorServer());
 
   if (options.profiles_path.empty()) {
@@ -232,8 +241,21 @@ absl::StatusOr<std::unique_ptr<PhasorServer>> PhasorServer::Start(
     const absl::Status exposed = server->metrics_->Expose(options.metrics_address);
     if (!exposed.ok()) return exposed;
   }
+  const MemoryBudgetSize budget = ChooseMemoryBudget(options.memory_budget_bytes);
+  ServerMetrics* metrics = server->metrics_.get();
+  metrics->SetMemoryBudget(budget.bytes);
+  server->memory_budget_ = std::make_unique<MemoryBudget>(
+      budget.bytes, [metrics](int64_t in_use_bytes) { metrics->SetMemoryInUse(in_use_bytes); });
+  server->memory_budget_source_ = budget.source;
+  server->memory_releaser_ = std::make_unique<IdleMemoryReleaser>(
+      server->memory_budget_.get(), IdleMemoryReleaserOptions{});
+  // Enough threads that several large calls wait for memory at once and
+  // each runs as soon as its bytes come back; they block rather than spin.
+  server->memory_wait_pool_ = std::make_unique<BlockingPool>(
+      std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency())));
   server->service_ = std::make_unique<EncoderService>(
-      options, server->profiles_.get(), server->metrics_.get(), *std::move(token));
+      options, server->profiles_.get(), server->metrics_.get(), *std::move(token),
+      server->memory_budget_.get(), server->memory_wait_pool_.get());
 
   // A process-wide registration that every later server picks up; gRPC
   // documents it as not thread-safe, hence the once.
@@ -324,6 +346,10 @@ LogRecord ConfigurationRecord(const ServerOptions& options, const PhasorServer& 
       .Add("metrics_address", options.metrics_address)
       .Add("metrics_port", server.metrics_port())
       .Add("max_message_bytes", options.max_message_bytes)
+      .Add("memory_budget_bytes", server.memory_budget().capacity_bytes())
+      .Add("memory_budget_source", server.memory_budget_source())
+      .Add("memory_wait_seconds", absl::ToDoubleSeconds(options.memory_wait))
+      .Add("memory_release", MemoryReleaseMechanism())
       .Add("max_elements_per_request", options.max_elements_per_request)
       .Add("threads", options.threads)
       .Add("hardware_threads", static_cast<int>(std::thread::hardware_concurrency()))

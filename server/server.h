@@ -27,14 +27,18 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/blocking_pool.h"
 #include "server/call_log.h"
 #include "server/encoder_service.h"
 #include "server/health_service.h"
+#include "server/memory_budget.h"
+#include "server/memory_release.h"
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/profiles.h"
@@ -56,6 +60,10 @@ class PhasorServer final {
   int grpc_port() const { return grpc_port_; }
   // 0 when metrics are disabled.
   int metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
+  // The memory budget of calls in flight (server/memory_budget.h) and where
+  // its size came from (server/memory_limit.h ChooseMemoryBudget).
+  const MemoryBudget& memory_budget() const { return *memory_budget_; }
+  const std::string& memory_budget_source() const { return memory_budget_source_; }
   const ProfileRegistry& profiles() const { return *profiles_; }
   const ServerMetrics& metrics() const { return *metrics_; }
 
@@ -70,6 +78,12 @@ class PhasorServer final {
   PhasorServer() = default;
 
   std::unique_ptr<ServerMetrics> metrics_;
+  // Before the service, which takes shares of it; the releaser watches it.
+  std::unique_ptr<MemoryBudget> memory_budget_;
+  std::string memory_budget_source_;
+  std::unique_ptr<IdleMemoryReleaser> memory_releaser_;
+  // Runs the calls that wait for the budget (server/blocking_pool.h).
+  std::unique_ptr<BlockingPool> memory_wait_pool_;
   std::unique_ptr<CallLog> call_log_;
   std::unique_ptr<ProfileRegistry> profiles_;
   std::unique_ptr<EncoderService> service_;

@@ -730,6 +730,9 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
   PHASOR_RETURN_IF_ERROR(CheckOutputSize(
       shape, output_dtype, "observations", context.limits,
       /*extra_bytes=*/state_bytes + offsets_bytes + names_bytes * per_channel_entries));
+  PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(
+      context, shape, output_dtype,
+      /*extra_bytes=*/state_bytes + offsets_bytes + names_bytes * per_channel_entries));
   PHASOR_RETURN_IF_ERROR(context.check_alive());
 
   PHASOR_ASSIGN_OR_RETURN(

@@ -64,8 +64,12 @@ class Server:
     """
 
     def __init__(self, flags=(), env=None, client_options=None,
-                 metrics=True):
+                 metrics=True, launcher=()):
         self.flags = list(flags)
+        # Words run before the server's own command line, which they must
+        # exec (so the pid stays the server's): e.g. a shell that moves
+        # itself into a cgroup first.
+        self.launcher = list(launcher)
         self.extra_env = dict(env or {})
         # EncoderClient keyword arguments for the health poll (TLS, ...).
         self.client_options = dict(client_options or {})
@@ -106,7 +110,7 @@ class Server:
         env.update(self.extra_env)
         self._log = tempfile.TemporaryFile(mode="w+")
         self.process = subprocess.Popen(
-            [SERVER_BIN, *flags, *self.flags], stdout=self._log,
+            [*self.launcher, SERVER_BIN, *flags, *self.flags], stdout=self._log,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
 
     def _check_alive(self):

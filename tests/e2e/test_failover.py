@@ -151,7 +151,7 @@ class FailoverTest(unittest.TestCase):
         method = parsed["methodConfig"][0]
         self.assertEqual(method["name"], [{"service": "phasor.v1.Encoder"}])
         self.assertEqual(method["retryPolicy"]["retryableStatusCodes"],
-                         ["UNAVAILABLE", "CANCELLED"])
+                         ["UNAVAILABLE", "CANCELLED", "RESOURCE_EXHAUSTED"])
         # One policy for every client: the C++ client's kDefaultServiceConfig.
         with open(os.path.join(harness.SOURCE_DIR, "client",
                                "encoder_client.h"), encoding="utf-8") as f:

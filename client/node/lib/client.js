@@ -310,8 +310,11 @@ class EncoderClient {
       'grpc.max_receive_message_length': maxMessageBytes,
     };
     // The same retry policy as the C++ and Python clients (docs/DEPLOY.md):
-    // a replica that drains answers UNAVAILABLE or CANCELLED, and every
-    // Encoder call is a pure function, so another replica may serve it.
+    // a replica that drains answers UNAVAILABLE or CANCELLED, one whose
+    // memory budget is in use RESOURCE_EXHAUSTED (the server marks the
+    // RESOURCE_EXHAUSTED a retry cannot fix with grpc-retry-pushback-ms -1,
+    // which grpc-js honours), and every Encoder call is a pure function, so
+    // another replica may serve it.
     // (grpc-js has no client-side health checking: no healthCheckConfig.)
     const serviceConfig = {
       methodConfig: [{
@@ -321,7 +324,7 @@ class EncoderClient {
           initialBackoff: '0.1s',
           maxBackoff: '1s',
           backoffMultiplier: 2,
-          retryableStatusCodes: ['UNAVAILABLE', 'CANCELLED'],
+          retryableStatusCodes: ['UNAVAILABLE', 'CANCELLED', 'RESOURCE_EXHAUSTED'],
         },
       }],
       retryThrottling: { maxTokens: 100, tokenRatio: 0.1 },

@@ -100,7 +100,9 @@ _DEFAULT_MESSAGE_BYTES = 64 << 20
 # The channel's default service config, the same JSON as the C++ client's
 # kDefaultServiceConfig (client/encoder_client.h, where each setting is
 # explained): Encoder calls that fail with UNAVAILABLE or CANCELLED (a
-# replica draining or gone) are retried up to 5 attempts with backoff, round_robin sending
+# replica draining or gone) or RESOURCE_EXHAUSTED (a replica whose memory
+# budget is in use; limits a retry cannot fix come marked not to be
+# retried) are retried up to 5 attempts with backoff, round_robin sending
 # the retry to another replica; retries are throttled during an outage; with
 # round_robin, each connection watches grpc.health.v1 for phasor.v1.Encoder
 # so a draining replica stops receiving calls. gRPC uses it unless the name
@@ -114,7 +116,8 @@ DEFAULT_SERVICE_CONFIG = json.dumps({
             "initialBackoff": "0.1s",
             "maxBackoff": "1s",
             "backoffMultiplier": 2,
-            "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED"],
+            "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED",
+                                     "RESOURCE_EXHAUSTED"],
         },
     }],
     "retryThrottling": {"maxTokens": 100, "tokenRatio": 0.1},
