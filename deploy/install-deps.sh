@@ -37,6 +37,11 @@ packages=(
   python3-pip python3-venv python3-setuptools python3-wheel
   # The package's DataFrame API (encode_frame, DatetimeIndex timestamps).
   python3-pandas
+  # phasor_client.dask: encode_frame over a Dask DataFrame on a
+  # dask.distributed cluster (docs/DASK.md), and its e2e test's LocalCluster.
+  # Debian 12 has no pyarrow or fastparquet: read_parquet needs one of them
+  # from elsewhere.
+  python3-dask python3-distributed
   # The built-in country holiday calendars, generated at build time by
   # server/holidays/gen_builtin_holidays.py (python3-holidays 0.10.1), and
   # the test that compares them with the library.
