@@ -49,6 +49,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+// PanelOptions, PanelStats and DefaultCallBytes (EncodeObservationsPanel).
+#include "client/panel_calls.h"
+// kGrpcStatusDetailsPayload (FieldViolationsOf).
+#include "client/status_details.h"
 #include "phasor/v1/encoder.grpc.pb.h"
 #include "phasor/v1/encoder.pb.h"
 
@@ -126,42 +130,6 @@ struct ClientOptions {
   std::string service_config_json = std::string(kDefaultServiceConfig);
 };
 
-// PanelOptions::max_call_bytes when it is 0: max_message_bytes / 2.
-int64_t DefaultCallBytes(int64_t max_message_bytes);
-
-// How EncoderClient::EncodeObservationsPanel splits a panel.
-struct PanelOptions {
-  // Sub-calls in flight at once on the client's channel. More overlap the
-  // server's work with the transfers; each holds one sub-request and its
-  // response in memory (at most max_call_bytes each). Default 4.
-  int max_in_flight = 4;
-  // Largest request or response one sub-call may carry, bytes; 0 = half
-  // the client's max_message_bytes (DefaultCallBytes). Lower values split
-  // more finely (more calls in flight for a panel that would fit in one
-  // call). Keep it at or below
-  // the server's --max_message_bytes too: the client cannot see that limit
-  // (a panel the server refuses as too large, RESOURCE_EXHAUSTED, is sent
-  // again in calls of half the size, down to 64 KiB).
-  int64_t max_call_bytes = 0;
-  // Largest feature tensor one sub-call may return, elements: the server's
-  // default --max_elements_per_request. Matters for 16-bit outputs, whose
-  // messages hold twice the elements of float32 ones.
-  int64_t max_call_elements = int64_t{1} << 24;
-};
-
-// What EncodeObservationsPanel did, for tests and logs.
-struct PanelStats {
-  // Calls that carried rows (1 when the panel went in one piece), in the
-  // last attempt.
-  int64_t calls = 0;
-  // Attempts the server refused as too large before the last one.
-  int64_t retries = 0;
-  // Series cut into consecutive chunks joined by their state.
-  int64_t series_split = 0;
-  // The zero-row call that learnt the feature width F (0 or 1).
-  int64_t probe_calls = 0;
-};
-
 // grpc.health.v1 serving states, numbered as in the health protocol.
 enum class ServingStatus {
   kUnknown = 0,
@@ -170,10 +138,6 @@ enum class ServingStatus {
   kServiceUnknown = 3,
 };
 absl::string_view ServingStatusName(ServingStatus status);
-
-// Payload type URL under which a call's serialized google.rpc.Status travels.
-inline constexpr absl::string_view kGrpcStatusDetailsPayload =
-    "type.googleapis.com/google.rpc.Status";
 
 // One google.rpc.BadRequest field violation.
 struct FieldViolation {
@@ -259,11 +223,6 @@ class EncoderClient final {
  private:
   // Deadline and credentials for one call.
   void PrepareContext(grpc::ClientContext* context) const;
-  // One attempt of EncodeObservationsPanel with sub-calls of at most
-  // `limit` bytes.
-  absl::StatusOr<v1::EncodeObservationsResponse> EncodePanelWithin(
-      const v1::EncodeObservationsRequest& request, const PanelOptions& panel,
-      int64_t limit, PanelStats* stats) const;
 
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Encoder::Stub> stub_;

@@ -39,8 +39,8 @@ absl::Status CheckTimes(absl::Span<const int64_t> times,
       return InvalidField(
           Indexed(prefix, name, static_cast<int64_t>(i)),
           absl::StrCat("decreasing (", times[i], " ns < ", times[i - 1],
-                       " ns at index ", i - 1,
-                       "); timestamps must be non-decreasing"));
+                       " ns, the timestamp before it); timestamps must be "
+                       "non-decreasing"));
     }
   }
   return absl::OkStatus();
@@ -136,7 +136,7 @@ absl::Status ValidateWide(const ObservationsView& obs, absl::string_view prefix)
     if (observed && !std::isfinite(v)) {
       return InvalidField(
           Indexed(prefix, "values", i),
-          absl::StrCat(v, " at row ", i / c, ", channel ", i % c,
+          absl::StrCat(v, " in channel ", i % c,
                        obs.mask.empty()
                            ? " (observed values must be finite; NaN means "
                              "not observed)"
@@ -377,8 +377,7 @@ absl::Status ValidateSeriesState(const SeriesState& state,
                 0),
         absl::StrCat("decreasing (", times[0],
                      " ns < the previous chunk's last timestamp ",
-                     state.last_timestamp_ns, " ns in ", state_prefix,
-                     ".last_timestamp_ns)"));
+                     state.last_timestamp_ns, " ns, the state's last_timestamp_ns)"));
   }
   return absl::OkStatus();
 }

@@ -6,7 +6,6 @@
 #include <limits>
 #include <optional>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/errors.h"
@@ -338,32 +337,28 @@ absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions& positions,
 
 absl::Status ReplaceFieldPath(const absl::Status& status, absl::string_view path,
                               absl::string_view note) {
-  const std::optional<std::string> old_path = FieldPathOf(status);
-  if (!old_path) return status;
-  absl::string_view description = status.message();
-  if (absl::StartsWith(description, *old_path)) {
-    description.remove_prefix(old_path->size());
-  }
-  if (absl::StartsWith(description, ": ")) description.remove_prefix(2);
-  return FieldError(status.code(), path,
-                    note.empty() ? std::string(description)
-                                 : absl::StrCat(note, ": ", description));
+  if (note.empty()) return WithFieldPath(status, ParseFieldPath(path));
+  const std::optional<std::string> description = FieldDescriptionOf(status);
+  if (!description) return status;
+  return WithFieldPath(status, ParseFieldPath(path),
+                       absl::StrCat(note, ": ", *description));
 }
 
-absl::Status PositionsStatusToWirePaths(const absl::Status& status,
-                                        const v1::Positions& positions,
-                                        absl::string_view field) {
-  const std::optional<std::string> path = FieldPathOf(status);
-  if (!path || !absl::StartsWith(*path, "positions[")) return status;
-  const absl::string_view index =
-      absl::string_view(*path).substr(/*pos=*/10);  // "3]"
-  if (positions.has_range()) {
-    return ReplaceFieldPath(
-        status, absl::StrCat(field, ".range"),
-        absl::StrCat("element ", index.substr(0, index.size() - 1),
-                     " of the range"));
+absl::Status PositionsErrorAtWire(const absl::Status& status,
+                                  const v1::Positions& positions,
+                                  absl::string_view field) {
+  const std::optional<FieldPath> path = FieldPathSegmentsOf(status);
+  if (!path || path->empty() || (*path)[0].name != "positions" || !(*path)[0].index) {
+    return status;
   }
-  return ReplaceFieldPath(status, absl::StrCat(field, ".values[", index));
+  if (!positions.has_range()) {
+    return RenameFieldPath(status, "positions", absl::StrCat(field, ".values"));
+  }
+  const std::optional<std::string> description = FieldDescriptionOf(status);
+  if (!description || path->size() != 1) return status;
+  return WithFieldPath(status, {{std::string(field), std::nullopt}, {"range", std::nullopt}},
+                       absl::StrCat("element ", *(*path)[0].index, " of the range: ",
+                                    *description));
 }
 
 absl::Status CheckOutputSize(absl::Span<const int64_t> shape, DType dtype,

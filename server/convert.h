@@ -156,17 +156,18 @@ std::vector<int64_t> PositionsShape(const v1::Positions& positions);
 
 // core/ names the i-th position "positions[i]" (core/positions.h has no wire
 // form). On the wire that is `field`.values[i] for a tensor, and `field`.range
-// for a range, whose i-th value is start + i·step (the index then goes into
-// the description). Rewrites a status with such a path; returns any other
+// for a range, whose i-th value is start + i·step: that index is not a field,
+// so it goes into the description ("element 3 of the range: ..."). Edits the
+// path of a status about positions[i] (core/errors.h); returns any other
 // status unchanged.
-absl::Status PositionsStatusToWirePaths(const absl::Status& status,
-                                        const v1::Positions& positions,
-                                        absl::string_view field);
+absl::Status PositionsErrorAtWire(const absl::Status& status,
+                                  const v1::Positions& positions,
+                                  absl::string_view field);
 
 // `status` re-addressed to the wire field `path`: same code, same description
-// (after `note`, when given), new path in the message and payload. For core
-// paths that differ from the proto's; a status without a path is returned
-// unchanged.
+// (after `note`, when given), new path (core/errors.h WithFieldPath). For
+// core paths that differ from the proto's; a status without a path is
+// returned unchanged.
 absl::Status ReplaceFieldPath(const absl::Status& status, absl::string_view path,
                               absl::string_view note = "");
 

@@ -32,22 +32,17 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   const auto code = static_cast<grpc::StatusCode>(status.code());
   const std::string message = CapUtf8(status.message(), kMaxStatusMessageBytes);
-  const std::optional<std::string> field = FieldPathOf(status);
-  if (!field) return grpc::Status(code, message);
+  // The violation is built from the error's data (core/errors.h): the
+  // path's segments in their wire form and the description.
+  const std::optional<FieldPath> path = FieldPathSegmentsOf(status);
+  const std::optional<std::string> description = FieldDescriptionOf(status);
+  if (!path || !description) return grpc::Status(code, message);
 
   google::rpc::BadRequest bad_request;
   google::rpc::BadRequest::FieldViolation* violation =
       bad_request.add_field_violations();
-  violation->set_field(CapUtf8(*field, kMaxFieldPathBytes));
-  // The message already reads "<field>: <description>"; the violation keeps
-  // only the description.
-  absl::string_view description = status.message();
-  if (description.size() > field->size() + 1 &&
-      description.substr(0, field->size()) == *field &&
-      description.substr(field->size(), 2) == ": ") {
-    description.remove_prefix(field->size() + 2);
-  }
-  violation->set_description(CapUtf8(description, kMaxDescriptionBytes));
+  violation->set_field(CapUtf8(FormatFieldPath(*path), kMaxFieldPathBytes));
+  violation->set_description(CapUtf8(*description, kMaxDescriptionBytes));
 
   google::rpc::Status rpc_status;
   rpc_status.set_code(static_cast<int>(status.code()));

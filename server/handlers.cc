@@ -87,14 +87,21 @@ int64_t RopeSeqLen(const v1::RopeSpec& wire, const Positions& positions) {
   return wire.seq_len() > 0 ? wire.seq_len() : DefaultRopeSeqLen(positions);
 }
 
-// θ_i and the attention factor for heads of `head_dim` channels. The
-// sequence length scaling sees is the spec's, else derived from positions.
+// θ_i and the attention factor for heads of `head_dim` channels at
+// `seq_len` tokens, errors at their wire paths: core/rope_scaling.h keeps
+// max_position_embeddings inside the scaling variants that read it
+// (spec.rope.scaling.<variant>.max_position_embeddings); on the wire it is
+// spec.rope.max_position_embeddings, which RopeFromProto copies in.
 absl::StatusOr<RopeFrequencies> RopeFrequenciesFor(const RopeSpec& rope,
                                                    int64_t head_dim, int64_t seq_len) {
   absl::StatusOr<RopeFrequencies> frequencies =
       ComputeRopeFrequencies(rope, head_dim, seq_len, kRopePrefix);
-  if (!frequencies.ok()) return RopeStatusToWirePaths(frequencies.status());
-  return frequencies;
+  if (frequencies.ok()) return frequencies;
+  return RenameFieldPath(frequencies.status(),
+                         absl::StrCat(kRopePrefix, ".scaling.",
+                                      RopeScalingName(rope.scaling),
+                                      ".max_position_embeddings"),
+                         absl::StrCat(kRopePrefix, ".max_position_embeddings"));
 }
 
 // Plans (frequencies and their exact-reduction constants) for the specs the
@@ -283,7 +290,7 @@ absl::Status HandleEncodePositions(const HandlerContext& context,
 
   const double scale64 = request.has_content_scale() ? request.content_scale() : 1.0;
   const float content_scale = static_cast<float>(scale64);
-  PHASOR_RETURN_IF_ERROR(PositionsStatusToWirePaths(
+  PHASOR_RETURN_IF_ERROR(PositionsErrorAtWire(
       table != nullptr
           ? (in_double ? table->ValidateInputs(positions, content64.span(), scale64)
                        : table->ValidateInputs(positions, content.span(), content_scale))
@@ -515,7 +522,7 @@ absl::Status HandleApplyRope(const HandlerContext& context,
   const RopeFrequencies& frequencies = plan->frequencies;
   // Core numbers positions flat over the (repeated) rows; the wire index is
   // the same unless rows were repeated.
-  PHASOR_RETURN_IF_ERROR(PositionsStatusToWirePaths(
+  PHASOR_RETURN_IF_ERROR(PositionsErrorAtWire(
       ValidateRopePositions(positions, frequencies, "positions"),
       request.positions(), "positions"));
 
@@ -581,7 +588,7 @@ absl::Status HandleRopeTables(const HandlerContext& context,
       const std::shared_ptr<const RopePlan> plan,
       RopePlanFor(rope, spec->rope(), rope.rotary_dim, positions));
   const RopeFrequencies& frequencies = plan->frequencies;
-  PHASOR_RETURN_IF_ERROR(PositionsStatusToWirePaths(
+  PHASOR_RETURN_IF_ERROR(PositionsErrorAtWire(
       ValidateRopePositions(positions, frequencies, "positions"),
       request.positions(), "positions"));
   assert(static_cast<int64_t>(frequencies.inv_freq.size()) == width);
@@ -716,12 +723,9 @@ absl::Status HandleDescribe(const HandlerContext& context,
                                                absl::StrCat(kRopePrefix, ".rotary_dim"),
                                                context.limits));
       seq_len = DescribeSeqLen(spec->rope(), request.seq_len());
-      absl::StatusOr<RopeFrequencies> rope_frequencies =
-          ComputeRopeFrequencies(rope, rope.rotary_dim, seq_len, kRopePrefix);
-      if (!rope_frequencies.ok()) {
-        return RopeStatusToWirePaths(rope_frequencies.status());
-      }
-      frequencies = std::move(rope_frequencies->inv_freq);
+      PHASOR_ASSIGN_OR_RETURN(RopeFrequencies rope_frequencies,
+                              RopeFrequenciesFor(rope, rope.rotary_dim, seq_len));
+      frequencies = std::move(rope_frequencies.inv_freq);
       break;
     }
     case v1::EncoderSpec::kTemporal: {
@@ -818,10 +822,8 @@ absl::Status ValidateProfiles(const ProfileRegistry& profiles) {
         // Without a tensor the head dimension is known only when rotary_dim
         // is set; a spec that leaves it to the head is checked per request.
         if (status.ok() && rope->rotary_dim > 0) {
-          status = RopeStatusToWirePaths(
-              ComputeRopeFrequencies(*rope, rope->rotary_dim,
-                                     SpecSeqLen(spec.rope()), kRopePrefix)
-                  .status());
+          status =
+              RopeFrequenciesFor(*rope, rope->rotary_dim, SpecSeqLen(spec.rope())).status();
         }
         break;
       }

@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/errors.h"
 #include "core/status_macros.h"
@@ -149,25 +148,6 @@ absl::StatusOr<RopeSpec> RopeFromProto(const v1::RopeSpec& spec) {
   out.fold_attention_factor =
       spec.has_fold_attention_factor() ? spec.fold_attention_factor() : true;
   return out;
-}
-
-absl::Status RopeStatusToWirePaths(const absl::Status& status) {
-  const std::optional<std::string> path = FieldPathOf(status);
-  if (!path) return status;
-  const std::string scaling_prefix = absl::StrCat(kRopePrefix, ".scaling.");
-  constexpr absl::string_view kMaxField = ".max_position_embeddings";
-  if (!absl::StartsWith(*path, scaling_prefix) || !absl::EndsWith(*path, kMaxField)) {
-    return status;
-  }
-  // "spec.rope.scaling.dynamic.max_position_embeddings" names a field that
-  // only exists in core; only "original_max_position_embeddings" inside the
-  // variant is a wire field.
-  const std::string variant_field = path->substr(scaling_prefix.size());
-  if (variant_field.find('.') == std::string::npos ||
-      absl::EndsWith(*path, ".original_max_position_embeddings")) {
-    return status;
-  }
-  return ReplaceFieldPath(status, absl::StrCat(kRopePrefix, kMaxField));
 }
 
 }  // namespace phasor::server

@@ -44,12 +44,6 @@ absl::StatusOr<TimeBlock> TimeBlockFromProto(const v1::TimeBlock& block,
 absl::StatusOr<TemporalSpec> TemporalFromProto(const v1::TemporalSpec& spec,
                                                const ProfileRegistry& profiles);
 
-// core/rope_scaling.h keeps max_position_embeddings inside each scaling
-// variant and names it spec.rope.scaling.<type>.max_position_embeddings; on
-// the wire it is spec.rope.max_position_embeddings. Rewrites such a status
-// to the wire path; any other status is returned unchanged.
-absl::Status RopeStatusToWirePaths(const absl::Status& status);
-
 }  // namespace phasor::server
 
 #endif  // PHASOR_SERVER_SPEC_CONVERT_H_

@@ -122,7 +122,7 @@ TEST(ValidateObservations, ObservedValuesMustBeFinite) {
   inf.values[5] = -INFINITY;  // Row 2, channel 1.
   const absl::Status s = ValidateObservations(inf.View());
   EXPECT_THAT(s, IsFieldError(kInvalid, "observations.values[5]"));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("row 2, channel 1"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("-inf in channel 1"));
   Wide masked_nan;
   masked_nan.mask = {1, 1, 1, 1, 0, 0, 1, 1};  // Marks values[1] (NaN) observed.
   EXPECT_THAT(ValidateObservations(masked_nan.View()),

@@ -12,7 +12,7 @@ from google.protobuf import text_format
 
 import harness
 import phasor_client
-from phasor_client import _panel, field_violations, pb
+from phasor_client import _panel, _stubs, field_violations, pb
 
 SPEC = """temporal {
   content {}
@@ -100,6 +100,33 @@ def carrying_rows(counting):
     """The requests of a Counting that carried rows: the probe for F has
     one empty series, a few hundred bytes."""
     return [size for size in counting.requests if size > 4096]
+
+
+class FakeRpcError(grpc.RpcError):
+    """A failed call as gRPC reports it: a message and, for an error about
+    `field`, a google.rpc.BadRequest naming it."""
+
+    def __init__(self, field, description):
+        super().__init__()
+        self._details = (description if field is None
+                         else f"{field}: {description}")
+        status = _stubs.status_pb2.Status(code=3, message=self._details)
+        if field is not None:
+            bad_request = _stubs.error_details_pb2.BadRequest()
+            bad_request.field_violations.add(field=field,
+                                             description=description)
+            status.details.add().Pack(bad_request)
+        self._trailers = (("grpc-status-details-bin",
+                           status.SerializeToString()),)
+
+    def code(self):
+        return grpc.StatusCode.INVALID_ARGUMENT
+
+    def details(self):
+        return self._details
+
+    def trailing_metadata(self):
+        return self._trailers
 
 
 class PanelTest(unittest.TestCase):
@@ -517,16 +544,33 @@ class PlanTest(unittest.TestCase):
     def test_paths_renumbered(self):
         offsets = np.array([0] * 10 + [100, 300])
         chunk = _panel.Piece(10, 11, 150, 200)
+        # The error renumbers the violation's field and renders the message
+        # again from it; the description is the server's, unread.
+        error = _panel.PanelError(
+            FakeRpcError("observations.series[0].values[4]",
+                         "inf in channel 1 (observed values must be finite)"),
+            chunk, offsets, {"values": 3}, _stubs.status_pb2,
+            _stubs.error_details_pb2)
         self.assertEqual(
-            _panel.panel_path(
-                "observations.series[0].values[4]: inf at row 1, channel 1",
-                chunk, offsets, {"values": 3}),
-            "observations.series[10].values[154]: inf at row 51, channel 1")
-        self.assertEqual(
-            _panel.panel_path("states[2].channels",
-                              _panel.Piece(10, 12, 100, 300), offsets),
-            "states[12].channels")
+            error.details(),
+            "observations.series[10].values[154]: inf in channel 1 "
+            "(observed values must be finite)")
+        self.assertEqual(field_violations(error), [(
+            "observations.series[10].values[154]",
+            "inf in channel 1 (observed values must be finite)")])
+        status = _stubs.status_pb2.Status.FromString(
+            dict(error.trailing_metadata())["grpc-status-details-bin"])
+        self.assertEqual(status.message, error.details())
+        # Without a violation the message is the server's.
+        plain = _panel.PanelError(FakeRpcError(None, "deadline"), chunk,
+                                  offsets, {}, _stubs.status_pb2,
+                                  _stubs.error_details_pb2)
+        self.assertEqual(plain.details(), "deadline")
         # The violation's field goes through its segments.
+        self.assertEqual(
+            _panel.panel_field("states[2].channels",
+                               _panel.Piece(10, 12, 100, 300), offsets),
+            "states[12].channels")
         self.assertEqual(
             _panel.panel_field("observations.series[0].values[4]", chunk,
                                offsets, {"values": 3}),

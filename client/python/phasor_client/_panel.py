@@ -31,14 +31,14 @@ Not thread-safe per call; an EncoderClient running several panels at once is
 
 import collections
 import queue
-import re
 from typing import List
 
 import grpc
 import numpy as np
 
 from . import _wire
-from .errors import Segment, format_field_path, parse_field_path
+from .errors import (Segment, format_field_path, parse_field_path,
+                     render_field_message)
 from .tensors import attach, from_tensor, to_tensor
 
 # Fraction of max_message_bytes one split request may use: room for framing,
@@ -283,14 +283,6 @@ def halves(piece, offsets):
 # Fields indexed by series besides observations.series[s]: states[s] and
 # observations.time_zone_index[s].
 _SERIES_INDEXED = ("states", "time_zone_index")
-# A field path inside a message or description ("... in
-# states[0].last_timestamp_ns"): renumbered through its segments.
-_PATH_IN_TEXT = re.compile(r"\w+(?:\[\d+\])*(?:\.\w+(?:\[\d+\])*)*")
-# Row indices within a series in phasor-server's descriptions
-# ("... at index 2", "inf at row 5, channel 1"). The server writes them only
-# as prose, so a chunk's description is shifted here as text: without it the
-# caller would read a row of the chunk next to a path of the whole series.
-_SERIES_ROW_TEXT = re.compile(r"\b(at row|at index) (\d+)")
 
 
 def renumber_segments(segments, piece, offsets, elements_per_row=None
@@ -330,60 +322,44 @@ def panel_field(field, piece, offsets, elements_per_row=None) -> str:
         parse_field_path(field), piece, offsets, elements_per_row))
 
 
-def panel_path(text, piece, offsets, elements_per_row=None) -> str:
-    """A piece's message or description in the caller's numbering: each
-    field path in it renumbered as panel_field does, and for a chunk of one
-    series the server's "at row N" / "at index N" by the chunk's first
-    row within the series."""
-    text = _PATH_IN_TEXT.sub(
-        lambda match: panel_field(match.group(0), piece, offsets,
-                                  elements_per_row), text)
-    if piece.series_end - piece.series_begin == 1:
-        row_shift = piece.row_begin - int(offsets[piece.series_begin])
-        if row_shift:
-            text = _SERIES_ROW_TEXT.sub(
-                lambda m: f"{m.group(1)} {int(m.group(2)) + row_shift}", text)
-    return text
-
-
 class PanelError(grpc.RpcError, grpc.Call):
     """The server's error for one request of a split panel, with series and
     row indices renumbered as in the caller's panel. Code, details,
-    trailing metadata (the BadRequest detail included) as gRPC's error."""
+    trailing metadata (the BadRequest detail included) as gRPC's error.
+
+    The server's field path is data: the BadRequest violation's field is
+    renumbered through its segments (panel_field) and the message rendered
+    again from the violation, as the server renders it
+    (render_field_message); no message text is read. An error without a
+    violation names no series or row and keeps its message.
+    """
 
     def __init__(self, error, piece, offsets, elements_per_row, status_pb2,
                  error_details_pb2):
         super().__init__()
         self._error = error
-
-        def renumber(text):
-            return panel_path(text, piece, offsets, elements_per_row)
-
-        def renumber_field(field):
-            return panel_field(field, piece, offsets, elements_per_row)
-
-        self._details = renumber(error.details() or "")
+        self._details = error.details() or ""
         trailers = []
         for key, value in error.trailing_metadata() or ():
             if key == "grpc-status-details-bin":
-                value = self._renumber_status(value, renumber, renumber_field,
-                                              status_pb2, error_details_pb2)
+                status = status_pb2.Status.FromString(value)
+                violations = []
+                for detail in status.details:
+                    bad_request = error_details_pb2.BadRequest()
+                    if detail.Unpack(bad_request):
+                        for violation in bad_request.field_violations:
+                            violation.field = panel_field(
+                                violation.field, piece, offsets,
+                                elements_per_row)
+                            violations.append(violation)
+                        detail.Pack(bad_request)
+                if len(violations) == 1:
+                    self._details = render_field_message(
+                        violations[0].field, violations[0].description)
+                    status.message = self._details
+                value = status.SerializeToString()
             trailers.append((key, value))
         self._trailers = tuple(trailers)
-
-    @staticmethod
-    def _renumber_status(value, renumber, renumber_field, status_pb2,
-                         error_details_pb2):
-        status = status_pb2.Status.FromString(value)
-        status.message = renumber(status.message)
-        for detail in status.details:
-            bad_request = error_details_pb2.BadRequest()
-            if detail.Unpack(bad_request):
-                for violation in bad_request.field_violations:
-                    violation.field = renumber_field(violation.field)
-                    violation.description = renumber(violation.description)
-                detail.Pack(bad_request)
-        return status.SerializeToString()
 
     def code(self):
         return self._error.code()

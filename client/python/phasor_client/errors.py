@@ -17,7 +17,9 @@ carries the place as data (series_id, index_label, row, column).
 Field paths are data too: parse_field_path reads the server's wire form
 ("observations.series[3].values[5]") into (name, index) segments and
 format_field_path writes them back, so that code renumbering or locating a
-path works on segments, never on the text of a message.
+path works on segments, never on the text of a message; a message about a
+renumbered path is rendered again from the field violation
+(render_field_message).
 
 Compatibility: PhasorError subclasses grpc.RpcError (and grpc.Call, so
 code()/details()/trailing_metadata() work as on gRPC's own error), so
@@ -95,6 +97,13 @@ def format_field_path(segments: Sequence[Segment]) -> str:
         else:
             components.append(text)
     return ".".join(components)
+
+
+def render_field_message(field: str, description: str) -> str:
+    """The message of an error about `field`: "field: description", as
+    phasor-server renders it from the same two parts (core/errors.h
+    RenderFieldMessage)."""
+    return f"{field}: {description}"
 
 
 def bad_request_violations(trailing_metadata: Optional[Metadata]
@@ -226,7 +235,8 @@ class InvalidInputError(PhasorError, ValueError, TypeError):
         `description` what is wrong with it; the message is
         "field: description"."""
         super().__init__(grpc.StatusCode.INVALID_ARGUMENT,
-                         f"{field}: {description}", [(field, description)])
+                         render_field_message(field, description),
+                         [(field, description)])
 
 
 class FrameError(PhasorError):
