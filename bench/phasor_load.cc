@@ -13,6 +13,15 @@
 //                        (S·5/32 up); content + time (dim 30) + calendar
 //                        (nine fields CYCLIC, America/New_York) = 64 float32
 //                        columns (S down), T = S/256
+//   apply_rope_profile   apply_rope through the profile --rope_model with
+//                        positions as an INT64 tensor [T]: the native twin of
+//                        oip_apply_rope
+//   oip_apply_rope       the same through the Open Inference Protocol:
+//                        ModelInfer of model --rope_model, query and
+//                        positions as raw_input_contents, the rotated query
+//                        back in raw_output_contents
+// The last two need a server started with a profile of that name whose spec
+// is plain RoPE (bench/load_profiles.textpb).
 // Modes:
 //   latency     one connection, one call in flight, the methods taking turns
 //               call by call: per-call latency
@@ -58,6 +67,7 @@
 #include "absl/time/time.h"
 #include "bench/load_spec.h"
 #include "client/encoder_client.h"
+#include "inference/grpc_service.grpc.pb.h"
 #include "phasor/v1/encoder.pb.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "phasor-server address.");
@@ -79,6 +89,9 @@ ABSL_FLAG(std::string, channel_args, "",
           "grpc.http2.lookahead_bytes=67108864), to measure transport settings.");
 ABSL_FLAG(double, wait_seconds, 30.0, "How long to wait for the server to be up.");
 ABSL_FLAG(std::string, out, "", "Write the JSON here instead of stdout.");
+ABSL_FLAG(std::string, rope_model, "load-rope",
+          "Profile (and Open Inference Protocol model) of plain RoPE for "
+          "apply_rope_profile and oip_apply_rope.");
 
 namespace phasor::bench {
 namespace {
@@ -220,10 +233,87 @@ class EncodeObservationsCall final : public Call {
   v1::EncodeObservationsRequest request_;
 };
 
+// Positions 0..count-1 as an INT64 tensor.
+void SetPositionValues(v1::Tensor* tensor, int64_t count) {
+  std::string data(static_cast<size_t>(count) * 8, '\0');
+  for (int64_t t = 0; t < count; ++t) std::memcpy(&data[static_cast<size_t>(t) * 8], &t, 8);
+  SetTensor(tensor, {count}, v1::INT64, std::move(data));
+}
+
+class ApplyRopeProfileCall final : public Call {
+ public:
+  explicit ApplyRopeProfileCall(int64_t payload) : Call(static_cast<size_t>(payload)) {
+    const int64_t tokens = payload / (kRopeHeads * kHeadDim * 4);
+    SetTensor(request_.mutable_query(), {tokens, kRopeHeads, kHeadDim}, v1::FLOAT32,
+              FloatBytes(tokens * kRopeHeads * kHeadDim));
+    SetPositionValues(request_.mutable_positions()->mutable_values(), tokens);
+    request_.set_profile(absl::GetFlag(FLAGS_rope_model));
+  }
+  absl::Status Run(const EncoderClient& client, bool check) const override {
+    absl::StatusOr<v1::ApplyRopeResponse> response = client.ApplyRope(request_);
+    if (!response.ok()) return response.status();
+    return check ? CheckSize(response->query().data().size()) : absl::OkStatus();
+  }
+  size_t request_bytes() const override { return request_.ByteSizeLong(); }
+
+ private:
+  v1::ApplyRopeRequest request_;
+};
+
+// ApplyRopeProfileCall's request as a ModelInferRequest, on a generated
+// inference stub over the client's channel (one per thread and channel, so
+// the calls share nothing but the channel, as EncoderClient's do).
+class OipApplyRopeCall final : public Call {
+ public:
+  explicit OipApplyRopeCall(int64_t payload) : Call(static_cast<size_t>(payload)) {
+    const int64_t tokens = payload / (kRopeHeads * kHeadDim * 4);
+    request_.set_model_name(absl::GetFlag(FLAGS_rope_model));
+    inference::ModelInferRequest::InferInputTensor* query = request_.add_inputs();
+    query->set_name("query");
+    query->set_datatype("FP32");
+    for (const int64_t extent : {tokens, kRopeHeads, kHeadDim}) query->add_shape(extent);
+    *request_.add_raw_input_contents() = FloatBytes(tokens * kRopeHeads * kHeadDim);
+    v1::Tensor positions;
+    SetPositionValues(&positions, tokens);
+    inference::ModelInferRequest::InferInputTensor* input = request_.add_inputs();
+    input->set_name("positions");
+    input->set_datatype("INT64");
+    input->add_shape(tokens);
+    *request_.add_raw_input_contents() = positions.data();
+  }
+  absl::Status Run(const EncoderClient& client, bool check) const override {
+    thread_local const grpc::Channel* stub_channel = nullptr;
+    thread_local std::unique_ptr<inference::GRPCInferenceService::Stub> stub;
+    if (stub == nullptr || stub_channel != client.channel().get()) {
+      stub = inference::GRPCInferenceService::NewStub(client.channel());
+      stub_channel = client.channel().get();
+    }
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    inference::ModelInferResponse response;
+    const grpc::Status status = stub->ModelInfer(&context, request_, &response);
+    if (!status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          status.error_message());
+    }
+    if (!check) return absl::OkStatus();
+    if (response.raw_output_contents_size() != 1) {
+      return absl::InternalError("ModelInfer returned other than one output");
+    }
+    return CheckSize(response.raw_output_contents(0).size());
+  }
+  size_t request_bytes() const override { return request_.ByteSizeLong(); }
+
+ private:
+  inference::ModelInferRequest request_;
+};
+
 std::unique_ptr<Call> MakeCall(const std::string& method, int64_t payload) {
   if (method == "echo") return std::make_unique<EchoCall>(payload);
   if (method == "encode_positions") return std::make_unique<EncodePositionsCall>(payload);
   if (method == "apply_rope") return std::make_unique<ApplyRopeCall>(payload);
+  if (method == "apply_rope_profile") return std::make_unique<ApplyRopeProfileCall>(payload);
+  if (method == "oip_apply_rope") return std::make_unique<OipApplyRopeCall>(payload);
   if (method == "encode_observations") {
     return std::make_unique<EncodeObservationsCall>(payload);
   }

@@ -62,6 +62,10 @@ ABSL_FLAG(double, max_connection_age_grace_seconds, 0.0,
           "them).");
 ABSL_FLAG(bool, enable_echo, false,
           "Serve the Echo RPC, a transport baseline for benchmarks.");
+ABSL_FLAG(bool, enable_inference_protocol, true,
+          "Serve the Open Inference Protocol (KServe v2 / Triton gRPC, "
+          "inference.GRPCInferenceService) on the gRPC port, each profile a "
+          "model; false serves phasor.v1.Encoder only.");
 ABSL_FLAG(std::string, log_format, "text",
           "Format of every log line on stderr: text (logfmt key=value) or json "
           "(one JSON object per line).");
@@ -151,6 +155,7 @@ ServerOptions ServerOptionsFromFlags() {
   options.max_connection_age_grace =
       absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_grace_seconds));
   options.enable_echo = absl::GetFlag(FLAGS_enable_echo);
+  options.enable_inference_protocol = absl::GetFlag(FLAGS_enable_inference_protocol);
   // Checked by ParseFlagsAndEnvironment.
   ParseLogFormat(absl::GetFlag(FLAGS_log_format), &options.log_format);
   options.access_log = absl::GetFlag(FLAGS_access_log);

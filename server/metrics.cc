@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
+#include "inference/grpc_service.pb.h"
 #include "phasor/v1/encoder.pb.h"
 #include "server/binary_info.h"
 
@@ -204,18 +205,24 @@ ServerMetrics::ServerMetrics()
             {"grpc_version", grpc::Version()}})
       .Set(1);
 
-  // The Encoder's methods come from its descriptor, so the table cannot drift
-  // from the proto.
+  // The Encoder's methods, and the Open Inference Protocol's
+  // (server/inference_service.h), come from their descriptors, so the table
+  // cannot drift from the protos. No short name is in both services, so one
+  // map holds both.
   const google::protobuf::ServiceDescriptor* encoder =
       phasor::v1::EncodePositionsRequest::descriptor()->file()->FindServiceByName(
           "Encoder");
-  for (int i = 0; i < encoder->method_count(); ++i) {
-    const google::protobuf::MethodDescriptor* method = encoder->method(i);
-    AddMethod(encoder->full_name(), method->name(),
-              RpcTypeName(method->client_streaming(), method->server_streaming()));
-    encoder_methods_[method->name()] =
-        methods_[absl::StrCat("/", encoder->full_name(), "/", method->name())]
-            .get();
+  const google::protobuf::ServiceDescriptor* inference =
+      inference::ModelInferRequest::descriptor()->file()->FindServiceByName(
+          "GRPCInferenceService");
+  for (const google::protobuf::ServiceDescriptor* service : {encoder, inference}) {
+    for (int i = 0; i < service->method_count(); ++i) {
+      const google::protobuf::MethodDescriptor* method = service->method(i);
+      AddMethod(service->full_name(), method->name(),
+                RpcTypeName(method->client_streaming(), method->server_streaming()));
+      encoder_methods_[method->name()] =
+          methods_[absl::StrCat("/", service->full_name(), "/", method->name())].get();
+    }
   }
   AddMethod("grpc.health.v1.Health", "Check", "unary");
   AddMethod("grpc.health.v1.Health", "Watch", "server_stream");
@@ -275,7 +282,7 @@ void ServerMetrics::AddMethod(absl::string_view service,
   metrics->handling_seconds = &handling_family_->Add(labels, HandlingBuckets());
   metrics->msg_received = &received_family_->Add(labels);
   metrics->msg_sent = &sent_family_->Add(labels);
-  if (service.rfind("phasor.", 0) == 0) {
+  if (service.rfind("phasor.", 0) == 0 || service.rfind("inference.", 0) == 0) {
     metrics->request_bytes =
         &request_bytes_family_->Add({{"grpc_method", method_label}});
     metrics->response_bytes =

@@ -97,8 +97,9 @@ class ServerMetrics final {
   NewInterceptorFactory();
 
   void RecordEncodedValues(EncodedKind kind, int64_t count);
-  // `method` is the short Encoder method name ("ApplyRope"); other names
-  // are ignored, so label values stay the Encoder's methods.
+  // `method` is the short Encoder or inference.GRPCInferenceService method
+  // name ("ApplyRope", "ModelInfer"); other names are ignored, so label
+  // values stay those services' methods.
   // `response_bytes` is 0 when no response was sent.
   void RecordPayloadBytes(absl::string_view method, int64_t request_bytes,
                           int64_t response_bytes);
@@ -161,7 +162,8 @@ class ServerMetrics final {
   // Keyed by the full method name; "" holds the "unknown" bucket. Filled in
   // the constructor and never modified afterwards.
   absl::flat_hash_map<std::string, std::unique_ptr<MethodMetrics>> methods_;
-  // Keyed by the short Encoder method name; points into methods_.
+  // Keyed by the short Encoder (and inference) method name; points into
+  // methods_.
   absl::flat_hash_map<std::string, MethodMetrics*> encoder_methods_;
   std::array<prometheus::Counter*, kNumEncodedKinds> encoded_values_{};
   prometheus::Gauge* in_flight_;

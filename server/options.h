@@ -71,6 +71,11 @@ struct ServerOptions {
   absl::Duration max_connection_age_grace = absl::ZeroDuration();
   // Serve the Echo RPC (a transport baseline for benchmarks).
   bool enable_echo = false;
+  // Serve the Open Inference Protocol (inference.GRPCInferenceService,
+  // server/inference_service.h) on the gRPC port: every profile is a model.
+  // On by default so KServe/Triton clients work out of the box; off leaves
+  // only phasor.v1.Encoder (and health, reflection) on the port.
+  bool enable_inference_protocol = true;
 
   // Logging (server/logging.h, server/call_log.h): the format of every line
   // phasor-server writes, whether every call is logged (the access log) or

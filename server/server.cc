@@ -256,6 +256,10 @@ absl::StatusOr<std::unique_ptr<PhasorServer>> PhasorServer::Start(
   server->service_ = std::make_unique<EncoderService>(
       options, server->profiles_.get(), server->metrics_.get(), *std::move(token),
       server->memory_budget_.get(), server->memory_wait_pool_.get());
+  if (options.enable_inference_protocol) {
+    server->inference_ = std::make_unique<InferenceService>(
+        server->service_.get(), server->memory_wait_pool_.get());
+  }
 
   // A process-wide registration that every later server picks up; gRPC
   // documents it as not thread-safe, hence the once.
@@ -268,6 +272,7 @@ absl::StatusOr<std::unique_ptr<PhasorServer>> PhasorServer::Start(
   builder.AddListeningPort(options.grpc_address, *credentials, &server->grpc_port_);
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->health_.get());
+  if (server->inference_ != nullptr) builder.RegisterService(server->inference_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   // Clients behind a headless Service keep long-lived round_robin channels;
@@ -307,6 +312,10 @@ absl::StatusOr<std::unique_ptr<PhasorServer>> PhasorServer::Start(
   }
   server->health_->SetServingStatus("", true);
   server->health_->SetServingStatus(v1::Encoder::service_full_name(), true);
+  if (server->inference_ != nullptr) {
+    server->health_->SetServingStatus(inference::GRPCInferenceService::service_full_name(),
+                                      true);
+  }
   return server;
 }
 
@@ -320,6 +329,7 @@ void PhasorServer::Shutdown(absl::Duration grace) {
     // drain open for the whole grace.
     health_->Shutdown();
     service_->Drain();
+    if (inference_ != nullptr) inference_->Drain();
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoMilliseconds(grace));
     server_->Wait();
@@ -365,6 +375,7 @@ LogRecord ConfigurationRecord(const ServerOptions& options, const PhasorServer& 
       .Add("max_connection_age_grace_seconds",
            absl::ToDoubleSeconds(options.max_connection_age_grace))
       .Add("enable_echo", options.enable_echo)
+      .Add("enable_inference_protocol", options.enable_inference_protocol)
       .Add("log_format", LogFormatName(options.log_format))
       .Add("access_log", options.access_log)
       .Add("failed_call_log_burst", options.failed_call_log_burst)

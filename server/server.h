@@ -37,6 +37,7 @@
 #include "server/call_log.h"
 #include "server/encoder_service.h"
 #include "server/health_service.h"
+#include "server/inference_service.h"
 #include "server/memory_budget.h"
 #include "server/memory_release.h"
 #include "server/metrics.h"
@@ -87,6 +88,8 @@ class PhasorServer final {
   std::unique_ptr<CallLog> call_log_;
   std::unique_ptr<ProfileRegistry> profiles_;
   std::unique_ptr<EncoderService> service_;
+  // The Open Inference Protocol; null when disabled.
+  std::unique_ptr<InferenceService> inference_;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;
   int grpc_port_ = 0;

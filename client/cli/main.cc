@@ -24,6 +24,7 @@
 #include "absl/strings/strip.h"
 #include "absl/types/span.h"
 #include "client/cli/commands.h"
+#include "client/cli/infer_command.h"
 #include "client/cli/common.h"
 #include "client/encoder_client.h"
 #include "server/binary_info.h"
@@ -82,6 +83,9 @@ constexpr absl::string_view kDescribeFlags[] = {
     "fold_attention_factor", "num_offsets", "offset_step", "show_similarity",
     "out"};
 constexpr absl::string_view kHealthFlags[] = {"service"};
+constexpr absl::string_view kInferFlags[] = {"model", "model_version", "inputs", "outputs",
+                                             "parameters", "max_rows", "max_columns",
+                                             "precision"};
 
 // One entry per subcommand; new subcommands (e.g. a load generator) add a
 // line here and a Run* function of their own.
@@ -104,6 +108,8 @@ constexpr Command kCommands[] = {
      &RunListProfiles, {}},
     {"health", "grpc.health.v1 status of the server or --service",
      &RunHealth, kHealthFlags},
+    {"infer", "Open Inference Protocol ModelInfer of --model, inputs from files",
+     &RunInfer, kInferFlags},
 };
 
 // The connection flags a command's --help shows in full; the rest of
@@ -140,7 +146,7 @@ std::string Usage() {
 const std::vector<FlagGroup>& FlagGroups() {
   static const auto* groups = new std::vector<FlagGroup>{
       {"connection and output flags", {"client/cli/common.cc"}},
-      {"command flags", {"client/cli/commands.cc"}}};
+      {"command flags", {"client/cli/commands.cc", "client/cli/infer_command.cc"}}};
   return *groups;
 }
 
@@ -189,6 +195,7 @@ int PrintCommandHelp(const Command& command) {
     names.emplace_back(name);
   }
   const std::vector<std::string> files = {"client/cli/commands.cc",
+                                          "client/cli/infer_command.cc",
                                           "client/cli/common.cc"};
   std::vector<FlagGroup> groups;
   if (!names.empty()) {

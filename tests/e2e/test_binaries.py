@@ -102,7 +102,8 @@ class HelpTest(unittest.TestCase):
     def test_client_help_lists_every_flag(self):
         text, lines = self.help_lines(harness.CLIENT_BIN)
         defined = flags_defined_in("client/cli/common.cc",
-                                   "client/cli/commands.cc")
+                                   "client/cli/commands.cc",
+                                   "client/cli/infer_command.cc")
         self.assertGreaterEqual(len(defined), 60)
         self.assertEqual(set(lines), set(defined))
         # The client's one environment twin, shared with the server.
@@ -147,7 +148,8 @@ class HelpTest(unittest.TestCase):
             self.assertLess(len(text.splitlines()), 120, command)
             shown |= set(lines)
         # Every command flag belongs to some command.
-        defined = flags_defined_in("client/cli/commands.cc")
+        defined = flags_defined_in("client/cli/commands.cc",
+                                   "client/cli/infer_command.cc")
         self.assertEqual(set(defined) - shown, set())
 
         alibi = run(harness.CLIENT_BIN, "alibi", "--help").stdout

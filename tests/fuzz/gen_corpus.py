@@ -234,6 +234,87 @@ STREAMS = [
 ]
 
 
+# ModelInfer (fuzz_model_infer.cc): Open Inference Protocol requests for the
+# fuzzers' profiles, one model of each kind; raw contents, typed contents,
+# BYTES inputs (names, serialized states) and parameters.
+def oip_input(name, datatype, shape, contents=""):
+    dims = " ".join("shape: %d" % d for d in shape)
+    return 'inputs { name: "%s" datatype: "%s" %s %s }' % (name, datatype, dims, contents)
+
+
+def oip_raw(dtype, values):
+    """raw_input_contents for phasor.v1 `dtype` values (tensor()'s bytes)."""
+    if dtype == "BFLOAT16":
+        f32 = np.asarray(values, dtype="<f4").reshape(-1).view("<u4")
+        data = (f32 >> 16).astype("<u2").tobytes()
+    else:
+        data = np.asarray(values, dtype=FORMATS[dtype]).tobytes()
+    return "raw_input_contents: " + text_bytes(data)
+
+
+def oip_bytes(elements):
+    """BYTES raw contents: each element after its 4-byte little-endian length."""
+    data = b"".join(struct.pack("<I", len(e)) + e for e in elements)
+    return "raw_input_contents: " + text_bytes(data)
+
+
+def oip_parameter(key, kind, value):
+    return 'parameters { key: "%s" value { %s: %s } }' % (key, kind, value)
+
+
+MODEL_INFER = [
+    " ".join(['model_name: "wpe"',
+              oip_input("positions", "INT64", [3]), oip_input("content", "FP16", [3, 4]),
+              oip_raw("INT64", [0, 1, 4]), oip_raw("FLOAT16", np.linspace(-1, 1, 12)),
+              oip_parameter("output_dtype", "string_param", '"BF16"'),
+              oip_parameter("content_scale", "double_param", "2")]),
+    " ".join(['model_name: "rope" model_version: "1" id: "seed"',
+              oip_input("query", "FP16", [2, 2, 4]), oip_input("key", "FP16", [2, 1, 4]),
+              oip_input("positions", "INT64", [2]),
+              oip_raw("FLOAT16", np.linspace(-2, 2, 16)), oip_raw("FLOAT16", range(8)),
+              oip_raw("INT64", [5, 1 << 40])]),
+    " ".join(['model_name: "rope"',
+              oip_input("query", "FP32", [1, 1, 4],
+                        "contents { fp32_contents: [0.5, -1, 2, 3] }"),
+              oip_input("positions", "FP64", [1], "contents { fp64_contents: 7.25 }"),
+              oip_parameter("tensor_layout", "string_param", '"TOKENS_HEADS_DIM"'),
+              'outputs { name: "query" }']),
+    " ".join(['model_name: "shaw"',
+              oip_input("query_positions", "INT64", [3]),
+              oip_input("key_positions", "INT64", [4]),
+              oip_raw("INT64", [0, 5, -3]), oip_raw("INT64", [0, 1, 2, 9]),
+              oip_parameter("include_bucket_ids", "bool_param", "true"),
+              oip_parameter("output_dtype", "string_param", '"FP64"')]),
+    " ".join(['model_name: "vitals"',
+              oip_input("timestamps", "INT64", [4]), oip_input("values", "FP32", [4, 2]),
+              oip_input("mask", "BOOL", [4, 2]), oip_input("channel_names", "BYTES", [2]),
+              oip_raw("INT64", [DST_EVE + i * 1800 * NS for i in range(4)]),
+              oip_raw("FLOAT32", [1, float("nan"), 2, 3, float("nan"), 4, 5, 6]),
+              oip_raw("BOOL", [1, 0, 1, 1, 0, 1, 1, 1]),
+              oip_bytes([b"hr", b"spo2"])]),
+    " ".join(['model_name: "vitals"',
+              oip_input("event_times", "INT64", [3]), oip_input("event_channels", "INT32", [3]),
+              oip_input("event_values", "FP64", [3]), oip_input("series_offsets", "INT64", [3]),
+              oip_input("states", "BYTES", [2]),
+              oip_raw("INT64", [DST_EVE, DST_EVE + NS, DST_EVE]), oip_raw("INT32", [0, 1, 2]),
+              oip_raw("FLOAT64", [0.5, -1, 3]), oip_raw("INT64", [0, 2, 3]),
+              oip_bytes([b"", b""]),
+              oip_parameter("num_channels", "int64_param", "3")]),
+    " ".join(['model_name: "vitals"',
+              oip_input("timestamps", "FP64", [2], "contents { fp64_contents: [1.7e9, 1.7e9] }"),
+              oip_input("state", "BYTES", [1], 'contents { bytes_contents: "" }'),
+              oip_parameter("output_dtype", "string_param", '"FP16"')]),
+]
+
+
+def encode_inference(text):
+    return subprocess.run(
+        ["protoc", "--encode=inference.ModelInferRequest",
+         "--proto_path=" + os.path.join(ROOT, "proto"),
+         os.path.join(ROOT, "proto", "inference", "grpc_service.proto")],
+        input=text.encode(), check=True, capture_output=True).stdout
+
+
 def npy_seeds():
     seeds = []
     for array in (np.arange(20, dtype="<f4").reshape(5, 4) / 10,
@@ -336,6 +417,7 @@ def main():
     write("safetensors", safetensors_seeds())
     write("timestamps", timestamp_seeds())
     write("time_zone", [z.encode() for z in TIME_ZONES])
+    write("model_infer", [encode_inference(t) for t in MODEL_INFER])
     write("panel_csv", [bytes([options]) + text.encode() for options, text in PANEL_CSV])
 
 
