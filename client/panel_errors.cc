@@ -1,15 +1,16 @@
 #include "client/panel_errors.h"
 
 #include <cstdint>
-#include <functional>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/cord.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "client/status_details.h"
+#include "core/errors.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 
@@ -17,94 +18,38 @@ namespace phasor {
 namespace panel {
 namespace {
 
-// The server names rows as observations.series[k]... with k counted within
-// the sub-call; this shifts k to the panel's numbering.
-std::string RenumberSeries(absl::string_view message, int64_t first_series) {
-  constexpr absl::string_view kSeries = "series[";
-  std::string out;
-  size_t at = 0;
-  while (true) {
-    const size_t found = message.find(kSeries, at);
-    if (found == absl::string_view::npos) break;
-    const size_t digits = found + kSeries.size();
-    const size_t close = message.find(']', digits);
-    int64_t index;
-    if (close == absl::string_view::npos ||
-        !absl::SimpleAtoi(message.substr(digits, close - digits), &index)) {
-      absl::StrAppend(&out, message.substr(at, digits - at));
-      at = digits;
-      continue;
+// A sub-call's field path in the panel's numbering, edited as segments
+// (core/errors.h): the series index of observations.series[k], states[k]
+// and observations.time_zone_index[k] moves by `first_series` and, in a
+// chunk that continues its series `row_shift` rows in, the row index of
+// observations.series[0].<row tensor>[i] moves by that many rows (times the
+// values per row for values, mask and content, which the server indexes per
+// value, row·C + channel).
+void RenumberPath(FieldPath* path, int64_t first_series, int64_t row_shift,
+                  const v1::Observations& observations) {
+  static const FieldPath kSeries = ParseFieldPath("observations.series");
+  static const FieldPath kStates = ParseFieldPath("states");
+  static const FieldPath kZoneIndex = ParseFieldPath("observations.time_zone_index");
+  if (row_shift != 0 && path->size() == 3 && (*path)[1].index == 0 &&
+      (*path)[2].index.has_value()) {
+    const FieldPathSegment& row = (*path)[2];
+    const v1::Tensor* per_value = row.name == "values"    ? &observations.values()
+                                  : row.name == "mask"    ? &observations.mask()
+                                  : row.name == "content" ? &observations.content()
+                                                          : nullptr;
+    int64_t per_row = 1;
+    if (per_value != nullptr) {
+      for (int d = 1; d < per_value->shape_size(); ++d) per_row *= per_value->shape(d);
     }
-    absl::StrAppend(&out, message.substr(at, digits - at),
-                    index + first_series);
-    at = close;
-  }
-  absl::StrAppend(&out, message.substr(at));
-  return out;
-}
-
-// A sub-call's field path in the panel's numbering, for the structured
-// field violations (RenumberSeries does the message): series[k] becomes
-// series[first_series + k] and, in a chunk that continues its series
-// `row_shift` rows in, the index of the row tensor after it moves by that
-// many rows (by row_shift times the values per row for values, mask and
-// content, which the server indexes per value).
-std::string PanelFieldPath(absl::string_view path, int64_t first_series,
-                           int64_t row_shift, const v1::Observations& observations) {
-  constexpr absl::string_view kSeries = "observations.series[";
-  if (!absl::StartsWith(path, kSeries)) return std::string(path);
-  const size_t close = path.find(']', kSeries.size());
-  int64_t series;
-  if (close == absl::string_view::npos ||
-      !absl::SimpleAtoi(path.substr(kSeries.size(), close - kSeries.size()),
-                        &series)) {
-    return std::string(path);
-  }
-  absl::string_view rest = path.substr(close + 1);
-  const std::string renumbered = absl::StrCat(kSeries, first_series + series, "]");
-  const size_t open = rest.find('[');
-  if (row_shift == 0 || series != 0 || !absl::StartsWith(rest, ".") ||
-      open == absl::string_view::npos || !absl::EndsWith(rest, "]")) {
-    return absl::StrCat(renumbered, rest);
-  }
-  const absl::string_view name = rest.substr(1, open - 1);
-  int64_t index;
-  if (!absl::SimpleAtoi(rest.substr(open + 1, rest.size() - open - 2), &index)) {
-    return absl::StrCat(renumbered, rest);
-  }
-  const v1::Tensor* per_value = name == "values"    ? &observations.values()
-                                : name == "mask"    ? &observations.mask()
-                                : name == "content" ? &observations.content()
-                                                    : nullptr;
-  int64_t per_row = 1;
-  if (per_value != nullptr) {
-    for (int d = 1; d < per_value->shape_size(); ++d) per_row *= per_value->shape(d);
-  } else if (name != "timestamps" && name != "event_times" &&
-             name != "event_channels" && name != "event_values") {
-    return absl::StrCat(renumbered, rest);
-  }
-  return absl::StrCat(renumbered, ".", name, "[", index + row_shift * per_row, "]");
-}
-
-// `status` with the field paths of its google.rpc.BadRequest details passed
-// through `renumber`.
-void RenumberViolations(
-    const std::function<std::string(absl::string_view)>& renumber,
-    absl::Status* status) {
-  const auto payload = status->GetPayload(kGrpcStatusDetailsPayload);
-  if (!payload) return;
-  google::rpc::Status details;
-  if (!details.ParseFromString(std::string(*payload))) return;
-  for (google::protobuf::Any& any : *details.mutable_details()) {
-    google::rpc::BadRequest bad_request;
-    if (!any.UnpackTo(&bad_request)) continue;
-    for (auto& violation : *bad_request.mutable_field_violations()) {
-      violation.set_field(renumber(violation.field()));
+    if (per_value != nullptr || row.name == "timestamps" || row.name == "event_times" ||
+        row.name == "event_channels" || row.name == "event_values") {
+      const FieldPath at = {kSeries[0], kSeries[1], {row.name, std::nullopt}};
+      ShiftFieldIndex(path, at, row_shift * per_row);
     }
-    any.PackFrom(bad_request);
   }
-  status->SetPayload(kGrpcStatusDetailsPayload,
-                     absl::Cord(details.SerializeAsString()));
+  for (const FieldPath* at : {&kSeries, &kStates, &kZoneIndex}) {
+    ShiftFieldIndex(path, *at, first_series);
+  }
 }
 
 }  // namespace
@@ -112,22 +57,46 @@ void RenumberViolations(
 absl::Status SubCallError(const absl::Status& status, const SubCall& part,
                           const PanelShape& shape,
                           const v1::Observations& observations) {
+  const int64_t row_shift = part.row_begin - shape.offsets[part.series_begin];
+  // The google.rpc.BadRequest violations renumbered; with the one violation
+  // the server sends, the message is rendered again from it, as the server
+  // renders it. A status without one names no series or row: its message
+  // is kept.
+  std::string message(status.message());
+  std::optional<std::string> details_bytes;
+  const auto payload = status.GetPayload(kGrpcStatusDetailsPayload);
+  google::rpc::Status details;
+  if (payload && details.ParseFromString(std::string(*payload))) {
+    std::vector<std::pair<std::string, std::string>> violations;
+    for (google::protobuf::Any& any : *details.mutable_details()) {
+      google::rpc::BadRequest bad_request;
+      if (!any.UnpackTo(&bad_request)) continue;
+      for (auto& violation : *bad_request.mutable_field_violations()) {
+        FieldPath path = ParseFieldPath(violation.field());
+        RenumberPath(&path, part.series_begin, row_shift, observations);
+        violation.set_field(FormatFieldPath(path));
+        violations.emplace_back(violation.field(), violation.description());
+      }
+      any.PackFrom(bad_request);
+    }
+    if (violations.size() == 1) {
+      message = RenderFieldMessage(violations[0].first, violations[0].second);
+      details.set_message(message);
+    }
+    details_bytes = details.SerializeAsString();
+  }
   absl::Status error(
       status.code(),
       absl::StrCat("panel sub-call for series [", part.series_begin, ", ",
                    part.series_end, ") rows [", part.row_begin, ", ",
                    part.row_end, ")",
-                   part.continues ? " (continuing the series)" : "", ": ",
-                   RenumberSeries(status.message(), part.series_begin)));
+                   part.continues ? " (continuing the series)" : "", ": ", message));
   status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
     error.SetPayload(url, payload);
   });
-  const int64_t row_shift = part.row_begin - shape.offsets[part.series_begin];
-  RenumberViolations(
-      [&](absl::string_view field) {
-        return PanelFieldPath(field, part.series_begin, row_shift, observations);
-      },
-      &error);
+  if (details_bytes) {
+    error.SetPayload(kGrpcStatusDetailsPayload, absl::Cord(*details_bytes));
+  }
   return error;
 }
 

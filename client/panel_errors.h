@@ -5,9 +5,11 @@
 // (client/panel_split.h) holds series [series_begin, series_end) and, for a
 // chunk of a cut series, rows from row_begin on. The error EncoderClient::
 // EncodeObservationsPanel returns names them as one call with the whole
-// panel would have: its message is prefixed with the piece's series and
-// row range, and its field violations (FieldViolationsOf) name the panel's
-// series, and rows within a series cut into chunks.
+// panel would have: its field violations (FieldViolationsOf) name the
+// panel's series, and rows within a series cut into chunks, and its message
+// is rendered again from the violation (core/errors.h RenderFieldMessage)
+// and prefixed with the piece's series and row range. Paths are edited as
+// segments; no message text is read.
 //
 // Thread-safety: pure functions.
 #ifndef PHASOR_CLIENT_PANEL_ERRORS_H_
