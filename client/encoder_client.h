@@ -53,13 +53,17 @@
 #include "client/panel_calls.h"
 // kGrpcStatusDetailsPayload (FieldViolationsOf).
 #include "client/status_details.h"
+// generated::kServiceConfigJson: client/service_config.json, embedded.
+#include "phasor/service_config_json.h"
 #include "phasor/v1/encoder.grpc.pb.h"
 #include "phasor/v1/encoder.pb.h"
 
 namespace phasor {
 
-// The default service config of Phasor's clients (the Python client ships
-// the same JSON, client/python/phasor_client/client.py):
+// The default service config of Phasor's clients: client/service_config.json,
+// which the Python and Node clients load too, embedded at build time
+// (client/CMakeLists.txt; tests/e2e/test_service_config.py checks that all
+// three see the file):
 //  - retryPolicy on every phasor.v1.Encoder method: up to 5 attempts,
 //    backoff 0.1 s doubling to at most 1 s (±jitter, gRPC's A6), on
 //    UNAVAILABLE — a replica that is shutting down, gone, or unreachable —
@@ -84,20 +88,8 @@ namespace phasor {
 //    without the health service is treated as healthy.
 // gRPC's service config format: github.com/grpc/grpc/blob/master/doc/service_config.md;
 // retries: gRFC A6 (client-side retries).
-inline constexpr absl::string_view kDefaultServiceConfig = R"json({
-  "methodConfig": [{
-    "name": [{"service": "phasor.v1.Encoder"}],
-    "retryPolicy": {
-      "maxAttempts": 5,
-      "initialBackoff": "0.1s",
-      "maxBackoff": "1s",
-      "backoffMultiplier": 2,
-      "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED", "RESOURCE_EXHAUSTED"]
-    }
-  }],
-  "retryThrottling": {"maxTokens": 100, "tokenRatio": 0.1},
-  "healthCheckConfig": {"serviceName": "phasor.v1.Encoder"}
-})json";
+inline constexpr absl::string_view kDefaultServiceConfig =
+    generated::kServiceConfigJson;
 
 struct ClientOptions {
   // gRPC target: "host:port", "dns:///name:port", "unix:/path".

@@ -41,7 +41,13 @@ googleapis-common-protos' google.rpc) is decided in phasor_client/_stubs.py.
 Environment overrides: PHASOR_PROTOC, PHASOR_GRPC_PYTHON_PLUGIN (compilers),
 PHASOR_PROTO_DIR (directory holding phasor/v1/encoder.proto),
 PHASOR_GRPC_PROTO_DIR (directory holding grpc/health/v1/health.proto),
-PHASOR_COMMON_PROTOS_JAR (the googleapis common protos jar).
+PHASOR_COMMON_PROTOS_JAR (the googleapis common protos jar),
+PHASOR_SERVICE_CONFIG (the clients' default service config, by default
+client/service_config.json).
+
+Package data: besides the stubs, the build copies client/service_config.json
+into the package (copy_service_config), the one default service config the
+C++, Python and Node clients share.
 """
 
 import argparse
@@ -58,6 +64,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = "phasor_client"
 # Generated modules live in this subpackage of PACKAGE.
 STUB_PACKAGE = "_proto"
+# The clients' default service config (client/service_config.json), shipped
+# in PACKAGE under this name.
+SERVICE_CONFIG = "service_config.json"
 
 # (include root key, proto path, has a service).
 _API_PROTOS = ("phasor/v1/encoder.proto",)
@@ -258,6 +267,39 @@ def generate(out_root: str, proto_dir: Optional[str] = None,
     return written
 
 
+def default_service_config() -> str:
+    """client/service_config.json, the clients' default service config, or
+    $PHASOR_SERVICE_CONFIG."""
+    return os.environ.get("PHASOR_SERVICE_CONFIG") or os.path.normpath(
+        os.path.join(HERE, "..", SERVICE_CONFIG))
+
+
+def copy_service_config(out_root: str,
+                        source: Optional[str] = None) -> str:
+    """Copies the clients' default service config into
+    <out_root>/phasor_client/ as package data (the module _channel.py loads
+    it; the C++ and Node clients read the same file) and returns the copy's
+    path. Written only when its content changes."""
+    source = source or default_service_config()
+    if not os.path.isfile(source):
+        raise StubBuildError(
+            f"{source} not found: the package builds from the source tree "
+            f"(or set PHASOR_SERVICE_CONFIG)")
+    with open(source, "rb") as f:
+        data = f.read()
+    target = os.path.join(out_root, PACKAGE, SERVICE_CONFIG)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    try:
+        with open(target, "rb") as f:
+            unchanged = f.read() == data
+    except OSError:
+        unchanged = False
+    if not unchanged:
+        with open(target, "wb") as f:
+            f.write(data)
+    return target
+
+
 def copy_sources(out_root: str) -> List[str]:
     """Copies phasor_client/*.py (the hand-written package) to out_root,
     removing copies whose source is gone, and returns the copied files."""
@@ -291,6 +333,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if args.with_sources:
             copy_sources(args.out)
+        copy_service_config(args.out)
         generate(args.out, args.proto_dir, args.grpc_proto_dir,
                  common_protos_jar=args.common_protos_jar)
     except StubBuildError as error:

@@ -3,8 +3,9 @@
 Metadata lives in pyproject.toml; this file adds the two things it cannot
 say: the version (read from the top-level CMakeLists.txt, one version for
 the whole project) and a build_py step that runs build_stubs.py into the
-build directory, so the wheel carries the generated modules and importing
-the package never runs a compiler.
+build directory, so the wheel carries the generated modules and the
+clients' default service config (client/service_config.json, outside this
+directory) and importing the package never runs a compiler.
 """
 
 import importlib.util
@@ -27,12 +28,16 @@ def _build_stubs_module():
 
 
 class BuildPyWithStubs(build_py):
-    """build_py, then protoc into <build_lib>/phasor_client/_proto."""
+    """build_py, then protoc into <build_lib>/phasor_client/_proto and the
+    default service config (client/service_config.json) beside the
+    package's modules."""
 
     def run(self) -> None:
         super().run()
         if not self.dry_run:
-            _build_stubs_module().generate(self.build_lib)
+            stubs = _build_stubs_module()
+            stubs.copy_service_config(self.build_lib)
+            stubs.generate(self.build_lib)
 
 
 setup(version=_build_stubs_module().project_version(),

@@ -2,8 +2,9 @@
 
 - installed offline into a fresh venv (--system-site-packages, pip
   --no-build-isolation --no-index) from a copy of the source tree, it
-  imports from the venv, writes nothing at import (no stub cache), and
-  calls EncodePositions;
+  imports from the venv, writes nothing at import (no stub cache), carries
+  the default service config (client/service_config.json), and calls
+  EncodePositions;
 - it lives in ONE process with health stubs generated from the standard
   grpc/health/v1/health.proto: under the standard file name, and in
   grpcio-health-checking's grpc_health.v1 layout, imported before or after
@@ -35,6 +36,8 @@ HEALTH_PROTO = "/usr/share/grpc-proto/grpc/health/v1/health.proto"
 PROTOC = shutil.which("protoc") or "/usr/bin/protoc"
 GRPC_PYTHON_PLUGIN = (shutil.which("grpc_python_plugin")
                       or "/usr/bin/grpc_python_plugin")
+SERVICE_CONFIG = os.path.join(harness.SOURCE_DIR, "client",
+                              "service_config.json")
 
 
 def _clean_env(**extra):
@@ -75,14 +78,16 @@ class PythonPackageTest(unittest.TestCase):
     # -- (a) pip install into a fresh venv ----------------------------------
 
     def _source_copy(self, name="src"):
-        """client/python, proto/ and the top-level CMakeLists.txt (the
-        version) copied out, so pip's in-place build directories never land
-        in the checkout and two build trees can run this test at once."""
+        """client/python, client/service_config.json, proto/ and the
+        top-level CMakeLists.txt (the version) copied out, so pip's in-place
+        build directories never land in the checkout and two build trees
+        can run this test at once."""
         root = self.path(name)
         shutil.copytree(os.path.join(harness.SOURCE_DIR, "client", "python"),
                         os.path.join(root, "client", "python"),
                         ignore=shutil.ignore_patterns(
                             "build", "*.egg-info", "__pycache__"))
+        shutil.copy(SERVICE_CONFIG, os.path.join(root, "client"))
         shutil.copytree(os.path.join(harness.SOURCE_DIR, "proto"),
                         os.path.join(root, "proto"))
         shutil.copy(os.path.join(harness.SOURCE_DIR, "CMakeLists.txt"), root)
@@ -115,6 +120,8 @@ class PythonPackageTest(unittest.TestCase):
                               "health_module": _stubs.health_pb2.__name__,
                               "health_file": _stubs.health_pb2.DESCRIPTOR.name,
                               "version": _stubs.PROJECT_VERSION,
+                              "service_config": json.loads(
+                                  phasor_client.DEFAULT_SERVICE_CONFIG),
                               "health": health}))
         """)
         out = self.path("venv-pe.npy")
@@ -132,6 +139,9 @@ class PythonPackageTest(unittest.TestCase):
         self.assertEqual(report["health_file"], "grpc/health/v1/health.proto")
         self.assertRegex(report["version"], r"^\d+\.\d+\.\d+$")
         self.assertEqual(report["health"], "SERVING")
+        # The wheel carries the clients' default service config.
+        with open(SERVICE_CONFIG, encoding="utf-8") as f:
+            self.assertEqual(report["service_config"], json.load(f))
         self.assertEqual(os.listdir(home), [], "import wrote into $HOME")
         np.testing.assert_allclose(np.load(out),
                                    reference.sinusoid(np.arange(16), 8),

@@ -42,6 +42,31 @@ const PACKAGE_PROTO_DIR = path.resolve(__dirname, '..', 'proto');
 const REPOSITORY_PROTO_DIR = __dirname.split(path.sep).includes('node_modules')
   ? null : path.resolve(__dirname, '..', '..', '..', 'proto');
 
+// The default service config, one file for the C++, Python and Node
+// clients (client/service_config.json; its settings and reasons:
+// docs/DEPLOY.md, "Losing a replica loses no call"): the package's own copy
+// (npm pack copies it in: scripts/copy-protos.js), or, used from a checkout,
+// the repository's. The bundled copy comes first, as for the protos.
+// grpc-js applies its retryPolicy and retryThrottling and ignores its
+// healthCheckConfig (grpc-js has no client-side health checking).
+const SERVICE_CONFIG_FILE = 'service_config.json';
+
+function readDefaultServiceConfig() {
+  const candidates = [path.resolve(__dirname, '..', SERVICE_CONFIG_FILE)];
+  if (!__dirname.split(path.sep).includes('node_modules')) {
+    candidates.push(path.resolve(__dirname, '..', '..', SERVICE_CONFIG_FILE));
+  }
+  for (const file of candidates) {
+    if (fs.existsSync(file)) return fs.readFileSync(file, 'utf8');
+  }
+  throw new Error(`${SERVICE_CONFIG_FILE} not found (looked at ${candidates.join(', ')}): ` +
+    'pack the package with its prepack script, or use it from a Phasor checkout');
+}
+
+// The JSON text, as the C++ client's kDefaultServiceConfig and the Python
+// client's DEFAULT_SERVICE_CONFIG hold it.
+const DEFAULT_SERVICE_CONFIG = readDefaultServiceConfig();
+
 const LOADER_OPTIONS = Object.freeze({
   keepCase: true, // field names as in encoder.proto and in error paths
   longs: String, // exact int64 (ns timestamps exceed 2^53)
@@ -309,26 +334,13 @@ class EncoderClient {
       'grpc.max_send_message_length': maxMessageBytes,
       'grpc.max_receive_message_length': maxMessageBytes,
     };
-    // The same retry policy as the C++ and Python clients (docs/DEPLOY.md):
-    // a replica that drains answers UNAVAILABLE or CANCELLED, one whose
-    // memory budget is in use RESOURCE_EXHAUSTED (the server marks the
-    // RESOURCE_EXHAUSTED a retry cannot fix with grpc-retry-pushback-ms -1,
-    // which grpc-js honours), and every Encoder call is a pure function, so
-    // another replica may serve it.
-    // (grpc-js has no client-side health checking: no healthCheckConfig.)
-    const serviceConfig = {
-      methodConfig: [{
-        name: [{ service: 'phasor.v1.Encoder' }],
-        retryPolicy: {
-          maxAttempts: 5,
-          initialBackoff: '0.1s',
-          maxBackoff: '1s',
-          backoffMultiplier: 2,
-          retryableStatusCodes: ['UNAVAILABLE', 'CANCELLED', 'RESOURCE_EXHAUSTED'],
-        },
-      }],
-      retryThrottling: { maxTokens: 100, tokenRatio: 0.1 },
-    };
+    // The same service config as the C++ and Python clients
+    // (DEFAULT_SERVICE_CONFIG): a replica that drains answers UNAVAILABLE or
+    // CANCELLED, one whose memory budget is in use RESOURCE_EXHAUSTED (the
+    // server marks the RESOURCE_EXHAUSTED a retry cannot fix with
+    // grpc-retry-pushback-ms -1, which grpc-js honours), and every Encoder
+    // call is a pure function, so another replica may serve it.
+    const serviceConfig = JSON.parse(DEFAULT_SERVICE_CONFIG);
     if (loadBalancingPolicy) {
       serviceConfig.loadBalancingConfig = [{ [loadBalancingPolicy]: {} }];
     }
@@ -497,4 +509,6 @@ class EncoderClient {
   }
 }
 
-module.exports = { EncoderClient, RequestFieldError, fieldViolations, findProtoDir, LOADER_OPTIONS };
+module.exports = {
+  EncoderClient, RequestFieldError, fieldViolations, findProtoDir, LOADER_OPTIONS, DEFAULT_SERVICE_CONFIG,
+};

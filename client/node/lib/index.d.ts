@@ -160,6 +160,15 @@ export function fieldViolations(error: unknown): FieldViolation[];
  */
 export function findProtoDir(protoDir?: string): string;
 
+/**
+ * The channel's default service config (JSON text), the file the C++ and
+ * Python clients load too (client/service_config.json): retries of
+ * UNAVAILABLE, CANCELLED and RESOURCE_EXHAUSTED, retry throttling, and a
+ * healthCheckConfig that grpc-js ignores. A `grpc.service_config` entry of
+ * channelOptions replaces it.
+ */
+export const DEFAULT_SERVICE_CONFIG: string;
+
 export const DTYPES: Readonly<Record<Exclude<DTypeName, 'DTYPE_UNSPECIFIED'>, { size: number; Array: Function }>>;
 
 /** The shape as numbers. */

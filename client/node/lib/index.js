@@ -8,5 +8,6 @@ module.exports = {
   RequestFieldError: client.RequestFieldError,
   fieldViolations: client.fieldViolations,
   findProtoDir: client.findProtoDir,
+  DEFAULT_SERVICE_CONFIG: client.DEFAULT_SERVICE_CONFIG,
   ...tensors,
 };

@@ -1,17 +1,18 @@
 #!/usr/bin/env node
 'use strict';
 // npm pack's prepack step: copies the repository's proto/phasor/v1/*.proto,
-// and every file they import from proto/, into this package's proto/, which
-// package.json's `files` ships and lib/client.js reads first. The postpack
-// step (`--clean`) removes the copy again, so a checkout keeps reading the
-// repository's proto/ itself and never a stale copy. Runs offline: plain
-// file copies, no dependencies.
+// and every file they import from proto/, into this package's proto/, and
+// the clients' default service config, client/service_config.json, into
+// this package's root; package.json's `files` ships both and lib/client.js
+// reads them first. The postpack step (`--clean`) removes the copies again,
+// so a checkout keeps reading the repository's files themselves and never a
+// stale copy. Runs offline: plain file copies, no dependencies.
 //
 // Imports of google/protobuf/*.proto are left to protobufjs, which bundles
 // the well-known types; any other import missing from proto/ fails the pack.
 //
 //   node scripts/copy-protos.js           copy (prepack)
-//   node scripts/copy-protos.js --clean   remove the copy (postpack)
+//   node scripts/copy-protos.js --clean   remove the copies (postpack)
 
 const fs = require('fs');
 const path = require('path');
@@ -21,6 +22,9 @@ const TARGET = path.join(PACKAGE_DIR, 'proto');
 // client/node/scripts -> the repository's proto/.
 const SOURCE = path.resolve(PACKAGE_DIR, '..', '..', 'proto');
 const ROOTS = 'phasor/v1';
+// client/node -> client/service_config.json, and where the package keeps it.
+const SERVICE_CONFIG_SOURCE = path.resolve(PACKAGE_DIR, '..', 'service_config.json');
+const SERVICE_CONFIG_TARGET = path.join(PACKAGE_DIR, 'service_config.json');
 
 const IMPORT = /^\s*import\s+(?:public\s+|weak\s+)?"([^"]+)"\s*;/gm;
 
@@ -58,6 +62,7 @@ function needed() {
 
 function main() {
   fs.rmSync(TARGET, { recursive: true, force: true });
+  fs.rmSync(SERVICE_CONFIG_TARGET, { force: true });
   if (process.argv.includes('--clean')) return;
   for (const name of needed()) {
     const target = path.join(TARGET, name);
@@ -65,6 +70,11 @@ function main() {
     fs.copyFileSync(path.join(SOURCE, name), target);
     console.error(`copy-protos: proto/${name}`);
   }
+  if (!fs.existsSync(SERVICE_CONFIG_SOURCE)) {
+    throw new Error(`${SERVICE_CONFIG_SOURCE} not found: pack this package from a Phasor checkout (client/node)`);
+  }
+  fs.copyFileSync(SERVICE_CONFIG_SOURCE, SERVICE_CONFIG_TARGET);
+  console.error('copy-protos: service_config.json');
 }
 
 main();

@@ -1,11 +1,12 @@
 'use strict';
 // The package as npm ships it: `npm pack` (whose prepack step copies the
-// protos in), installed into an empty folder, required there as
+// protos and the service config in), installed into an empty folder, required there as
 // 'phasor-client' with no PHASOR_* variable set and no checkout around it,
 // and calling a real server.
 //
 // It packs a copy of client/node laid out as in the repository
-// (<tmp>/src/client/node beside <tmp>/src/proto), so packing never writes
+// (<tmp>/src/client/node beside <tmp>/src/proto and
+// <tmp>/src/client/service_config.json), so packing never writes
 // into the checkout while other tests read it. The folder installs with
 // `npm ci` from a lockfile holding the versions client/node's
 // package-lock.json pins: phasor_node's `npm ci` has put those tarballs in
@@ -21,6 +22,7 @@ const { Server } = require('./server');
 
 const PACKAGE_DIR = path.resolve(__dirname, '..');
 const REPOSITORY_PROTO_DIR = path.resolve(PACKAGE_DIR, '..', '..', 'proto');
+const REPOSITORY_SERVICE_CONFIG = path.resolve(PACKAGE_DIR, '..', 'service_config.json');
 const NPM = process.env.PHASOR_NPM || 'npm';
 const NPM_TIMEOUT_MS = 180000;
 
@@ -81,6 +83,7 @@ const { EncoderClient, toFloat32Array } = require('phasor-client');
     }
     console.log(JSON.stringify({
       module: require.resolve('phasor-client'), protoDir: client.protoDir,
+      serviceConfig: JSON.parse(require('phasor-client').DEFAULT_SERVICE_CONFIG),
       encodings: Array.from(toFloat32Array(reply.encodings)), refused,
     }));
   } finally {
@@ -89,11 +92,13 @@ const { EncoderClient, toFloat32Array } = require('phasor-client');
 })().catch((error) => { console.error(error.message); process.exit(1); });
 `;
 
-test('npm pack ships the protos; the installed package calls a server', async (s) => {
+test('npm pack ships the protos and the service config; the installed package calls a server', async (s) => {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'phasor-node-pack-'));
   s.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
   const source = path.join(tmp, 'src', 'client', 'node');
+  fs.mkdirSync(path.join(tmp, 'src', 'client'), { recursive: true });
   fs.cpSync(REPOSITORY_PROTO_DIR, path.join(tmp, 'src', 'proto'), { recursive: true });
+  fs.copyFileSync(REPOSITORY_SERVICE_CONFIG, path.join(tmp, 'src', 'client', 'service_config.json'));
   fs.cpSync(PACKAGE_DIR, source, {
     recursive: true,
     filter: (file) => {
@@ -111,11 +116,13 @@ test('npm pack ships the protos; the installed package calls a server', async (s
   const shipped = files.map((file) => file.path).sort();
   const protos = fs.readdirSync(path.join(REPOSITORY_PROTO_DIR, 'phasor', 'v1'))
     .filter((name) => name.endsWith('.proto')).map((name) => `proto/phasor/v1/${name}`);
-  for (const file of [...protos, 'lib/index.js', 'lib/client.js', 'lib/check-request.js', 'lib/index.d.ts']) {
+  for (const file of [...protos, 'service_config.json', 'lib/index.js', 'lib/client.js', 'lib/check-request.js',
+    'lib/index.d.ts']) {
     assert.ok(shipped.includes(file), `${file} not in the tarball: ${shipped}`);
   }
   assert.deepEqual(shipped.filter((file) => /^(test|scripts|node_modules)\//.test(file)), []);
   assert.ok(!fs.existsSync(path.join(source, 'proto')), 'postpack leaves no proto/ copy behind');
+  assert.ok(!fs.existsSync(path.join(source, 'service_config.json')), 'postpack leaves no service_config.json behind');
 
   const app = path.join(tmp, 'app');
   writeApp(app, path.join(tmp, filename));
@@ -137,6 +144,10 @@ test('npm pack ships the protos; the installed package calls a server', async (s
   const reply = JSON.parse(result.stdout);
   assert.equal(reply.module, path.join(fs.realpathSync(installed), 'lib', 'index.js'));
   assert.equal(reply.protoDir, path.join(fs.realpathSync(installed), 'proto'));
+  // The service config the installed package shipped, not the checkout's.
+  assert.deepEqual(fs.readFileSync(path.join(installed, 'service_config.json')),
+    fs.readFileSync(REPOSITORY_SERVICE_CONFIG));
+  assert.deepEqual(reply.serviceConfig, JSON.parse(fs.readFileSync(REPOSITORY_SERVICE_CONFIG, 'utf8')));
   const want = [0, 1].flatMap((p) => [0, 1].flatMap((k) => [Math.sin(p * 10000 ** (-k / 2)), Math.cos(p * 10000 ** (-k / 2))]));
   reply.encodings.forEach((value, i) => assert.ok(Math.abs(value - want[i]) <= 2e-6, `encodings[${i}] ${value} vs ${want[i]}`));
   assert.deepEqual(reply.refused, ['spec.positional.sinusoidal.bse']);

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import collections
 import functools
-import json
+import importlib.resources
 import os
 import threading
 from typing import (TYPE_CHECKING, Any, Hashable, Iterable, Iterator, List,
@@ -97,32 +97,30 @@ def _content_dtype(content, output_dtype):
 _DEFAULT_MESSAGE_BYTES = 64 << 20
 
 
-# The channel's default service config, the same JSON as the C++ client's
-# kDefaultServiceConfig (client/encoder_client.h, where each setting is
-# explained): Encoder calls that fail with UNAVAILABLE or CANCELLED (a
-# replica draining or gone) or RESOURCE_EXHAUSTED (a replica whose memory
-# budget is in use; limits a retry cannot fix come marked not to be
-# retried) are retried up to 5 attempts with backoff, round_robin sending
-# the retry to another replica; retries are throttled during an outage; with
-# round_robin, each connection watches grpc.health.v1 for phasor.v1.Encoder
-# so a draining replica stops receiving calls. gRPC uses it unless the name
-# resolver supplies a service config. Format: gRPC's doc/service_config.md;
-# retries: gRFC A6.
-DEFAULT_SERVICE_CONFIG = json.dumps({
-    "methodConfig": [{
-        "name": [{"service": "phasor.v1.Encoder"}],
-        "retryPolicy": {
-            "maxAttempts": 5,
-            "initialBackoff": "0.1s",
-            "maxBackoff": "1s",
-            "backoffMultiplier": 2,
-            "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED",
-                                     "RESOURCE_EXHAUSTED"],
-        },
-    }],
-    "retryThrottling": {"maxTokens": 100, "tokenRatio": 0.1},
-    "healthCheckConfig": {"serviceName": "phasor.v1.Encoder"},
-})
+# The channel's default service config: client/service_config.json, the
+# file the C++ client embeds and the Node client reads too, shipped in this
+# package (build_stubs.py copies it in; its settings and reasons:
+# kDefaultServiceConfig in client/encoder_client.h, docs/DEPLOY.md). Encoder
+# calls that fail with UNAVAILABLE or CANCELLED (a replica draining or gone)
+# or RESOURCE_EXHAUSTED (a replica whose memory budget is in use; limits a
+# retry cannot fix come marked not to be retried) are retried up to 5
+# attempts with backoff, round_robin sending the retry to another replica;
+# retries are throttled during an outage; with round_robin, each connection
+# watches grpc.health.v1 for phasor.v1.Encoder so a draining replica stops
+# receiving calls. gRPC uses it unless the name resolver supplies a service
+# config. Format: gRPC's doc/service_config.md; retries: gRFC A6.
+def _read_default_service_config():
+    try:
+        return importlib.resources.files(__package__).joinpath(
+            "service_config.json").read_text(encoding="utf-8")
+    except FileNotFoundError as error:  # A source checkout nobody built.
+        raise ImportError(
+            "phasor_client has no service_config.json: install the package "
+            "(pip install --no-build-isolation ./client/python) or build "
+            "CMake's phasor_python target; see docs/CLIENT.md") from error
+
+
+DEFAULT_SERVICE_CONFIG = _read_default_service_config()
 
 
 def _default_message_bytes():
