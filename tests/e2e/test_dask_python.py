@@ -11,8 +11,10 @@ layout with channel labels, a frame without a series column, integer ns
 times. Layouts: whole series per partition (set_index), and partitions by
 time, where series span partitions (one lane and several).
 
-Failures: one server SIGKILLed while the tasks run (the list names both):
-the result is still complete and equal. Bad input: a NaT, a series whose
+Failures: one server frozen (SIGSTOP) and then SIGKILLed while the tasks
+run and calls hang on it (the list names both): the result is still
+complete and equal, with the channel's default service config and without
+one (then the partitions' calls are repeated whole). Bad input: a NaT, a series whose
 rows in a later partition go back in time, a column that varies across
 partitions of a frame without a series column: the error is of
 encode_frame's class, names the partition, and is encode_frame's error for
@@ -22,6 +24,7 @@ that partition (with the states the chain carried into it).
 import logging
 import os
 import shutil
+import signal
 import tempfile
 import time
 import unittest
@@ -54,6 +57,9 @@ SPEC = dict(time={"dim": 8},
             calendar={"fields": ["hour_of_day", "day_of_week"]})
 # Python-side limits of the test, well inside ctest's TIMEOUT.
 COMPUTE_TIMEOUT_S = 120
+# How long the killed server is frozen first: calls sent to it meanwhile are
+# in flight when it dies (round_robin still sees its connection as ready).
+FROZEN_S = 0.5
 
 
 def random_panel(rng, num_series, max_rows=40, rows=None):
@@ -328,14 +334,17 @@ class DaskEncodeFrameTest(unittest.TestCase):
             victim = servers[0]
             handled_before = self.handled(victim)
             futures = self.dask_client.compute([features, states])
-            # Kill it (SIGKILL: no draining) once it has answered calls of
-            # this run, while tasks still run.
+            # Once it has answered calls of this run, freeze it (SIGSTOP)
+            # long enough for round_robin to send it calls that then hang,
+            # and kill it (SIGKILL: no draining, those calls fail).
             deadline = time.monotonic() + COMPUTE_TIMEOUT_S
             while self.handled(victim) < handled_before + 3:
                 self.assertLess(time.monotonic(), deadline)
                 self.assertFalse(all(f.done() for f in futures),
                                  "finished before the kill")
                 time.sleep(0.01)
+            victim.send_signal(signal.SIGSTOP)
+            time.sleep(FROZEN_S)
             victim.kill()
             killed_while_running = not all(f.done() for f in futures)
             got, got_states = self.dask_client.gather(futures)
