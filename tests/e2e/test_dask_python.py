@@ -287,6 +287,22 @@ class DaskEncodeFrameTest(unittest.TestCase):
             dd.from_pandas(mixed, npartitions=2, sort=False),
             time={"dim": 4})
 
+    def test_states_continue_the_next_frame(self):
+        rng = np.random.default_rng(11)
+        df = random_panel(rng, 40).sort_values("ds", kind="stable")
+        first, second = df.iloc[:len(df) // 2], df.iloc[len(df) // 2:]
+        whole_first = self.reference.encode_frame(first, **SPEC)
+        whole_second = self.reference.encode_frame(
+            second, states=whole_first.states, **SPEC)
+        _, states = self.compute(by_time(first, 3), lanes=2, **SPEC)
+        self.assertEqual(states.to_dict(), whole_first.states)
+        # The computed states Series is taken as states= as it comes.
+        features, later = self.compute(by_time(second, 3), lanes=2,
+                                       states=states, **SPEC)
+        self.assertEqual(features.to_numpy().tobytes(),
+                         whole_second.frame.to_numpy().tobytes())
+        self.assertEqual(later.to_dict(), whole_second.states)
+
     # -- servers and channels ----------------------------------------------
 
     def test_one_channel_per_worker_process(self):
