@@ -12,7 +12,7 @@ import pandas as pd
 
 import harness
 from phasor_client import PhasorError, pb
-from phasor_client import client as client_module
+from phasor_client import _requests
 
 SPEC = dict(time={"dim": 8},
             time2vec={"omega": [1e-6, 2 * math.pi / 86400, 2 * math.pi],
@@ -146,7 +146,7 @@ class ObservationsFloat64Test(harness.ServerTestCase):
         self.assertEqual(split.features.tobytes(), panel.features.tobytes())
         # The split budget counts 8 bytes a float64 value (its 0.5 margin
         # would hide a 4-byte estimate in this test alone).
-        self.assertEqual(client_module._OUTPUT_ITEMSIZE[pb.FLOAT64], 8)
+        self.assertEqual(_requests.OUTPUT_ITEMSIZE[pb.FLOAT64], 8)
 
     def test_encode_frame_float64(self):
         rng = np.random.default_rng(4)

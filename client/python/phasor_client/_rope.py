@@ -31,16 +31,27 @@ dtypes. The wire dtype is the caller's unless `dtype=` asks for another:
 Results come back as the caller's type: numpy in, numpy out; torch in,
 torch out (same dtype and device; no autograd graph).
 
-Thread-safety: pure functions over their arguments.
+The calls (apply_rope, rope_tables: the bodies of EncoderClient's methods,
+at the end of this file) send what the functions above prepared: one
+ApplyRope call, or the pieces with up to _panel.MAX_IN_FLIGHT in flight,
+joined in order.
+
+Thread-safety: pure functions over their arguments; the calls use the
+client's channel, which threads may share.
 """
 
+import collections
 import sys
 from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
+import grpc
 import numpy as np
 
-from .errors import InvalidInputError
-from .tensors import _bfloat16_bits, dtype_enum, pb, to_tensor
+from . import _panel, _wire
+from ._requests import rope_spec, set_config, to_positions
+from ._types import RopeResult, RopeTables
+from .errors import InvalidInputError, PhasorError
+from .tensors import _bfloat16_bits, dtype_enum, from_tensor, pb, to_tensor
 
 # A numpy array (or anything np.asarray takes) or a torch.Tensor.
 ArrayLike = Any
@@ -409,8 +420,142 @@ def split_layout(layout: Optional[str], tensor_layout: Optional[str]
                    f"(\"half\", \"interleaved\")")
 
 
+# --- The calls ---------------------------------------------------------------
+
+
+def apply_rope(client, query, key, positions, *, position_ids, rotary_dim,
+               base, layout, tensor_layout, scaling, fold_attention_factor,
+               max_position_embeddings, seq_len, profile, spec, dtype):
+    """EncoderClient.apply_rope."""
+    pairing, tensor_layout = split_layout(layout, tensor_layout)
+    if positions is not None and position_ids is not None:
+        raise InvalidInputError("position_ids",
+                                "give positions= or position_ids=, "
+                                "not both")
+    if position_ids is not None:
+        positions = position_ids
+    query_operand = operand("query", query, tensor_layout)
+    key_operand = None
+    if key is not None:
+        key_operand = operand("key", key, query_operand.layout)
+        check_key(query_operand, key_operand)
+    wire = wire_dtype(query_operand, dtype)
+    flat = flat_positions(query_operand, positions)
+    config = pb.ApplyRopeRequest()
+    set_config(config, profile, spec, lambda: rope_spec(
+        rotary_dim, base, pairing, scaling, fold_attention_factor,
+        max_position_embeddings, seq_len))
+    total = query_operand.batch * query_operand.tokens
+    per_call = tokens_per_call(
+        query_operand, key_operand, wire,
+        _panel.call_bytes(client.max_message_bytes), _panel.PIECE_ELEMENTS)
+    if total <= per_call:
+        # One call, in the caller's own layout: nothing is transposed.
+        request = pb.ApplyRopeRequest(
+            positions=whole_positions(query_operand, flat),
+            tensor_layout=server_layout(query_operand))
+        request.MergeFrom(config)
+        request = _wire.Outgoing(request)
+        attach_whole(request, "query", query_operand, wire)
+        if key_operand is not None:
+            attach_whole(request, "key", key_operand, wire)
+        response = client._call(client._stub.ApplyRope, request)
+        return RopeResult(
+            result(query_operand, reply_array(response.query), wire,
+                   as_sent=True),
+            result(key_operand, reply_array(response.key), wire,
+                   as_sent=True)
+            if key_operand is not None else None,
+            response.attention_factor)
+    return _apply_rope_split(client, config, query_operand, key_operand,
+                             wire, flat, per_call)
+
+
+def _apply_rope_split(client, config, query_operand, key_operand, wire,
+                      flat, per_call):
+    """apply_rope over several calls of at most per_call tokens each,
+    max_in_flight at once, joined in order: the same numbers as one
+    call, since each token's rotation depends on its position and the
+    frequencies only, and seq_len is pinned to the whole batch's."""
+    total = query_operand.batch * query_operand.tokens
+    if config.HasField("profile"):
+        # A profile's seq_len default would be each piece's: inline it.
+        found = [p for p in client.list_profiles()
+                 if p.name == config.profile]
+        if found and found[0].spec.HasField("rope"):
+            config = pb.ApplyRopeRequest(spec=found[0].spec)
+    if config.HasField("spec") and config.spec.HasField("rope") and \
+            config.spec.rope.seq_len == 0:
+        config.spec.rope.seq_len = default_seq_len(flat, total)
+    outputs = [empty_tokens(query_operand, wire)]
+    if key_operand is not None:
+        outputs.append(empty_tokens(key_operand, wire))
+    operands = [query_operand, key_operand]
+    factors = []
+
+    def send(begin, end):
+        request = pb.ApplyRopeRequest(
+            positions=positions_message(flat, begin, end))
+        request.MergeFrom(config)
+        request = _wire.Outgoing(request)
+        attach_tokens(request, "query", query_operand, wire, begin, end)
+        if key_operand is not None:
+            attach_tokens(request, "key", key_operand, wire, begin, end)
+        return client._stub.ApplyRope.future(
+            request, timeout=client.deadline_seconds,
+            metadata=client._metadata)
+
+    def receive(begin, end, response):
+        for out, reply, item in zip(outputs, (response.query,
+                                              response.key), operands):
+            width = item.heads * item.head_dim
+            out[begin * width:end * width] = reply_array(reply)
+        factors.append(response.attention_factor)
+
+    pieces = [(begin, min(total, begin + per_call))
+              for begin in range(0, total, per_call)]
+    in_flight = collections.deque()
+    try:
+        for begin, end in pieces:
+            if len(in_flight) >= _panel.MAX_IN_FLIGHT:
+                receive(*in_flight[0][:2], in_flight[0][2].result())
+                in_flight.popleft()
+            in_flight.append((begin, end, send(begin, end)))
+        while in_flight:
+            receive(*in_flight[0][:2], in_flight[0][2].result())
+            in_flight.popleft()
+    except grpc.RpcError as error:
+        raise PhasorError.from_rpc_error(error) from None
+    finally:
+        for _, _, future in in_flight:
+            future.cancel()
+    return RopeResult(
+        result(query_operand, outputs[0], wire),
+        result(key_operand, outputs[1], wire)
+        if key_operand is not None else None,
+        factors[0])
+
+
+def rope_tables(client, positions, *, count, start, step, rotary_dim, base,
+                layout, scaling, fold_attention_factor,
+                max_position_embeddings, seq_len, profile, spec,
+                output_dtype):
+    """EncoderClient.rope_tables."""
+    if positions is not None:
+        positions = to_numpy(positions)
+    request = pb.RopeTablesRequest(
+        positions=to_positions(positions, count, start, step),
+        output_dtype=dtype_enum(output_dtype))
+    set_config(request, profile, spec, lambda: rope_spec(
+        rotary_dim, base, layout, scaling, fold_attention_factor,
+        max_position_embeddings, seq_len))
+    response = client._call(client._stub.RopeTables, request)
+    return RopeTables(from_tensor(response.cos), from_tensor(response.sin),
+                      response.attention_factor, list(response.inv_freq))
+
+
 __all__: Sequence[str] = (
     "TENSOR_LAYOUTS", "operand", "check_key", "wire_dtype", "attach_tokens",
     "reply_array", "empty_tokens", "result", "flat_positions",
     "positions_message", "default_seq_len", "tokens_per_call",
-    "split_layout", "to_numpy", "is_torch")
+    "split_layout", "to_numpy", "is_torch", "apply_rope", "rope_tables")

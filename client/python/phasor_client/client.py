@@ -20,117 +20,50 @@ offers, or `profile=` (a server-side profile name).
 
 Times: see times.py; pandas DataFrames: encode_frame and frame.py.
 
+Layout: this module is the API, each method's signature and contract; the
+bodies live by concern: _channel.py (channel, service config, TLS, token,
+health and reflection), _positional.py (positions, ALiBi, relative bias,
+describe), _rope.py (apply_rope, rope_tables), _observations.py (one
+series), _panel_calls.py (panels, cut to fit the message limits, with the
+plan in _panel.py), _streams.py (the streaming calls) and frame.py
+(DataFrames).
+
 Thread-safety: an EncoderClient may be shared by threads (grpc channels are).
 """
 
 from __future__ import annotations
 
-import collections
-import functools
-import importlib.resources
-import os
 import threading
 from typing import (TYPE_CHECKING, Any, Hashable, Iterable, Iterator, List,
                     Mapping, Optional, Sequence, Tuple, Union)
 
 import grpc
 import numpy as np
-import numpy.typing as npt
-from google.protobuf import message as _message
 
-from . import _panel, _rope, _wire
+from . import (_channel, _observations, _panel, _panel_calls, _positional,
+               _rope, _streams)
+from . import frame as _frame
+from ._channel import DEFAULT_SERVICE_CONFIG
 from ._stubs import encoder_pb2 as pb
-from ._stubs import encoder_pb2_grpc as _pb_grpc
-from ._stubs import error_details_pb2 as _error_details
 from ._stubs import health_pb2 as _health
-from ._stubs import health_pb2_grpc as _health_grpc
-from ._stubs import reflection_pb2 as _reflection
-from ._stubs import reflection_pb2_grpc as _reflection_grpc
-from ._stubs import status_pb2 as _status
-from .tensors import DTypeLike, attach, dtype_enum, from_tensor, to_tensor
-from . import frame as _frame, specs as _specs
-from .errors import InvalidInputError, PhasorError, bad_request_violations
+# The vocabulary of the signatures below and the results the methods return
+# (see _types.py); dask.py and other modules import them from here.
+from ._types import (AlibiResult, ArrayLike, BlockLike, EnumLike, Features,
+                     Panel, PathLike, RelativeBiasResult, RopeResult,
+                     RopeTables)
+from .errors import PhasorError, bad_request_violations
 from .specs import SpecLike
-from .times import read_times
+from .tensors import DTypeLike
 
 if TYPE_CHECKING:  # pandas is optional (the "pandas" extra).
     import pandas as pd
 
-# The annotations' vocabulary. ArrayLike: anything np.asarray takes (numpy
-# arrays, lists, pandas Series/Index); timestamps also take what times.py
-# reads. A temporal block (time=, gaps=, calendar=, ...): a dict, True for
-# the defaults, its text format or its message (see specs.py). An enum
-# (layout=, frequencies=, combine=): its name, case-insensitively, or value.
-ArrayLike = npt.ArrayLike
-BlockLike = Union[None, bool, str, Mapping[str, Any], _message.Message]
-EnumLike = Union[None, str, int]
-PathLike = Union[str, "os.PathLike[str]"]
-
-RopeResult = collections.namedtuple("RopeResult",
-                                    ["query", "key", "attention_factor"])
-RopeTables = collections.namedtuple(
-    "RopeTables", ["cos", "sin", "attention_factor", "inv_freq"])
-AlibiResult = collections.namedtuple("AlibiResult", ["slopes", "bias"])
-RelativeBiasResult = collections.namedtuple(
-    "RelativeBiasResult", ["bias", "bucket_ids", "num_buckets"])
-Features = collections.namedtuple("Features", ["features", "schema", "state"])
-Panel = collections.namedtuple(
-    "Panel", ["features", "schema", "states", "series_offsets"])
-
-# Bytes per output element for EncodeObservationsRequest.output_dtype.
-_OUTPUT_ITEMSIZE = {pb.DTYPE_UNSPECIFIED: 4, pb.FLOAT32: 4, pb.FLOAT16: 2,
-                    pb.BFLOAT16: 2, pb.FLOAT64: 8}
-
-
-def _content_dtype(content, output_dtype):
-    """The wire dtype of observation content embeddings: float16 as sent,
-    float64 as sent when the output is float64 too (the server then scales
-    it in double), otherwise float32."""
-    if content.dtype == np.float16:
-        return np.float16
-    if content.dtype == np.float64 and dtype_enum(output_dtype) == pb.FLOAT64:
-        return np.float64
-    return np.float32
-
-# phasor-server's default limit; PHASOR_MAX_MESSAGE_BYTES (which sets the
-# server's) sets this default too.
-_DEFAULT_MESSAGE_BYTES = 64 << 20
-
-
-# The channel's default service config: client/service_config.json, the
-# file the C++ client embeds and the Node client reads too, shipped in this
-# package (build_stubs.py copies it in; its settings and reasons:
-# kDefaultServiceConfig in client/encoder_client.h, docs/DEPLOY.md). Encoder
-# calls that fail with UNAVAILABLE or CANCELLED (a replica draining or gone)
-# or RESOURCE_EXHAUSTED (a replica whose memory budget is in use; limits a
-# retry cannot fix come marked not to be retried) are retried up to 5
-# attempts with backoff, round_robin sending the retry to another replica;
-# retries are throttled during an outage; with round_robin, each connection
-# watches grpc.health.v1 for phasor.v1.Encoder so a draining replica stops
-# receiving calls. gRPC uses it unless the name resolver supplies a service
-# config. Format: gRPC's doc/service_config.md; retries: gRFC A6.
-def _read_default_service_config():
-    try:
-        return importlib.resources.files(__package__).joinpath(
-            "service_config.json").read_text(encoding="utf-8")
-    except FileNotFoundError as error:  # A source checkout nobody built.
-        raise ImportError(
-            "phasor_client has no service_config.json: install the package "
-            "(pip install --no-build-isolation ./client/python) or build "
-            "CMake's phasor_python target; see docs/CLIENT.md") from error
-
-
-DEFAULT_SERVICE_CONFIG = _read_default_service_config()
-
-
-def _default_message_bytes():
-    value = os.environ.get("PHASOR_MAX_MESSAGE_BYTES")
-    return int(value) if value else _DEFAULT_MESSAGE_BYTES
-
-
-def _read(path):
-    with open(path, "rb") as f:
-        return f.read()
+__all__ = [
+    "DEFAULT_SERVICE_CONFIG", "AlibiResult", "ArrayLike", "BlockLike",
+    "EncoderClient", "EnumLike", "Features", "Panel", "PathLike",
+    "RelativeBiasResult", "RopeResult", "RopeTables", "field_violations",
+    "pb", "serving_status_name",
+]
 
 
 def field_violations(error: grpc.RpcError) -> List[Tuple[str, str]]:
@@ -141,100 +74,16 @@ def field_violations(error: grpc.RpcError) -> List[Tuple[str, str]]:
     return bad_request_violations(error.trailing_metadata())
 
 
-def _positions(positions, count, start, step):
-    """A phasor.v1.Positions from an array, or the range start/count/step."""
-    if positions is not None:
-        values = np.asarray(positions).reshape(-1)
-        integral = np.issubdtype(values.dtype, np.integer)
-        return pb.Positions(
-            values=to_tensor(values, "int64" if integral else "float64"))
-    if count is None:
-        raise ValueError("give positions= or count=")
-    proto_range = pb.Positions.Range(start=start, count=count)
-    if step != 1:
-        proto_range.step = step
-    return pb.Positions(range=proto_range)
-
-
-def _spec(spec):
-    """An EncoderSpec from a message (EncoderSpec or the Temporal /
-    Positional / Rope spec inside), its text format, or a dict
-    (specs.encoder_spec)."""
-    return _specs.encoder_spec(spec)
-
-
-def _set_config(request, profile, spec, shortcut):
-    """Fills the request's config oneof: profile, spec, or shortcut()."""
-    if profile:
-        request.profile = profile
-    elif spec is not None:
-        request.spec.CopyFrom(_spec(spec))
-    else:
-        request.spec.CopyFrom(shortcut())
-
-
-def _no_shortcut():
-    raise ValueError("give spec= or profile=")
-
-
 def serving_status_name(status: int) -> str:
     """"SERVING", "NOT_SERVING", ... for a HealthCheckResponse.status."""
-    return _health.HealthCheckResponse.ServingStatus.Name(status)
+    return _channel.serving_status_name(status)
 
 
-def _enum(enum_type, name):
-    """An enum value from its name, case-insensitively (None = unset)."""
-    if name is None:
-        return 0
-    if isinstance(name, int):
-        return name
-    return enum_type.Value(name.upper())
-
-
-def _rope_spec(rotary_dim, base, layout, scaling, fold_attention_factor,
-               max_position_embeddings, seq_len):
-    """The RoPE methods' keywords as an EncoderSpec, checked as spec= is
-    (specs.rope_config)."""
-    return _specs.rope_config(rotary_dim, base, layout, scaling,
-                              fold_attention_factor, max_position_embeddings,
-                              seq_len)
-
-
-def _raises_phasor_error(method):
-    """Decorator for methods calling stubs directly: a grpc.RpcError
-    leaves as PhasorError."""
-    @functools.wraps(method)
-    def wrapper(*args, **kwargs):
-        try:
-            return method(*args, **kwargs)
-        except grpc.RpcError as error:
-            raise PhasorError.from_rpc_error(error) from None
-    return wrapper
-
-
-# The methods whose replies carry tensors, and the shape of their call.
-_TENSOR_REPLIES = (
-    ("EncodePositions", "unary_unary", pb.EncodePositionsResponse),
-    ("ApplyRope", "unary_unary", pb.ApplyRopeResponse),
-    ("RopeTables", "unary_unary", pb.RopeTablesResponse),
-    ("AlibiBias", "unary_unary", pb.AlibiBiasResponse),
-    ("RelativeBias", "unary_unary", pb.RelativeBiasResponse),
-    ("EncodeObservations", "unary_unary", pb.EncodeObservationsResponse),
-    ("EncodeObservationsStream", "stream_stream",
-     pb.EncodeObservationsResponse),
-)
-
-
-def _detach_large_tensors(stub: Any, channel: grpc.Channel) -> None:
-    """Rebinds the stub's tensor-carrying methods: their requests may be
-    _wire.Outgoing, and their replies' large tensors are views of the
-    received bytes, not copies (_wire.py)."""
-    service = pb.DESCRIPTOR.services_by_name["Encoder"]
-    for name, kind, response_class in _TENSOR_REPLIES:
-        setattr(stub, name, getattr(channel, kind)(
-            f"/{service.full_name}/{name}",
-            request_serializer=_wire.serialize,
-            response_deserializer=_wire.detaching(response_class, pb.Tensor)))
+def _blocks(content, time, time2vec, gaps, calendar, combine, d_model):
+    """The temporal methods' keyword blocks, as specs.temporal_config takes
+    them."""
+    return dict(content=content, time=time, time2vec=time2vec, gaps=gaps,
+                calendar=calendar, combine=combine, d_model=d_model)
 
 
 class EncoderClient:
@@ -265,8 +114,11 @@ class EncoderClient:
         load_balancing_policy="round_robin". channel_options: further gRPC
         channel arguments as (name, value) pairs.
         service_config: the channel's default service config (JSON); the
-        default, DEFAULT_SERVICE_CONFIG, retries calls that fail with
-        UNAVAILABLE or CANCELLED (a replica shutting down) on another replica, so losing a replica loses no call.
+        default, DEFAULT_SERVICE_CONFIG (client/service_config.json, which
+        the C++ and Node clients load too), retries calls that fail with
+        UNAVAILABLE or CANCELLED (a replica shutting down) or
+        RESOURCE_EXHAUSTED (a replica whose memory budget is in use) on
+        another replica, so losing a replica loses no call.
         None = no service config (no retry policy; gRPC's transparent
         retries of calls that never reached a server remain).
         """
@@ -274,41 +126,19 @@ class EncoderClient:
             raise ValueError("deadline_seconds must be positive")
         self.deadline_seconds = deadline_seconds
         if max_message_bytes is None:
-            max_message_bytes = _default_message_bytes()
+            max_message_bytes = _channel.default_message_bytes()
         self.max_message_bytes = max_message_bytes
         # Panel output widths learnt from the server, by configuration
-        # (see _panel.py); guarded because the client may be shared.
+        # (see _panel_calls.py); guarded because the client may be shared.
         self._panel_widths = {}
         self._panel_widths_lock = threading.Lock()
-        options = [("grpc.max_send_message_length", max_message_bytes),
-                   ("grpc.max_receive_message_length", max_message_bytes)]
-        if load_balancing_policy:
-            options.append(("grpc.lb_policy_name", load_balancing_policy))
-        if service_config:
-            options.append(("grpc.service_config", service_config))
-        if tls_server_name:
-            options.append(("grpc.ssl_target_name_override", tls_server_name))
-        options += list(channel_options)
-        if tls or tls_ca or tls_cert or tls_key:
-            if bool(tls_cert) != bool(tls_key):
-                raise ValueError("give tls_cert and tls_key together")
-            credentials = grpc.ssl_channel_credentials(
-                root_certificates=_read(tls_ca) if tls_ca else None,
-                private_key=_read(tls_key) if tls_key else None,
-                certificate_chain=_read(tls_cert) if tls_cert else None)
-            self._channel = grpc.secure_channel(target, credentials, options)
-        else:
-            self._channel = grpc.insecure_channel(target, options)
-        if token_file:
-            with open(token_file, encoding="utf-8") as f:
-                token = f.readline().strip()
-            if not token:
-                raise ValueError(f"{token_file} holds no token")
-        # Plain metadata rather than call credentials: gRPC sends call
-        # credentials only over TLS, and loopback servers run plaintext.
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        self._stub = _pb_grpc.EncoderStub(self._channel)
-        _detach_large_tensors(self._stub, self._channel)
+        self._channel, self._metadata, self._stub = _channel.open_channel(
+            target, max_message_bytes=max_message_bytes, tls=tls,
+            tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
+            tls_server_name=tls_server_name, token=token,
+            token_file=token_file,
+            load_balancing_policy=load_balancing_policy,
+            channel_options=channel_options, service_config=service_config)
 
     def close(self) -> None:
         """Closes the channel: calls still in flight are cancelled and the
@@ -349,32 +179,12 @@ class EncoderClient:
         "split_sin_cos", "split_cos_sin")/frequencies ("vaswani",
         "tensor2tensor") select sinusoids; learned_table a server table.
         """
-        request = pb.EncodePositionsRequest(
-            positions=_positions(positions, count, start, step),
-            output_dtype=dtype_enum(output_dtype))
-
-        def shortcut():
-            if learned_table:
-                return pb.EncoderSpec(positional=pb.PositionalSpec(
-                    learned=pb.LearnedSpec(table=learned_table)))
-            if dim is None:
-                raise ValueError("give dim=, learned_table=, spec= or profile=")
-            sinusoidal = pb.SinusoidalSpec(
-                dim=dim, layout=_enum(pb.SinusoidalSpec.Layout, layout),
-                frequencies=_enum(pb.SinusoidalSpec.Frequencies, frequencies))
-            if base is not None:
-                sinusoidal.base = base
-            return pb.EncoderSpec(
-                positional=pb.PositionalSpec(sinusoidal=sinusoidal))
-
-        _set_config(request, profile, spec, shortcut)
-        if content_scale is not None:
-            request.content_scale = content_scale
-        request = _wire.Outgoing(request)
-        if content is not None:
-            attach(request, "content", content, "float32")
-        response = self._call(self._stub.EncodePositions, request)
-        return from_tensor(response.encodings)
+        return _positional.encode_positions(
+            self, positions, count=count, start=start, step=step, dim=dim,
+            base=base, layout=layout, frequencies=frequencies,
+            learned_table=learned_table, profile=profile, spec=spec,
+            content=content, content_scale=content_scale,
+            output_dtype=output_dtype)
 
     def apply_rope(self, query: _rope.ArrayLike,
                    key: Optional[_rope.ArrayLike] = None,
@@ -438,115 +248,13 @@ class EncoderClient:
         refuses (for a cut batch, the first failing call's error; its
         positions[i] then count from that call's first token).
         """
-        pairing, tensor_layout = _rope.split_layout(layout, tensor_layout)
-        if positions is not None and position_ids is not None:
-            raise InvalidInputError("position_ids",
-                                    "give positions= or position_ids=, "
-                                    "not both")
-        if position_ids is not None:
-            positions = position_ids
-        query_operand = _rope.operand("query", query, tensor_layout)
-        key_operand = None
-        if key is not None:
-            key_operand = _rope.operand("key", key, query_operand.layout)
-            _rope.check_key(query_operand, key_operand)
-        wire = _rope.wire_dtype(query_operand, dtype)
-        flat_positions = _rope.flat_positions(query_operand, positions)
-        config = pb.ApplyRopeRequest()
-        _set_config(config, profile, spec, lambda: _rope_spec(
-            rotary_dim, base, pairing, scaling, fold_attention_factor,
-            max_position_embeddings, seq_len))
-        total = query_operand.batch * query_operand.tokens
-        per_call = _rope.tokens_per_call(
-            query_operand, key_operand, wire,
-            _panel.call_bytes(self.max_message_bytes), _panel.PIECE_ELEMENTS)
-        if total <= per_call:
-            # One call, in the caller's own layout: nothing is transposed.
-            request = pb.ApplyRopeRequest(
-                positions=_rope.whole_positions(query_operand, flat_positions),
-                tensor_layout=_rope.server_layout(query_operand))
-            request.MergeFrom(config)
-            request = _wire.Outgoing(request)
-            _rope.attach_whole(request, "query", query_operand, wire)
-            if key_operand is not None:
-                _rope.attach_whole(request, "key", key_operand, wire)
-            response = self._call(self._stub.ApplyRope, request)
-            return RopeResult(
-                _rope.result(query_operand, _rope.reply_array(response.query),
-                             wire, as_sent=True),
-                _rope.result(key_operand, _rope.reply_array(response.key),
-                             wire, as_sent=True)
-                if key_operand is not None else None,
-                response.attention_factor)
-        return self._apply_rope_split(config, query_operand, key_operand,
-                                      wire, flat_positions, per_call)
-
-    def _apply_rope_split(self, config, query_operand, key_operand, wire,
-                          flat_positions, per_call):
-        """apply_rope over several calls of at most per_call tokens each,
-        max_in_flight at once, joined in order: the same numbers as one
-        call, since each token's rotation depends on its position and the
-        frequencies only, and seq_len is pinned to the whole batch's."""
-        total = query_operand.batch * query_operand.tokens
-        if config.HasField("profile"):
-            # A profile's seq_len default would be each piece's: inline it.
-            found = [p for p in self.list_profiles()
-                     if p.name == config.profile]
-            if found and found[0].spec.HasField("rope"):
-                config = pb.ApplyRopeRequest(spec=found[0].spec)
-        if config.HasField("spec") and config.spec.HasField("rope") and \
-                config.spec.rope.seq_len == 0:
-            config.spec.rope.seq_len = _rope.default_seq_len(flat_positions,
-                                                             total)
-        outputs = [_rope.empty_tokens(query_operand, wire)]
-        if key_operand is not None:
-            outputs.append(_rope.empty_tokens(key_operand, wire))
-        operands = [query_operand, key_operand]
-        factors = []
-
-        def send(begin, end):
-            request = pb.ApplyRopeRequest(
-                positions=_rope.positions_message(flat_positions, begin, end))
-            request.MergeFrom(config)
-            request = _wire.Outgoing(request)
-            _rope.attach_tokens(request, "query", query_operand, wire, begin,
-                                end)
-            if key_operand is not None:
-                _rope.attach_tokens(request, "key", key_operand, wire, begin,
-                                    end)
-            return self._stub.ApplyRope.future(
-                request, timeout=self.deadline_seconds,
-                metadata=self._metadata)
-
-        def receive(begin, end, response):
-            for out, reply, item in zip(outputs, (response.query,
-                                                  response.key), operands):
-                width = item.heads * item.head_dim
-                out[begin * width:end * width] = _rope.reply_array(reply)
-            factors.append(response.attention_factor)
-
-        pieces = [(begin, min(total, begin + per_call))
-                  for begin in range(0, total, per_call)]
-        in_flight = collections.deque()
-        try:
-            for begin, end in pieces:
-                if len(in_flight) >= _panel.MAX_IN_FLIGHT:
-                    receive(*in_flight[0][:2], in_flight[0][2].result())
-                    in_flight.popleft()
-                in_flight.append((begin, end, send(begin, end)))
-            while in_flight:
-                receive(*in_flight[0][:2], in_flight[0][2].result())
-                in_flight.popleft()
-        except grpc.RpcError as error:
-            raise PhasorError.from_rpc_error(error) from None
-        finally:
-            for _, _, future in in_flight:
-                future.cancel()
-        return RopeResult(
-            _rope.result(query_operand, outputs[0], wire),
-            _rope.result(key_operand, outputs[1], wire)
-            if key_operand is not None else None,
-            factors[0])
+        return _rope.apply_rope(
+            self, query, key, positions, position_ids=position_ids,
+            rotary_dim=rotary_dim, base=base, layout=layout,
+            tensor_layout=tensor_layout, scaling=scaling,
+            fold_attention_factor=fold_attention_factor,
+            max_position_embeddings=max_position_embeddings,
+            seq_len=seq_len, profile=profile, spec=spec, dtype=dtype)
 
     def rope_tables(self, positions: Any = None, *,
                     count: Optional[int] = None, start: int = 0,
@@ -570,29 +278,21 @@ class EncoderClient:
         np.concatenate([cos, cos], -1). inv_freq: the θ_i as floats.
         Other arguments as apply_rope's.
         """
-        if positions is not None:
-            positions = _rope.to_numpy(positions)
-        request = pb.RopeTablesRequest(
-            positions=_positions(positions, count, start, step),
-            output_dtype=dtype_enum(output_dtype))
-        _set_config(request, profile, spec, lambda: _rope_spec(
-            rotary_dim, base, layout, scaling, fold_attention_factor,
-            max_position_embeddings, seq_len))
-        response = self._call(self._stub.RopeTables, request)
-        return RopeTables(from_tensor(response.cos), from_tensor(response.sin),
-                          response.attention_factor, list(response.inv_freq))
+        return _rope.rope_tables(
+            self, positions, count=count, start=start, step=step,
+            rotary_dim=rotary_dim, base=base, layout=layout, scaling=scaling,
+            fold_attention_factor=fold_attention_factor,
+            max_position_embeddings=max_position_embeddings,
+            seq_len=seq_len, profile=profile, spec=spec,
+            output_dtype=output_dtype)
 
     def alibi(self, num_heads: int, q_len: int = 0, k_len: int = 0, *,
               causal: bool = False,
               output_dtype: DTypeLike = "float32") -> AlibiResult:
         """ALiBi slopes [H] and, when q_len and k_len are given, bias
         [H, q_len, k_len]."""
-        request = pb.AlibiBiasRequest(num_heads=num_heads, q_len=q_len,
-                                      k_len=k_len, causal=causal,
-                                      output_dtype=dtype_enum(output_dtype))
-        response = self._call(self._stub.AlibiBias, request)
-        bias = from_tensor(response.bias) if response.HasField("bias") else None
-        return AlibiResult(from_tensor(response.slopes), bias)
+        return _positional.alibi(self, num_heads, q_len, k_len,
+                                 causal=causal, output_dtype=output_dtype)
 
     def relative_bias(self, query_positions: Optional[ArrayLike] = None,
                       key_positions: Optional[ArrayLike] = None, *,
@@ -622,71 +322,13 @@ class EncoderClient:
         (include_bucket_ids=True returns both). bias is None without a
         table, bucket_ids None when not returned.
         """
-        def positions(values, count, start):
-            if values is not None:
-                array = np.asarray(values)
-                if np.issubdtype(array.dtype, np.datetime64):
-                    array = array.astype("datetime64[ns]").view(np.int64)
-                return _positions(array, None, 0, 1)
-            return _positions(None, count, start, 1)
-
-        request = pb.RelativeBiasRequest(
-            query_positions=positions(query_positions, q_len, q_start),
-            key_positions=positions(key_positions, k_len, k_start),
-            output_dtype=dtype_enum(output_dtype),
-            include_bucket_ids=include_bucket_ids)
-
-        def shortcut():
-            relative = pb.RelativeBiasSpec()
-            if max_relative_position is not None:
-                relative.shaw.max_relative_position = max_relative_position
-            else:
-                relative.t5.num_buckets = num_buckets
-                relative.t5.max_distance = max_distance
-                relative.t5.direction = (pb.RelativeBiasSpec.BIDIRECTIONAL
-                                         if bidirectional
-                                         else pb.RelativeBiasSpec.CAUSAL)
-            return pb.EncoderSpec(relative_bias=relative)
-
-        _set_config(request, profile, spec, shortcut)
-        if table_name:
-            if not request.HasField("spec"):
-                raise ValueError("table_name= needs an inline spec (a "
-                                 "profile names its own table)")
-            request.spec.relative_bias.table = table_name
-        if table is not None:
-            request.table.CopyFrom(to_tensor(table))
-        response = self._call(self._stub.RelativeBias, request)
-        bias = (from_tensor(response.bias) if response.HasField("bias")
-                else None)
-        ids = (from_tensor(response.bucket_ids)
-               if response.HasField("bucket_ids") else None)
-        return RelativeBiasResult(bias, ids, response.num_buckets)
-
-    @staticmethod
-    def _observations(timestamps, values, mask, content, channel_names,
-                      time_unit=None, output_dtype="float32"):
-        """(an _wire.Outgoing EncodeObservationsRequest holding the
-        observations of one wide series, tz-aware input's zone or None);
-        values may be None (timestamps only)."""
-        times = read_times(timestamps, "timestamps", time_unit)
-        request = _wire.Outgoing(pb.EncodeObservationsRequest(
-            observations=pb.Observations(channel_names=channel_names or [])))
-        attach(request, "observations.timestamps", times.array,
-               times.wire_dtype)
-        if values is not None:
-            values = np.asarray(values)
-            if values.ndim == 1:
-                values = values[:, None]
-            attach(request, "observations.values", values,
-                   values.dtype if values.dtype == np.float32 else "float64")
-        if mask is not None:
-            attach(request, "observations.mask", mask, "uint8")
-        if content is not None:
-            content = np.asarray(content)
-            attach(request, "observations.content", content,
-                   _content_dtype(content, output_dtype))
-        return request, times.time_zone
+        return _positional.relative_bias(
+            self, query_positions, key_positions, q_len=q_len, k_len=k_len,
+            q_start=q_start, k_start=k_start, num_buckets=num_buckets,
+            max_distance=max_distance, bidirectional=bidirectional,
+            max_relative_position=max_relative_position, table=table,
+            table_name=table_name, profile=profile, spec=spec,
+            include_bucket_ids=include_bucket_ids, output_dtype=output_dtype)
 
     def encode_observations(self, timestamps: ArrayLike,
                             values: Optional[ArrayLike] = None,
@@ -726,14 +368,12 @@ class EncoderClient:
         feature_names(schema, channel_names) names the columns. Server
         errors raise PhasorError.
         """
-        request, zone = self._observations(
-            timestamps, values, mask, content, channel_names, time_unit,
-            output_dtype)
-        return self._encode_one_series(
-            request, zone, spec, profile, state, output_dtype,
-            dict(content=content_block, time=time, time2vec=time2vec,
-                 gaps=gaps, calendar=calendar, combine=combine,
-                 d_model=d_model))
+        return _observations.encode_observations(
+            self, timestamps, values, mask, spec=spec, profile=profile,
+            state=state, content=content, channel_names=channel_names,
+            output_dtype=output_dtype, time_unit=time_unit,
+            blocks=_blocks(content_block, time, time2vec, gaps, calendar,
+                           combine, d_model))
 
     def encode_events(self, times: ArrayLike, channels: ArrayLike,
                       values: Optional[ArrayLike] = None, *,
@@ -761,60 +401,13 @@ class EncoderClient:
         may not show every channel. Spec keywords as encode_observations.
         Returns Features(features, schema, state).
         """
-        parsed = read_times(times, "event_times", time_unit)
-        channels = np.asarray(channels)
-        if channels.shape != parsed.array.shape:
-            raise InvalidInputError(
-                "event_channels", f"expected {len(parsed.array)} channels, "
-                                  f"one per time, got shape {channels.shape}")
-        if channels.dtype.kind not in "iu":
-            if channel_names is None:
-                raise InvalidInputError(
-                    "event_channels", f"channels of dtype {channels.dtype} "
-                                      f"need channel_names= to number them")
-            lookup = {name: index for index, name in enumerate(channel_names)}
-            numbers = [lookup.get(name, -1) for name in channels.tolist()]
-            if -1 in numbers:
-                row = numbers.index(-1)
-                raise InvalidInputError(
-                    f"event_channels[{row}]",
-                    f"{channels[row]!r} is not in channel_names")
-            channels = np.asarray(numbers, dtype=np.int32)
-        request = _wire.Outgoing(pb.EncodeObservationsRequest(
-            observations=pb.Observations(channel_names=channel_names or [])))
-        attach(request, "observations.event_times", parsed.array,
-               parsed.wire_dtype)
-        attach(request, "observations.event_channels", channels, "int32")
-        if values is not None:
-            values = np.asarray(values)
-            attach(request, "observations.event_values", values,
-                   values.dtype if values.dtype == np.float32 else "float64")
-        if num_channels:
-            request.message.observations.num_channels = num_channels
-        if content is not None:
-            content = np.asarray(content)
-            attach(request, "observations.content", content,
-                   _content_dtype(content, output_dtype))
-        return self._encode_one_series(
-            request, parsed.time_zone, spec, profile, state, output_dtype,
-            dict(content=content_block, time=time, time2vec=time2vec,
-                 gaps=gaps, calendar=calendar, combine=combine,
-                 d_model=d_model))
-
-    def _encode_one_series(self, request, zone, spec, profile, state,
-                           output_dtype, blocks) -> Features:
-        """One EncodeObservations call of `request` (an _wire.Outgoing
-        holding the observations): the spec from `spec`/`profile`/the
-        keyword `blocks`, the data's time zone applied, `state` continued."""
-        config = _frame.apply_data_zone(
-            _specs.temporal_config(spec, profile, blocks), zone)
-        request.message.output_dtype = dtype_enum(output_dtype)
-        _set_config(request.message, profile, config, _no_shortcut)
-        if state is not None:
-            request.message.state.CopyFrom(state)
-        response = self._call(self._stub.EncodeObservations, request)
-        return Features(from_tensor(response.features), list(response.schema),
-                        response.state)
+        return _observations.encode_events(
+            self, times, channels, values, spec=spec, profile=profile,
+            state=state, num_channels=num_channels,
+            channel_names=channel_names, content=content,
+            output_dtype=output_dtype, time_unit=time_unit,
+            blocks=_blocks(content_block, time, time2vec, gaps, calendar,
+                           combine, d_model))
 
     def encode_observations_stream(
             self,
@@ -837,56 +430,11 @@ class EncoderClient:
         names one. Spec keywords as encode_observations. The deadline
         covers the whole stream; errors raise PhasorError.
         """
-        blocks = dict(content=content_block, time=time, time2vec=time2vec,
-                      gaps=gaps, calendar=calendar, combine=combine,
-                      d_model=d_model)
-        config = _specs.temporal_config(spec, profile, blocks)
-        # gRPC swallows an exception raised while it pulls requests
-        # ("Exception iterating requests!"): keep it, cancel the call and
-        # raise it to the caller instead.
-        failure = []
-        call = {}
-
-        def requests():
-            try:
-                for index, chunk in enumerate(chunks):
-                    if isinstance(chunk, tuple):
-                        timestamps = chunk[0]
-                        values = chunk[1] if len(chunk) > 1 else None
-                        mask = chunk[2] if len(chunk) > 2 else None
-                    else:
-                        timestamps, values, mask = chunk, None, None
-                    try:
-                        request, zone = self._observations(
-                            timestamps, values, mask, None, None, time_unit)
-                    except InvalidInputError as error:
-                        field, description = error.field_violations()[0]
-                        raise InvalidInputError(f"chunks[{index}].{field}",
-                                                description) from None
-                    request.message.output_dtype = dtype_enum(output_dtype)
-                    if index == 0:
-                        _set_config(request.message, profile,
-                                    _frame.apply_data_zone(config, zone),
-                                    _no_shortcut)
-                    yield request
-            except Exception as error:  # noqa: BLE001 - re-raised below
-                failure.append(error)
-                if "responses" in call:
-                    call["responses"].cancel()
-
-        responses = self._stub.EncodeObservationsStream(
-            requests(), timeout=self.deadline_seconds, metadata=self._metadata)
-        call["responses"] = responses
-        try:
-            for response in responses:
-                yield Features(from_tensor(response.features),
-                               list(response.schema), response.state)
-        except grpc.RpcError as error:
-            if failure:
-                raise failure[0] from None
-            raise PhasorError.from_rpc_error(error) from None
-        if failure:
-            raise failure[0]
+        return _streams.encode_observations_stream(
+            self, chunks, spec=spec, profile=profile,
+            output_dtype=output_dtype, time_unit=time_unit,
+            blocks=_blocks(content_block, time, time2vec, gaps, calendar,
+                           combine, d_model))
 
     def encode_panel(
             self, timestamps: Optional[ArrayLike] = None,
@@ -935,78 +483,17 @@ class EncoderClient:
         as one call. Each request has the client's deadline. Errors name
         series and rows as numbered in this call.
         """
-        wide = timestamps is not None
-        parsed, row_tensors, rows, offsets, values = self._panel_rows(
-            timestamps, values, mask, content, event_times, event_channels,
-            event_values, series_offsets, series_ids, time_unit, output_dtype)
-        if states is not None:
-            states = [state if state is not None else pb.SeriesState()
-                      for state in states]
-
-        base = pb.EncodeObservationsRequest(
-            output_dtype=dtype_enum(output_dtype))
-        config = _specs.temporal_config(spec, profile, dict(
-            content=content_block, time=time, time2vec=time2vec, gaps=gaps,
-            calendar=calendar, combine=combine, d_model=d_model))
-        if not time_zones:
-            config = _frame.apply_data_zone(config, parsed.time_zone)
-        _set_config(base, profile, config, _no_shortcut)
-        base.observations.channel_names.extend(channel_names or [])
-        if num_channels:
-            base.observations.num_channels = num_channels
-        elif not wide and rows:
-            # Every cut must agree on C, which a chunk may not show.
-            base.observations.num_channels = (
-                len(channel_names) if channel_names else
-                len(states[0].channels) if states and states[0].channels else
-                int(np.max(row_tensors[1].array)) + 1)
-        if len(offsets) == 1 and series_ids is not None:
-            # No rows, no series: F from the probe, nothing to encode.
-            return self._panel_empty(base, row_tensors)
-
-        layout = _panel.Layout(pb, rows, offsets, row_tensors, base,
-                               time_zones, None, states)
-        # Valid offsets are the server's to judge; only cut well-formed ones.
-        cuttable = (len(offsets) >= 2 and offsets[0] == 0
-                    and offsets[-1] == rows
-                    and bool(np.all(np.diff(offsets) >= 0))
-                    and (states is None or len(states) in (0, len(offsets) - 1)))
-        jobs = None
-        if cuttable:
-            budget = self._panel_budget(layout, len(channel_names or ()) or
-                                        base.observations.num_channels or
-                                        (values.shape[1] if wide and
-                                         values is not None else 0))
-            jobs = _panel.plan(layout, budget)
-        if jobs is not None and time_zones:
-            layout.time_zone_index = _panel.resolve_time_zone_index(
-                list(time_zones), time_zone_index, layout.num_series)
-        if jobs is None:
-            layout.time_zone_index = time_zone_index
-            whole = _panel.Piece(0, len(offsets) - 1, 0, rows)
-            try:
-                response = self._call(self._stub.EncodeObservations,
-                                      layout.request(whole, whole=True))
-            except grpc.RpcError as error:
-                if (not cuttable or error.code() !=
-                        grpc.StatusCode.RESOURCE_EXHAUSTED or rows <= 1):
-                    raise
-                # The server's limits are below the client's: cut after all.
-                jobs = [list(_panel.halves(whole, offsets) or [whole])]
-                if time_zones:
-                    layout.time_zone_index = _panel.resolve_time_zone_index(
-                        list(time_zones), time_zone_index, layout.num_series)
-            else:
-                return Panel(from_tensor(response.features),
-                             list(response.schema), list(response.states),
-                             from_tensor(response.series_offsets)
-                             if response.HasField("series_offsets")
-                             else offsets)
-        return self._panel_split(layout, jobs, max_in_flight)
-
-    _PANEL_ROW_KEYS = frozenset((
-        "timestamps", "values", "mask", "content", "event_times",
-        "event_channels", "event_values", "series_offsets", "series_ids"))
+        return _panel_calls.encode_panel(
+            self, timestamps, values, mask, series_offsets=series_offsets,
+            series_ids=series_ids, time_zones=time_zones,
+            time_zone_index=time_zone_index, states=states, spec=spec,
+            profile=profile, output_dtype=output_dtype, content=content,
+            channel_names=channel_names, event_times=event_times,
+            event_channels=event_channels, event_values=event_values,
+            num_channels=num_channels, max_in_flight=max_in_flight,
+            time_unit=time_unit,
+            blocks=_blocks(content_block, time, time2vec, gaps, calendar,
+                           combine, d_model))
 
     def encode_panel_stream(
             self, chunks: Iterable[Mapping[str, Any]], *,
@@ -1044,225 +531,14 @@ class EncoderClient:
         PhasorError (InvalidInputError naming chunks[k] for the client's own
         checks).
         """
-        blocks = dict(content=content_block, time=time, time2vec=time2vec,
-                      gaps=gaps, calendar=calendar, combine=combine,
-                      d_model=d_model)
-        config = _specs.temporal_config(spec, profile, blocks)
-        if states is not None:
-            states = [state if state is not None else pb.SeriesState()
-                      for state in states]
-        failure = []
-        call = {}
-
-        def requests():
-            base = None
-            try:
-                for index, chunk in enumerate(chunks):
-                    unknown = set(chunk) - self._PANEL_ROW_KEYS
-                    if unknown:
-                        raise ValueError(
-                            f"chunks[{index}]: unknown keys {sorted(unknown)};"
-                            f" expected {sorted(self._PANEL_ROW_KEYS)}")
-                    try:
-                        parsed, row_tensors, rows, offsets, _ = (
-                            self._panel_rows(
-                                chunk.get("timestamps"), chunk.get("values"),
-                                chunk.get("mask"), chunk.get("content"),
-                                chunk.get("event_times"),
-                                chunk.get("event_channels"),
-                                chunk.get("event_values"),
-                                chunk.get("series_offsets"),
-                                chunk.get("series_ids"), time_unit,
-                                output_dtype))
-                    except InvalidInputError as error:
-                        field, description = error.field_violations()[0]
-                        raise InvalidInputError(f"chunks[{index}].{field}",
-                                                description) from None
-                    if base is None:
-                        base = pb.EncodeObservationsRequest(
-                            output_dtype=dtype_enum(output_dtype))
-                        first_config = (config if time_zones else
-                                        _frame.apply_data_zone(
-                                            config, parsed.time_zone))
-                        _set_config(base, profile, first_config,
-                                    _no_shortcut)
-                        base.observations.channel_names.extend(
-                            channel_names or [])
-                        long_layout = "event_times" in chunk
-                        if num_channels:
-                            base.observations.num_channels = num_channels
-                        elif long_layout and not channel_names:
-                            # Later chunks may not show every channel.
-                            base.observations.num_channels = (
-                                len(states[0].channels)
-                                if states and states[0].channels else
-                                int(np.max(row_tensors[1].array)) + 1
-                                if rows else 0)
-                        request_base = base
-                    else:
-                        request_base = pb.EncodeObservationsRequest(
-                            output_dtype=base.output_dtype,
-                            observations=base.observations)
-                    layout = _panel.Layout(
-                        pb, rows, offsets, row_tensors, request_base,
-                        time_zones, time_zone_index,
-                        states if index == 0 else None)
-                    whole = _panel.Piece(0, len(offsets) - 1, 0, rows)
-                    yield layout.request(whole, whole=True)
-            except Exception as error:  # noqa: BLE001 - re-raised below
-                failure.append(error)
-                if "responses" in call:
-                    call["responses"].cancel()
-
-        responses = self._stub.EncodeObservationsStream(
-            requests(), timeout=self.deadline_seconds, metadata=self._metadata)
-        call["responses"] = responses
-        try:
-            for response in responses:
-                yield Panel(from_tensor(response.features),
-                            list(response.schema), list(response.states),
-                            from_tensor(response.series_offsets))
-        except grpc.RpcError as error:
-            if failure:
-                raise failure[0] from None
-            raise PhasorError.from_rpc_error(error) from None
-        if failure:
-            raise failure[0]
-
-    @staticmethod
-    def _panel_rows(timestamps, values, mask, content, event_times,
-                    event_channels, event_values, series_offsets, series_ids,
-                    time_unit, output_dtype):
-        """encode_panel's row arguments read into wire tensors:
-        (parsed times, row tensors, rows, offsets [S+1], values [T, C] or
-        None)."""
-        wide = timestamps is not None
-        if wide == (event_times is not None):
-            raise ValueError("give timestamps= (wide) or event_times= (long)")
-        if not wide and event_channels is None:
-            raise ValueError("event_times= needs event_channels=")
-        parsed = read_times(timestamps if wide else event_times,
-                            "timestamps" if wide else "event_times",
-                            time_unit)
-        times, times_dtype = parsed.array, parsed.wire_dtype
-        if wide:
-            row_tensors = [_panel.RowTensor("timestamps", times, times_dtype)]
-            if values is not None:
-                values = np.asarray(values)
-                if values.ndim == 1:
-                    values = values[:, None]
-                row_tensors.append(_panel.RowTensor(
-                    "values", values,
-                    np.float32 if values.dtype == np.float32 else np.float64))
-            if mask is not None:
-                mask = np.asarray(mask)
-                if mask.ndim == 1:
-                    mask = mask[:, None]
-                row_tensors.append(_panel.RowTensor("mask", mask, np.uint8))
-        else:
-            row_tensors = [
-                _panel.RowTensor("event_times", times, times_dtype),
-                _panel.RowTensor("event_channels",
-                                 np.asarray(event_channels), np.int32)]
-            if event_values is not None:
-                event_values = np.asarray(event_values)
-                row_tensors.append(_panel.RowTensor(
-                    "event_values", event_values,
-                    np.float32 if event_values.dtype == np.float32
-                    else np.float64))
-        if content is not None:
-            content = np.asarray(content)
-            row_tensors.append(_panel.RowTensor(
-                "content", content, _content_dtype(content, output_dtype)))
-        rows = len(times)
-        for row_tensor in row_tensors:
-            if row_tensor.array.shape[:1] != (rows,):
-                raise ValueError(f"{row_tensor.field}: expected {rows} rows, "
-                                 f"got shape {row_tensor.array.shape}")
-
-        if (series_offsets is None) == (series_ids is None):
-            raise ValueError("give series_offsets= or series_ids=")
-        if series_ids is not None:
-            offsets = _panel.offsets_from_ids(series_ids, rows)
-        else:
-            offsets = np.asarray(series_offsets, dtype=np.int64).reshape(-1)
-        return parsed, row_tensors, rows, offsets, values
-
-    def _panel_probe(self, layout):
-        """(F, reply bytes besides the rows) for the layout's
-        configuration: remembered, else asked with one empty series."""
-        key = (layout.base_request.SerializeToString(deterministic=True),
-               tuple((t.field, t.array.shape[1:], np.dtype(t.dtype).str)
-                     for t in layout.row_tensors))
-        with self._panel_widths_lock:
-            known = self._panel_widths.get(key)
-        if known is not None:
-            return known
-        response = self._call(self._stub.EncodeObservations, layout.probe())
-        features = from_tensor(response.features)
-        width = features.shape[1] if features.ndim == 2 else 0
-        known = (width, response.ByteSize(), list(response.schema))
-        with self._panel_widths_lock:
-            self._panel_widths[key] = known
-        return known
-
-    def _panel_empty(self, base, row_tensors):
-        layout = _panel.Layout(pb, 0, np.zeros(2, dtype=np.int64),
-                               row_tensors, base, None, None, None)
-        response = self._call(self._stub.EncodeObservations, layout.probe())
-        return Panel(from_tensor(response.features), list(response.schema),
-                     [], np.zeros(1, dtype=np.int64))
-
-    def _panel_budget(self, layout, num_channels):
-        width, reply_fixed, _ = self._panel_probe(layout)
-        return _panel.Budget(
-            bytes=_panel.call_bytes(self.max_message_bytes),
-            elements=_panel.PIECE_ELEMENTS, width=width,
-            out_itemsize=_OUTPUT_ITEMSIZE.get(layout.base_request.output_dtype,
-                                              4),
-            out_fixed_bytes=reply_fixed + _panel._REQUEST_SLACK_BYTES,
-            in_fixed_bytes=(layout.base_request.ByteSize()
-                            + sum(len(name) + 2 for name in
-                                  layout.time_zones)
-                            + _panel._REQUEST_SLACK_BYTES),
-            state_bytes=(_panel._STATE_FIXED_BYTES
-                         + _panel._STATE_CHANNEL_BYTES * num_channels))
-
-    def _panel_split(self, layout, jobs, max_in_flight):
-        offsets = layout.offsets
-        states = [None] * layout.num_series
-        result = {}
-
-        def on_piece(piece, response):
-            features = from_tensor(response.features)
-            if "features" not in result:
-                result["features"] = np.empty(
-                    (layout.rows,) + features.shape[1:], dtype=features.dtype)
-                result["schema"] = list(response.schema)
-            result["features"][piece.row_begin:piece.row_end] = features
-            states[piece.series_begin:piece.series_end] = response.states
-
-        def send(request):
-            return self._stub.EncodeObservations.future(
-                request, timeout=self.deadline_seconds,
-                metadata=self._metadata)
-
-        elements_per_row = {
-            t.field: int(np.prod(t.array.shape[1:], dtype=np.int64))
-            for t in layout.row_tensors}
-
-        def renumbered(error, piece):
-            return PhasorError.from_rpc_error(_panel.PanelError(
-                error, piece, offsets, elements_per_row, _status,
-                _error_details))
-
-        _panel.run(jobs, layout, send, on_piece, max(1, max_in_flight),
-                   renumbered)
-        if "features" not in result:  # Every series empty.
-            width, _, schema = self._panel_probe(layout)
-            result["features"] = np.empty((0, width), dtype=np.float32)
-            result["schema"] = schema
-        return Panel(result["features"], result["schema"], states, offsets)
+        return _streams.encode_panel_stream(
+            self, chunks, time_zones=time_zones,
+            time_zone_index=time_zone_index, states=states, spec=spec,
+            profile=profile, output_dtype=output_dtype,
+            channel_names=channel_names, num_channels=num_channels,
+            time_unit=time_unit,
+            blocks=_blocks(content_block, time, time2vec, gaps, calendar,
+                           combine, d_model))
 
     def encode_frame(
             self, df: pd.DataFrame, *,
@@ -1306,9 +582,8 @@ class EncoderClient:
             channels=channels, time_zones=time_zones, states=states,
             spec=spec, profile=profile, time_unit=time_unit,
             output_dtype=output_dtype,
-            blocks=dict(content=content_block, time=time, time2vec=time2vec,
-                        gaps=gaps, calendar=calendar, combine=combine,
-                        d_model=d_model))
+            blocks=_blocks(content_block, time, time2vec, gaps, calendar,
+                           combine, d_model))
 
     def describe(self, *, dim: Optional[int] = None,
                  rotary_dim: Optional[int] = None,
@@ -1321,23 +596,10 @@ class EncoderClient:
         `seq_len` picks the frequencies ApplyRope uses for that sequence
         length (dynamic and LongRoPE scaling); the response's seq_len says
         which length was used."""
-        request = pb.DescribeRequest(num_offsets=num_offsets, seq_len=seq_len)
-        if offset_step is not None:
-            request.offset_step = offset_step
-
-        def shortcut():
-            if rotary_dim:
-                return _rope_spec(rotary_dim, base, None, None, None, 0, 0)
-            if not dim:
-                raise ValueError("give dim=, rotary_dim=, spec= or profile=")
-            sinusoidal = pb.SinusoidalSpec(dim=dim)
-            if base is not None:
-                sinusoidal.base = base
-            return pb.EncoderSpec(
-                positional=pb.PositionalSpec(sinusoidal=sinusoidal))
-
-        _set_config(request, profile, spec, shortcut)
-        return self._call(self._stub.Describe, request)
+        return _positional.describe(
+            self, dim=dim, rotary_dim=rotary_dim, base=base, spec=spec,
+            profile=profile, num_offsets=num_offsets,
+            offset_step=offset_step, seq_len=seq_len)
 
     def list_profiles(self) -> List[pb.ProfileInfo]:
         """The server's profiles (phasor.v1.ProfileInfo messages)."""
@@ -1349,13 +611,9 @@ class EncoderClient:
         return self._call(self._stub.Echo,
                           pb.EchoRequest(payload=payload)).payload
 
-    @_raises_phasor_error
     def health(self, service: str = "") -> str:
         """"SERVING", "NOT_SERVING", ... for the server ("") or a service."""
-        stub = _health_grpc.HealthStub(self._channel)
-        response = stub.Check(_health.HealthCheckRequest(service=service),
-                              timeout=self.deadline_seconds)
-        return serving_status_name(response.status)
+        return _channel.health(self, service)
 
     def watch_health(self, service: str = ""
                      ) -> Iterator[_health.HealthCheckResponse]:
@@ -1365,33 +623,13 @@ class EncoderClient:
         The call is bounded by the client's deadline; its cancel() ends the
         watch early.
         """
-        stub = _health_grpc.HealthStub(self._channel)
-        return stub.Watch(_health.HealthCheckRequest(service=service),
-                          timeout=self.deadline_seconds)
+        return _channel.watch_health(self, service)
 
-    @_raises_phasor_error
     def list_services(self) -> List[str]:
         """Service names the server registers, via gRPC server reflection."""
-        stub = _reflection_grpc.ServerReflectionStub(self._channel)
-        request = _reflection.ServerReflectionRequest(list_services="*")
-        for response in stub.ServerReflectionInfo(
-                iter([request]), timeout=self.deadline_seconds):
-            if response.HasField("error_response"):
-                raise RuntimeError(response.error_response.error_message)
-            return sorted(service.name for service in
-                          response.list_services_response.service)
-        return []
+        return _channel.list_services(self)
 
-    @_raises_phasor_error
     def file_containing_symbol(self, symbol: str) -> List[bytes]:
         """Serialized FileDescriptorProtos declaring `symbol`, via
         reflection (e.g. "phasor.v1.Encoder")."""
-        stub = _reflection_grpc.ServerReflectionStub(self._channel)
-        request = _reflection.ServerReflectionRequest(
-            file_containing_symbol=symbol)
-        for response in stub.ServerReflectionInfo(
-                iter([request]), timeout=self.deadline_seconds):
-            if response.HasField("error_response"):
-                raise LookupError(response.error_response.error_message)
-            return list(response.file_descriptor_response.file_descriptor_proto)
-        return []
+        return _channel.file_containing_symbol(self, symbol)
