@@ -18,7 +18,7 @@
 #include "client/panel_split.h"
 #include "client/panel_wire.h"
 #include "client/tensor_io.h"
-#include "core/uninitialized_string.h"
+#include "common/uninitialized_string.h"
 #include "core/status_macros.h"
 #include "phasor/v1/encoder.grpc.pb.h"
 

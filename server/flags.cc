@@ -12,7 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "server/binary_info.h"
+#include "common/binary_info.h"
 
 ABSL_FLAG(std::string, grpc_address, "0.0.0.0:50051",
           "host:port the gRPC server listens on.");

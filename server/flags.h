@@ -3,7 +3,7 @@
 // an environment twin, PHASOR_<FLAG NAME IN CAPITALS> (e.g.
 // PHASOR_GRPC_ADDRESS, PHASOR_LOG_FORMAT); the command line wins over the
 // environment, which wins over the default. --version prints the version
-// line of server/binary_info.h.
+// line of common/binary_info.h.
 //
 // Only the phasor-server binary links this file; the library takes
 // ServerOptions and has no flags of its own.

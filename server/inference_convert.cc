@@ -13,10 +13,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/uninitialized_string.h"
 #include "core/dtype.h"
 #include "core/errors.h"
 #include "core/status_macros.h"
-#include "core/uninitialized_string.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "raw contents are little-endian; a big-endian host would need "

@@ -11,10 +11,10 @@
 #include <grpcpp/support/proto_buffer_writer.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/binary_info.h"
 #include "core/errors.h"
 #include "core/status_macros.h"
 #include "google/protobuf/arena.h"
-#include "server/binary_info.h"
 #include "server/grpc_status.h"
 #include "server/inference_models.h"
 

@@ -14,10 +14,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/binary_info.h"
 #include "google/protobuf/descriptor.h"
 #include "inference/grpc_service.pb.h"
 #include "phasor/v1/encoder.pb.h"
-#include "server/binary_info.h"
 
 
 namespace phasor::server {

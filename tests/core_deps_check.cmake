@@ -1,5 +1,13 @@
-# Fails when any file in core/ includes a gRPC or protobuf header, or when
-# phasor_core links a gRPC or protobuf target.
+# Fails when any file in CORE_DIR (core/, or common/) includes a gRPC or
+# protobuf header, or when its library (LIBRARY, phasor_core by default),
+# whose link line is CORE_LINKS, links a gRPC or protobuf target. MIN_FILES
+# (default 5) guards against scanning the wrong directory.
+if(NOT LIBRARY)
+  set(LIBRARY phasor_core)
+endif()
+if(NOT MIN_FILES)
+  set(MIN_FILES 5)
+endif()
 file(GLOB_RECURSE sources "${CORE_DIR}/*.h" "${CORE_DIR}/*.cc" "${CORE_DIR}/CMakeLists.txt")
 foreach(f IN LISTS sources)
   file(STRINGS "${f}" hits REGEX "#include [<\"](grpc|grpcpp|google/protobuf)/|gRPC::|protobuf::")
@@ -9,10 +17,10 @@ foreach(f IN LISTS sources)
 endforeach()
 string(TOLOWER "${CORE_LINKS}" links)
 if(links MATCHES "grpc|protobuf")
-  message(FATAL_ERROR "phasor_core links gRPC/protobuf: ${CORE_LINKS}")
+  message(FATAL_ERROR "${LIBRARY} links gRPC/protobuf: ${CORE_LINKS}")
 endif()
 list(LENGTH sources n)
-if(n LESS 5)
-  message(FATAL_ERROR "expected core/ sources, found ${n} files")
+if(n LESS MIN_FILES)
+  message(FATAL_ERROR "expected sources in ${CORE_DIR}, found ${n} files")
 endif()
-message(STATUS "core/: ${n} files, no gRPC/protobuf includes; links: ${CORE_LINKS}")
+message(STATUS "${CORE_DIR}: ${n} files, no gRPC/protobuf includes; ${LIBRARY} links: ${CORE_LINKS}")

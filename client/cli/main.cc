@@ -27,7 +27,7 @@
 #include "client/cli/infer_command.h"
 #include "client/cli/common.h"
 #include "client/encoder_client.h"
-#include "server/binary_info.h"
+#include "common/binary_info.h"
 
 namespace phasor::cli {
 namespace {

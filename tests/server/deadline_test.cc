@@ -7,7 +7,7 @@
 // not wall time: ctest runs other tests beside this one, and on a loaded
 // machine a call's wall time says little about how much of the kernel ran.
 // The test first measures the two costs a call has before its output is
-// complete: sizing the 256 MB response tensor (core/uninitialized_string.h:
+// complete: sizing the 256 MB response tensor (common/uninitialized_string.h:
 // free in Release, a 0xA5 fill in builds with assertions, ~1 s under
 // ASan) and the kernel (the request's rows through the core library, one
 // thread), so the bounds scale with the build and the machine. It then ends
@@ -39,9 +39,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "common/uninitialized_string.h"
 #include "core/compose.h"
 #include "gtest/gtest.h"
-#include "core/uninitialized_string.h"
 #include "test_util.h"
 
 namespace phasor::server::testing {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/binary_info.h"
+#include "common/binary_info.h"
 #include "server/inference_service.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

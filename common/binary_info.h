@@ -10,8 +10,8 @@
 //
 // Thread-safety: everything here is meant for main() before any thread
 // starts; the accessors are safe from any thread.
-#ifndef PHASOR_SERVER_BINARY_INFO_H_
-#define PHASOR_SERVER_BINARY_INFO_H_
+#ifndef PHASOR_COMMON_BINARY_INFO_H_
+#define PHASOR_COMMON_BINARY_INFO_H_
 
 #include <functional>
 #include <string>
@@ -64,4 +64,4 @@ bool WantsHelp(int argc, char** argv);
 
 }  // namespace phasor
 
-#endif  // PHASOR_SERVER_BINARY_INFO_H_
+#endif  // PHASOR_COMMON_BINARY_INFO_H_

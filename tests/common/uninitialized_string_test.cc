@@ -1,12 +1,12 @@
-// ResizeUninitialized (core/uninitialized_string.h): the size asked for,
+// ResizeUninitialized (common/uninitialized_string.h): the size asked for,
 // whatever capacity the string grows to, and the old bytes kept.
-#include "core/uninitialized_string.h"
+#include "common/uninitialized_string.h"
 
 #include <string>
 
 #include <gtest/gtest.h>
 
-namespace phasor::server {
+namespace phasor {
 namespace {
 
 TEST(ResizeUninitialized, GivesExactlyTheSizeAskedFor) {
@@ -29,4 +29,4 @@ TEST(ResizeUninitialized, KeepsTheBytesBeforeTheOldSizeAndShrinks) {
 }
 
 }  // namespace
-}  // namespace phasor::server
+}  // namespace phasor

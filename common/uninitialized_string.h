@@ -1,7 +1,8 @@
-// Sizing a std::string without writing its new bytes, for response tensors
-// a kernel overwrites in full: std::string::resize writes a zero into every
-// byte first, a pass over the whole tensor (16 MiB per 16 MiB response)
-// that buys nothing.
+// Sizing a std::string without writing its new bytes, for tensors that are
+// overwritten in full (the server's response tensors, which a kernel fills;
+// the C++ client's joined panel features, which the sub-calls fill):
+// std::string::resize writes a zero into every byte first, a pass over the
+// whole tensor (16 MiB per 16 MiB response) that buys nothing.
 //
 // C++23's std::string::resize_and_overwrite is the standard way to do it
 // (libstdc++ 12 has it, in C++23 mode only); this file's .cc is the one
@@ -13,8 +14,8 @@
 // rather than as zeros that happen to be right.
 //
 // Thread-safety: as std::string.
-#ifndef PHASOR_CORE_UNINITIALIZED_STRING_H_
-#define PHASOR_CORE_UNINITIALIZED_STRING_H_
+#ifndef PHASOR_COMMON_UNINITIALIZED_STRING_H_
+#define PHASOR_COMMON_UNINITIALIZED_STRING_H_
 
 #include <cstddef>
 #include <string>
@@ -27,4 +28,4 @@ void ResizeUninitialized(std::string* s, size_t size);
 
 }  // namespace phasor
 
-#endif  // PHASOR_CORE_UNINITIALIZED_STRING_H_
+#endif  // PHASOR_COMMON_UNINITIALIZED_STRING_H_

@@ -1,5 +1,5 @@
-// Compiled as C++23 (core/CMakeLists.txt) for resize_and_overwrite.
-#include "core/uninitialized_string.h"
+// Compiled as C++23 (common/CMakeLists.txt) for resize_and_overwrite.
+#include "common/uninitialized_string.h"
 
 #include <cstring>
 
