@@ -60,6 +60,11 @@ labels when channels= is not given (their sorted set names the columns),
 and integer times without time_unit (encode_frame refuses them when every
 time lies within a day of the epoch as ns; pass time_unit= to skip it).
 
+Continuing: return_states=True also returns a one-partition Dask Series
+{series id: SeriesState} after the frame (FrameResult.states); computed
+together with the features (one dask.compute), it is states= of the next
+frame.
+
 Errors: what a partition's call raises leaves as a subclass of the class
 encode_frame raises (PartitionInputError of InvalidInputError,
 PartitionFrameError of FrameError, PartitionError of PhasorError), with
