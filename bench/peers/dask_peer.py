@@ -218,30 +218,31 @@ def run_dask(args, environ, servers, targets, frame, rows, reference_bytes,
                     client_options=options, **FRAME_ARGS).compute(),
                     args.repetitions)
                 record(f"{label}+gather", wall, cpu)
-            del ddf
 
-        count = args.time_partitions
-        per = ROWS_PER_SERIES // count
-        bounds = [(args.series, first, per)
-                  for first in range(0, ROWS_PER_SERIES, per)]
-        ddf = dd.from_map(time_partition, bounds,
-                          meta=frame.iloc[:0]).persist()
-        wait(ddf)
+        for count in (int(p) for p in args.time_partitions.split(",")):
+            per = ROWS_PER_SERIES // count
+            bounds = [(args.series, first, per)
+                      for first in range(0, ROWS_PER_SERIES, per)]
+            ddf = dd.from_map(time_partition, bounds,
+                              meta=frame.iloc[:0]).persist()
+            wait(ddf)
 
-        def run_time():
-            out = phasor_dask.encode_frame(
-                ddf, targets, partitioned_by="time", lanes=args.lanes,
-                client_options=options, **FRAME_ARGS).persist()
-            wait(out)
-            return out
+            def run_time():
+                out = phasor_dask.encode_frame(
+                    ddf, targets, partitioned_by="time", lanes=args.lanes,
+                    client_options=options, **FRAME_ARGS).persist()
+                wait(out)
+                return out
 
-        wall, cpu = best(meter, run_time, args.repetitions)
-        label = f"dask/time/P={count}/malloc={environ}"
-        record(label, wall, cpu)
-        # The time layout's rows are in another order: compare by index.
-        got = run_time().compute().reindex(reference_index)
-        if got.to_numpy().tobytes() != reference_bytes:
-            sys.exit(f"{label}: differs from the single call")
+            wall, cpu = best(meter, run_time, args.repetitions)
+            label = f"dask/time/P={count}/malloc={environ}"
+            record(label, wall, cpu)
+            # The time layout's rows are in another order: compare by
+            # index.
+            got = run_time().compute().reindex(reference_index)
+            if got.to_numpy().tobytes() != reference_bytes:
+                sys.exit(f"{label}: differs from the single call")
+            del got
 
 
 def main():
@@ -257,8 +258,9 @@ def main():
     parser.add_argument("--series", type=int, default=100000)
     parser.add_argument("--partitions", default="10,40",
                         help="comma-separated partition counts")
-    parser.add_argument("--time_partitions", type=int, default=10,
-                        help="partitions of the by-time layout (divides R)")
+    parser.add_argument("--time_partitions", default="10,2",
+                        help="comma-separated partition counts of the "
+                             "by-time layout (each divides R)")
     parser.add_argument("--lanes", type=int, default=None,
                         help="lanes of the by-time layout (default: one "
                              "per worker thread)")
