@@ -23,7 +23,8 @@ x0, x1, x2 and a RangeIndex.
   +gather       the dask/series result brought to this process as one
                 DataFrame (.compute()): adds the transfer and the concat
   malloc=       the workers' malloc settings (WORKER_MALLOC): dask's
-                default, or glibc's own
+                default, or this process's (glibc's defaults unless MALLOC_*
+                variables are set)
 
 Each Dask result is checked bytewise against the single call's. Where the
 time goes: CPU seconds of this process (the client; for Dask, the
@@ -166,8 +167,10 @@ def best(meter, fn, repetitions):
 # MALLOC_TRIM_THRESHOLD_=65536 so that freed memory goes back to the system
 # at once (and glibc's mmap threshold stops adapting, so every array above
 # 128 KiB is a fresh mmap, its pages faulted in again by each task);
-# "glibc" leaves glibc's defaults.
-WORKER_MALLOC = {"dask": None, "glibc": {}}
+# "inherit" gives the workers this process's settings, as the single call
+# has them: glibc's defaults, or MALLOC_* from the environment (run.sh's
+# "allocator warm").
+WORKER_MALLOC = {"dask": None, "inherit": {}}
 
 
 def run_dask(args, environ, servers, targets, frame, rows, reference_bytes,
@@ -253,7 +256,7 @@ def main():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1,
                         help="threads per worker process")
-    parser.add_argument("--worker_malloc", default="dask,glibc",
+    parser.add_argument("--worker_malloc", default="dask,inherit",
                         help="comma-separated WORKER_MALLOC keys")
     parser.add_argument("--series", type=int, default=100000)
     parser.add_argument("--partitions", default="10,40",
