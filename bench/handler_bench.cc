@@ -3,7 +3,7 @@
 // request, then the response serialized, as EncoderService::Unary does.
 // Three ways, side by side in one run:
 //   caches=none      every call converts its spec, builds its layout and
-//                    its encoders (no ObservationsCaches)
+//                    its encoders (no ServerCaches)
 //   caches=spec      converted spec and layout cached, encoders built per
 //                    call (the encoder cache turned off)
 //   caches=all       the server as shipped: spec, layout and encoders cached
@@ -108,14 +108,14 @@ enum class Caches { kNone, kSpec, kAll };
 void BM_Handler(benchmark::State& state, v1::EncodeObservationsRequest request,
                 Caches mode) {
   const ProfileRegistry profiles;
-  std::optional<ObservationsCaches> caches;
+  std::optional<ServerCaches> caches;
   if (mode == Caches::kSpec) caches.emplace(SpecCacheLimits{/*max_entries=*/0});
   if (mode == Caches::kAll) caches.emplace();
   const auto alive = [] { return absl::OkStatus(); };
   ExecutionOptions execution;
   execution.max_threads = 1;
   HandlerContext context{&profiles, execution, RequestLimits{}, /*metrics=*/nullptr, alive};
-  context.observations_caches = caches.has_value() ? &*caches : nullptr;
+  context.caches = caches.has_value() ? &*caches : nullptr;
   std::string wire;
   for (auto _ : state) {
     v1::EncodeObservationsResponse response;

@@ -623,6 +623,22 @@ absl::Status ValidateRopeScaling(const RopeScaling& scaling, double base,
       scaling);
 }
 
+int64_t RopeSeqLenBucket(const RopeScaling& scaling, int64_t seq_len) {
+  if (const auto* dynamic = std::get_if<DynamicNtkRopeScaling>(&scaling)) {
+    return std::max(seq_len, dynamic->max_position_embeddings);
+  }
+  if (const auto* longrope = std::get_if<LongRopeScaling>(&scaling)) {
+    // LongRopeFrequencies' switch between short and long factors.
+    const std::optional<int64_t> original =
+        longrope->original_max_position_embeddings.has_value()
+            ? longrope->original_max_position_embeddings
+            : longrope->max_position_embeddings;
+    if (!original.has_value()) return seq_len;
+    return seq_len > *original ? 1 : 0;
+  }
+  return 0;
+}
+
 RopeFrequencies ScaledRopeFrequencies(const RopeScaling& scaling, double base,
                                       int64_t rotary_dim, int64_t seq_len) {
   assert(rotary_dim >= 2 && rotary_dim % 2 == 0);

@@ -191,6 +191,15 @@ absl::Status ValidateRopeScaling(const RopeScaling& scaling, double base,
 RopeFrequencies ScaledRopeFrequencies(const RopeScaling& scaling, double base,
                                       int64_t rotary_dim, int64_t seq_len);
 
+// The part of `seq_len` that ScaledRopeFrequencies reads: two lengths with
+// the same bucket give the same θ_i and attention factor (for the same
+// scaling, base and rotary dimension), so a cache of frequencies keys on the
+// bucket, not the length. 0 for scalings that ignore the length; dynamic:
+// L = max(seq_len, L0); longrope: 1 past the original context, else 0 (a
+// longrope scaling that knows no context, which validation refuses, keeps
+// seq_len).
+int64_t RopeSeqLenBucket(const RopeScaling& scaling, int64_t seq_len);
+
 }  // namespace phasor
 
 #endif  // PHASOR_CORE_ROPE_SCALING_H_

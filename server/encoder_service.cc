@@ -47,7 +47,7 @@ absl::Status RunHandler(const EncoderService& service,
   HandlerContext handler_context{service.profiles(), service.execution(),
                                  service.limits(), service.metrics(), alive};
   handler_context.execution.stop_requested = &stop;
-  handler_context.observations_caches = service.observations_caches();
+  handler_context.caches = service.caches();
   handler_context.memory = memory;
   return handler(handler_context);
 }

@@ -133,8 +133,8 @@ class EncoderService final : public RawEncoderService {
   ServerMetrics* metrics() const { return metrics_; }
   const ExecutionOptions& execution() const { return execution_; }
   const RequestLimits& limits() const { return limits_; }
-  // Shared by every call (thread-safe, bounded; server/spec_cache.h).
-  ObservationsCaches* observations_caches() const { return observations_caches_.get(); }
+  // The server's caches, shared by every call (server/server_caches.h).
+  ServerCaches* caches() const { return caches_.get(); }
   // A call's (or a stream chunk's) share of the memory budget, waiting at
   // most memory_wait and never past the call's deadline.
   CallMemory NewCallMemory(const grpc::CallbackServerContext& context,
@@ -164,8 +164,8 @@ class EncoderService final : public RawEncoderService {
   MemoryBudget* memory_budget_;
   absl::Duration memory_wait_;
   BlockingPool* memory_wait_pool_;
-  const std::unique_ptr<ObservationsCaches> observations_caches_ =
-      std::make_unique<ObservationsCaches>();
+  const std::unique_ptr<ServerCaches> caches_ =
+      std::make_unique<ServerCaches>();
   std::string expected_authorization_;  // "Bearer <token>", or empty.
 
   absl::Mutex streams_mu_;

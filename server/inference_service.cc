@@ -163,7 +163,7 @@ class InferenceService::UnaryCall final : public grpc::ServerUnaryReactor {
       HandlerContext handler_context{encoder.profiles(), encoder.execution(),
                                      encoder.limits(), encoder.metrics(), alive};
       handler_context.execution.stop_requested = &stop;
-      handler_context.observations_caches = encoder.observations_caches();
+      handler_context.caches = encoder.caches();
       handler_context.memory = &memory_;
       status = handler_(handler_context, &request, &response);
     }

@@ -20,7 +20,7 @@
 //    blocking forever.
 //
 // CallMemory is one call's share: its handler reserves what the call will
-// hold once the output is sized (server/handlers.h ReserveOutputMemory), and
+// hold once the output is sized (server/handler_context.h ReserveOutputMemory), and
 // the bytes go back when the call is done — after its response has been
 // sent, not when the handler returns, since the response's bytes live until
 // gRPC has written them. A CallMemory that may not wait (set_may_wait(false):

@@ -1,5 +1,6 @@
 #include "server/spec_convert.h"
 
+#include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -451,6 +452,100 @@ absl::StatusOr<TemporalSpec> TemporalFromProto(const v1::TemporalSpec& spec,
                                         absl::StrCat(kTemporalPrefix, ".calendar")));
   }
   return out;
+}
+
+}  // namespace phasor::server
+
+namespace phasor::server {
+namespace {
+
+bool Bidirectional(v1::RelativeBiasSpec::Direction direction) {
+  return direction != v1::RelativeBiasSpec::CAUSAL;
+}
+
+absl::Status CheckDirection(v1::RelativeBiasSpec::Direction direction,
+                            absl::string_view field) {
+  if (v1::RelativeBiasSpec::Direction_IsValid(direction)) return absl::OkStatus();
+  return InvalidField(field, absl::StrCat("unknown direction ", static_cast<int>(direction)));
+}
+
+}  // namespace
+
+absl::StatusOr<RelativeSpec> RelativeFromProto(const v1::RelativeBiasSpec& wire,
+                                               const RequestLimits& limits) {
+  RelativeSpec spec;
+  switch (wire.kind_case()) {
+    case v1::RelativeBiasSpec::kT5: {
+      const std::string prefix = absl::StrCat(kRelativeBiasPrefix, ".t5");
+      const auto& t5 = wire.t5();
+      PHASOR_RETURN_IF_ERROR(CheckDirection(t5.direction(), absl::StrCat(prefix, ".direction")));
+      spec.bucketing.kind = RelativeBucketing::Kind::kT5;
+      spec.bucketing.t5.num_buckets = t5.num_buckets() == 0 ? 32 : t5.num_buckets();
+      spec.bucketing.t5.max_distance = t5.max_distance() == 0 ? 128 : t5.max_distance();
+      spec.bucketing.t5.bidirectional = Bidirectional(t5.direction());
+      PHASOR_RETURN_IF_ERROR(ValidateBucketing(spec.bucketing, prefix));
+      return spec;
+    }
+    case v1::RelativeBiasSpec::kShaw:
+      spec.bucketing.kind = RelativeBucketing::Kind::kShaw;
+      spec.bucketing.shaw_max_relative_position = wire.shaw().max_relative_position();
+      PHASOR_RETURN_IF_ERROR(ValidateBucketing(spec.bucketing, absl::StrCat(kRelativeBiasPrefix, ".shaw")));
+      return spec;
+    case v1::RelativeBiasSpec::kTimeBuckets: {
+      const std::string prefix = absl::StrCat(kRelativeBiasPrefix, ".time_buckets");
+      const auto& time = wire.time_buckets();
+      PHASOR_RETURN_IF_ERROR(
+          CheckDirection(time.direction(), absl::StrCat(prefix, ".direction")));
+      spec.bucketing.kind = RelativeBucketing::Kind::kTimeBuckets;
+      spec.bucketing.time.num_buckets = time.num_buckets() == 0 ? 32 : time.num_buckets();
+      spec.bucketing.time.exact_seconds = time.exact_seconds();
+      spec.bucketing.time.max_seconds = time.max_seconds();
+      spec.bucketing.time.bidirectional = Bidirectional(time.direction());
+      PHASOR_RETURN_IF_ERROR(ValidateBucketing(spec.bucketing, prefix));
+      return spec;
+    }
+    case v1::RelativeBiasSpec::kTimeAlibi: {
+      const std::string prefix = absl::StrCat(kRelativeBiasPrefix, ".time_alibi");
+      const auto& alibi = wire.time_alibi();
+      spec.time_alibi = true;
+      spec.alibi.unit_seconds = alibi.has_unit_seconds() ? alibi.unit_seconds() : 1.0;
+      spec.alibi.causal = alibi.causal();
+      PHASOR_RETURN_IF_ERROR(ValidateTimeAlibi(spec.alibi, prefix));
+      if (!wire.table().empty()) {
+        return InvalidField(absl::StrCat(kRelativeBiasPrefix, ".table"),
+                            "time_alibi has no learned table");
+      }
+      if (alibi.slopes_size() > 0) {
+        if (alibi.num_heads() != 0 && alibi.num_heads() != alibi.slopes_size()) {
+          return InvalidField(absl::StrCat(prefix, ".num_heads"),
+                              absl::StrCat("must be 0 or the number of slopes (",
+                                           alibi.slopes_size(), "), got ",
+                                           alibi.num_heads()));
+        }
+        for (int h = 0; h < alibi.slopes_size(); ++h) {
+          const double slope = alibi.slopes(h);
+          if (!std::isfinite(slope) || slope < 0) {
+            return InvalidField(absl::StrCat(prefix, ".slopes[", h, "]"),
+                                absl::StrCat("must be finite and >= 0, got ", slope));
+          }
+        }
+        spec.alibi_heads = alibi.slopes_size();
+      } else {
+        if (alibi.num_heads() <= 0) {
+          return InvalidField(absl::StrCat(prefix, ".num_heads"),
+                              absl::StrCat("must be > 0 (or give slopes), got ",
+                                           alibi.num_heads()));
+        }
+        PHASOR_RETURN_IF_ERROR(
+            CheckWidth(alibi.num_heads(), absl::StrCat(prefix, ".num_heads"), limits));
+        spec.alibi_heads = alibi.num_heads();
+      }
+      return spec;
+    }
+    case v1::RelativeBiasSpec::KIND_NOT_SET:
+      break;
+  }
+  return InvalidField(kRelativeBiasPrefix, "set t5, shaw, time_buckets or time_alibi");
 }
 
 }  // namespace phasor::server

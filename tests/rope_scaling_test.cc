@@ -368,6 +368,39 @@ TEST(RopeScaling, LongRopeSwitchesFactorsStrictlyAboveOriginal) {
   EXPECT_EQ(at.attention_factor, 1.0);
 }
 
+// Lengths in one bucket give the same frequencies, bit for bit; the buckets
+// change only where the frequencies do.
+TEST(RopeScaling, SeqLenBucketsTellWhatTheFrequenciesRead) {
+  LongRopeScaling longrope;
+  longrope.short_factor = {1.0, 2.0};
+  longrope.long_factor = {4.0, 8.0};
+  longrope.max_position_embeddings = 100;
+  longrope.factor = 1.0;
+  const RopeScaling scalings[] = {
+      NoRopeScaling{}, LinearRopeScaling{/*factor=*/2.0},
+      DynamicNtkRopeScaling{/*factor=*/4.0, /*max_position_embeddings=*/64}, longrope};
+  for (const RopeScaling& scaling : scalings) {
+    RopeSpec spec;
+    spec.scaling = scaling;
+    for (int64_t a : {1, 63, 64, 65, 99, 100, 101, 1000}) {
+      for (int64_t b : {1, 64, 100, 101, 1000}) {
+        if (RopeSeqLenBucket(scaling, a) != RopeSeqLenBucket(scaling, b)) continue;
+        const RopeFrequencies fa = MustCompute(spec, 4, a);
+        const RopeFrequencies fb = MustCompute(spec, 4, b);
+        EXPECT_EQ(fa.inv_freq, fb.inv_freq) << RopeScalingName(scaling) << a << " " << b;
+        EXPECT_EQ(fa.attention_factor, fb.attention_factor);
+      }
+    }
+  }
+  EXPECT_EQ(RopeSeqLenBucket(LinearRopeScaling{2.0}, 5000), 0);
+  EXPECT_EQ(RopeSeqLenBucket(scalings[2], 10), 64);
+  EXPECT_EQ(RopeSeqLenBucket(scalings[2], 65), 65);
+  EXPECT_EQ(RopeSeqLenBucket(longrope, 100), 0);
+  EXPECT_EQ(RopeSeqLenBucket(longrope, 101), 1);
+  longrope.original_max_position_embeddings = 50;  // Wins over max_position_embeddings.
+  EXPECT_EQ(RopeSeqLenBucket(longrope, 51), 1);
+}
+
 TEST(RopeScaling, Llama3BandsByWavelength) {
   Llama3RopeScaling llama3;  // low 1, high 4, original 8192 by default.
   llama3.factor = 8.0;

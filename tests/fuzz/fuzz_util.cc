@@ -118,8 +118,8 @@ void CheckTensors(const google::protobuf::Message& message) {
   }
 }
 
-server::ObservationsCaches& Caches() {
-  static server::ObservationsCaches* const caches = new server::ObservationsCaches();
+server::ServerCaches& Caches() {
+  static server::ServerCaches* const caches = new server::ServerCaches();
   return *caches;
 }
 

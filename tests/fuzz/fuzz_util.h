@@ -25,11 +25,11 @@ namespace phasor::fuzz {
 // that is a broken build, not a finding.
 const server::ProfileRegistry& Profiles();
 
-// EncodeObservations' spec caches, shared by every input as the server
-// shares them between calls, so the fuzzers reach the cached paths too (an
+// The server's caches (server/server_caches.h), shared by every input as
+// the server shares them between calls, so the fuzzers reach the cached paths too (an
 // input may hit an entry an earlier one left; a crash that needs one
 // replays with both inputs).
-server::ObservationsCaches& Caches();
+server::ServerCaches& Caches();
 
 // Runs `handler(const server::HandlerContext&)` with the fuzzers' context:
 // Profiles(), 1 thread, max_elements 2^16, max_message_bytes 1 MiB, no
@@ -44,7 +44,7 @@ absl::Status RunHandler(Handler&& handler) {
   execution.max_threads = 1;
   server::HandlerContext context{&Profiles(), execution, limits,
                                  /*metrics=*/nullptr, alive};
-  context.observations_caches = &Caches();
+  context.caches = &Caches();
   return handler(static_cast<const server::HandlerContext&>(context));
 }
 

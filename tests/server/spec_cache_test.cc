@@ -1,6 +1,7 @@
 // SpecCache (server/spec_cache.h): bounds, eviction order, concurrent use;
-// and EncodeObservations through ObservationsCaches: a cached call answers
-// the same bytes as an uncached one, and a different spec never hits.
+// and EncodeObservations and RopeTables through ServerCaches: a cached call
+// answers the same bytes as an uncached one, and a different spec never
+// hits.
 #include "server/spec_cache.h"
 
 #include <cmath>
@@ -170,13 +171,13 @@ class CachedObservationsTest : public ::testing::Test {
  protected:
   // The serialized response, with `caches` (may be null).
   std::string Encode(const v1::EncodeObservationsRequest& request,
-                     ObservationsCaches* caches) {
+                     ServerCaches* caches) {
     const auto alive = [] { return absl::OkStatus(); };
     ExecutionOptions execution;
     execution.max_threads = 1;
     HandlerContext context{&profiles_, execution, RequestLimits{}, /*metrics=*/nullptr,
                            alive};
-    context.observations_caches = caches;
+    context.caches = caches;
     v1::EncodeObservationsResponse response;
     const absl::Status status =
         HandleEncodeObservations(context, request, /*stream=*/nullptr, &response);
@@ -188,7 +189,7 @@ class CachedObservationsTest : public ::testing::Test {
 };
 
 TEST_F(CachedObservationsTest, HitsAnswerTheSameBytesAsUncachedCalls) {
-  ObservationsCaches caches;
+  ServerCaches caches;
   const v1::EncodeObservationsRequest request = Request("America/New_York");
   const std::string uncached = Encode(request, nullptr);
   ASSERT_FALSE(uncached.empty());
@@ -214,7 +215,7 @@ TEST_F(CachedObservationsTest, HitsAnswerTheSameBytesAsUncachedCalls) {
 }
 
 TEST_F(CachedObservationsTest, ADifferentSpecOrChannelCountDoesNotHit) {
-  ObservationsCaches caches;
+  ServerCaches caches;
   const std::string new_york = Encode(Request("America/New_York"), &caches);
   const std::string berlin = Encode(Request("Europe/Berlin"), &caches);
   EXPECT_EQ(caches.specs.hits(), 0);
@@ -241,7 +242,7 @@ TEST_F(CachedObservationsTest, ADifferentSpecOrChannelCountDoesNotHit) {
 }
 
 TEST_F(CachedObservationsTest, ManyDistinctSpecsKeepTheCacheBounded) {
-  ObservationsCaches caches;
+  ServerCaches caches;
   v1::EncodeObservationsRequest request = Request("UTC");
   for (int i = 0; i < 600; ++i) {
     request.mutable_spec()->mutable_temporal()->mutable_time()->set_max_period_seconds(
@@ -257,7 +258,7 @@ TEST_F(CachedObservationsTest, ManyDistinctSpecsKeepTheCacheBounded) {
 }
 
 TEST_F(CachedObservationsTest, ConcurrentCallsShareTheCachesAndAgree) {
-  ObservationsCaches caches;
+  ServerCaches caches;
   const std::vector<std::string> zones = {"UTC", "America/New_York", "Asia/Kolkata"};
   std::vector<std::string> expected;
   for (const std::string& zone : zones) expected.push_back(Encode(Request(zone), nullptr));
@@ -275,6 +276,43 @@ TEST_F(CachedObservationsTest, ConcurrentCallsShareTheCachesAndAgree) {
   for (int t = 0; t < 4; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
   EXPECT_EQ(caches.specs.size(), zones.size());
   EXPECT_GE(caches.specs.hits(), 4 * 60 - 4 * static_cast<int64_t>(zones.size()));
+}
+
+// RopeTables through ServerCaches::rope_plans: a plan is shared by the
+// sequence lengths whose frequencies agree (core/rope_scaling.h
+// RopeSeqLenBucket) and only by them; hits answer the uncached bytes.
+TEST(CachedRopePlansTest, PlansAreKeyedByWhatTheScalingReads) {
+  ProfileRegistry profiles;
+  const auto tables = [&](int64_t count, ServerCaches* caches) {
+    const auto alive = [] { return absl::OkStatus(); };
+    ExecutionOptions execution;
+    execution.max_threads = 1;
+    HandlerContext context{&profiles, execution, RequestLimits{}, /*metrics=*/nullptr,
+                           alive};
+    context.caches = caches;
+    v1::RopeTablesRequest request;
+    v1::RopeSpec* rope = request.mutable_spec()->mutable_rope();
+    rope->set_rotary_dim(8);
+    rope->set_max_position_embeddings(16);
+    rope->mutable_scaling()->mutable_dynamic()->set_factor(2);
+    request.mutable_positions()->mutable_range()->set_count(count);
+    v1::RopeTablesResponse response;
+    const absl::Status status = HandleRopeTables(context, request, &response);
+    EXPECT_TRUE(status.ok()) << status;
+    return response.SerializeAsString();
+  };
+  ServerCaches caches;
+  // Up to L0 = 16 positions dynamic NTK is plain RoPE: one plan.
+  EXPECT_EQ(tables(4, &caches), tables(4, nullptr));
+  EXPECT_EQ(tables(16, &caches), tables(16, nullptr));
+  EXPECT_EQ(caches.rope_plans.misses(), 1);
+  EXPECT_EQ(caches.rope_plans.hits(), 1);
+  // Past it, every length scales differently.
+  EXPECT_EQ(tables(17, &caches), tables(17, nullptr));
+  EXPECT_EQ(tables(18, &caches), tables(18, nullptr));
+  EXPECT_EQ(caches.rope_plans.size(), 3u);
+  EXPECT_EQ(tables(18, &caches), tables(18, nullptr));
+  EXPECT_EQ(caches.rope_plans.hits(), 2);
 }
 
 }  // namespace

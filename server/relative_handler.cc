@@ -1,9 +1,7 @@
-// RelativeBias and the relative_bias part of Describe: proto <-> core for
-// core/relative_bias.h. Sizes are checked from the request's shapes before
-// anything the output implies is allocated (a range is not materialised
-// until then either).
-#include <algorithm>
+#include "server/relative_handler.h"
+
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
@@ -15,114 +13,10 @@
 #include "core/errors.h"
 #include "core/relative_bias.h"
 #include "core/status_macros.h"
-#include "server/handlers.h"
+#include "server/spec_convert.h"
 
 namespace phasor::server {
 namespace {
-
-constexpr absl::string_view kPrefix = "spec.relative_bias";
-
-constexpr DType kFloatInputs[] = {DType::kFloat32, DType::kFloat16,
-                                  DType::kBFloat16, DType::kFloat64};
-constexpr DType kFloatOutputs[] = {DType::kFloat32, DType::kFloat16,
-                                   DType::kBFloat16, DType::kFloat64};
-
-// A relative_bias spec in core's terms: a bucketing, or time ALiBi.
-struct RelativeSpec {
-  bool time_alibi = false;
-  RelativeBucketing bucketing;
-  TimeAlibiSpec alibi;
-  std::vector<double> slopes;  // time ALiBi; filled by the handler
-  int64_t alibi_heads = 0;     // time ALiBi's H
-};
-
-bool Bidirectional(v1::RelativeBiasSpec::Direction direction) {
-  return direction != v1::RelativeBiasSpec::CAUSAL;
-}
-
-absl::Status CheckDirection(v1::RelativeBiasSpec::Direction direction,
-                            absl::string_view field) {
-  if (v1::RelativeBiasSpec::Direction_IsValid(direction)) return absl::OkStatus();
-  return InvalidField(field, absl::StrCat("unknown direction ", static_cast<int>(direction)));
-}
-
-// Converts and validates; errors name spec.relative_bias.<kind>.<field>.
-absl::StatusOr<RelativeSpec> RelativeFromProto(const v1::RelativeBiasSpec& wire,
-                                               const RequestLimits& limits) {
-  RelativeSpec spec;
-  switch (wire.kind_case()) {
-    case v1::RelativeBiasSpec::kT5: {
-      const std::string prefix = absl::StrCat(kPrefix, ".t5");
-      const auto& t5 = wire.t5();
-      PHASOR_RETURN_IF_ERROR(CheckDirection(t5.direction(), absl::StrCat(prefix, ".direction")));
-      spec.bucketing.kind = RelativeBucketing::Kind::kT5;
-      spec.bucketing.t5.num_buckets = t5.num_buckets() == 0 ? 32 : t5.num_buckets();
-      spec.bucketing.t5.max_distance = t5.max_distance() == 0 ? 128 : t5.max_distance();
-      spec.bucketing.t5.bidirectional = Bidirectional(t5.direction());
-      PHASOR_RETURN_IF_ERROR(ValidateBucketing(spec.bucketing, prefix));
-      return spec;
-    }
-    case v1::RelativeBiasSpec::kShaw:
-      spec.bucketing.kind = RelativeBucketing::Kind::kShaw;
-      spec.bucketing.shaw_max_relative_position = wire.shaw().max_relative_position();
-      PHASOR_RETURN_IF_ERROR(ValidateBucketing(spec.bucketing, absl::StrCat(kPrefix, ".shaw")));
-      return spec;
-    case v1::RelativeBiasSpec::kTimeBuckets: {
-      const std::string prefix = absl::StrCat(kPrefix, ".time_buckets");
-      const auto& time = wire.time_buckets();
-      PHASOR_RETURN_IF_ERROR(
-          CheckDirection(time.direction(), absl::StrCat(prefix, ".direction")));
-      spec.bucketing.kind = RelativeBucketing::Kind::kTimeBuckets;
-      spec.bucketing.time.num_buckets = time.num_buckets() == 0 ? 32 : time.num_buckets();
-      spec.bucketing.time.exact_seconds = time.exact_seconds();
-      spec.bucketing.time.max_seconds = time.max_seconds();
-      spec.bucketing.time.bidirectional = Bidirectional(time.direction());
-      PHASOR_RETURN_IF_ERROR(ValidateBucketing(spec.bucketing, prefix));
-      return spec;
-    }
-    case v1::RelativeBiasSpec::kTimeAlibi: {
-      const std::string prefix = absl::StrCat(kPrefix, ".time_alibi");
-      const auto& alibi = wire.time_alibi();
-      spec.time_alibi = true;
-      spec.alibi.unit_seconds = alibi.has_unit_seconds() ? alibi.unit_seconds() : 1.0;
-      spec.alibi.causal = alibi.causal();
-      PHASOR_RETURN_IF_ERROR(ValidateTimeAlibi(spec.alibi, prefix));
-      if (!wire.table().empty()) {
-        return InvalidField(absl::StrCat(kPrefix, ".table"),
-                            "time_alibi has no learned table");
-      }
-      if (alibi.slopes_size() > 0) {
-        if (alibi.num_heads() != 0 && alibi.num_heads() != alibi.slopes_size()) {
-          return InvalidField(absl::StrCat(prefix, ".num_heads"),
-                              absl::StrCat("must be 0 or the number of slopes (",
-                                           alibi.slopes_size(), "), got ",
-                                           alibi.num_heads()));
-        }
-        for (int h = 0; h < alibi.slopes_size(); ++h) {
-          const double slope = alibi.slopes(h);
-          if (!std::isfinite(slope) || slope < 0) {
-            return InvalidField(absl::StrCat(prefix, ".slopes[", h, "]"),
-                                absl::StrCat("must be finite and >= 0, got ", slope));
-          }
-        }
-        spec.alibi_heads = alibi.slopes_size();
-      } else {
-        if (alibi.num_heads() <= 0) {
-          return InvalidField(absl::StrCat(prefix, ".num_heads"),
-                              absl::StrCat("must be > 0 (or give slopes), got ",
-                                           alibi.num_heads()));
-        }
-        PHASOR_RETURN_IF_ERROR(
-            CheckWidth(alibi.num_heads(), absl::StrCat(prefix, ".num_heads"), limits));
-        spec.alibi_heads = alibi.num_heads();
-      }
-      return spec;
-    }
-    case v1::RelativeBiasSpec::KIND_NOT_SET:
-      break;
-  }
-  return InvalidField(kPrefix, "set t5, shaw, time_buckets or time_alibi");
-}
 
 // The spec a request configures: inline or the named profile's, which must
 // be a relative_bias one.
@@ -133,7 +27,7 @@ absl::StatusOr<const v1::RelativeBiasSpec*> ResolveRelativeSpec(
     case v1::RelativeBiasRequest::kSpec:
       spec = &request.spec();
       if (!spec->has_relative_bias()) {
-        return InvalidField(kPrefix, "RelativeBias needs spec.relative_bias");
+        return InvalidField(kRelativeBiasPrefix, "RelativeBias needs spec.relative_bias");
       }
       return &spec->relative_bias();
     case v1::RelativeBiasRequest::kProfile: {
@@ -184,6 +78,63 @@ absl::Status WriteBias(const HandlerContext& context, absl::Span<const int64_t> 
 
 }  // namespace
 
+absl::Status HandleAlibiBias(const HandlerContext& context,
+                             const v1::AlibiBiasRequest& request,
+                             v1::AlibiBiasResponse* response) {
+  PHASOR_RETURN_IF_ERROR(
+      ValidateAlibi(request.num_heads(), request.q_len(), request.k_len()));
+  PHASOR_ASSIGN_OR_RETURN(
+      const DType output_dtype,
+      OutputDType(request.output_dtype(), "output_dtype", kFloatDTypes));
+  // Slopes are FLOAT32, or FLOAT64 with a FLOAT64 bias.
+  const bool in_double = output_dtype == DType::kFloat64;
+  const DType slopes_dtype = in_double ? DType::kFloat64 : DType::kFloat32;
+  const int64_t heads = request.num_heads();
+  const int64_t slopes_shape[] = {heads};
+  PHASOR_RETURN_IF_ERROR(
+      CheckOutputSize(slopes_shape, slopes_dtype, "num_heads", context.limits));
+  const bool with_bias = request.q_len() > 0 && request.k_len() > 0;
+  const int64_t bias_shape[] = {heads, request.q_len(), request.k_len()};
+  if (with_bias) {
+    PHASOR_RETURN_IF_ERROR(CheckOutputSize(bias_shape, output_dtype, "k_len",
+                                           context.limits,
+                                           /*extra_bytes=*/heads * static_cast<int64_t>(
+                                               DTypeSize(slopes_dtype))));
+    PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(context, bias_shape, output_dtype));
+  }
+  PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(context, slopes_shape, slopes_dtype));
+
+  PHASOR_RETURN_IF_ERROR(context.check_alive());
+  AllocateTensor(slopes_shape, slopes_dtype, response->mutable_slopes());
+  int64_t values = heads;
+  if (in_double) {
+    const absl::Span<double> slopes = DoubleData(response->mutable_slopes());
+    AlibiSlopes(heads, slopes);
+    if (with_bias) {
+      AllocateTensor(bias_shape, DType::kFloat64, response->mutable_bias());
+      AlibiBias(slopes, request.q_len(), request.k_len(), request.causal(),
+                context.execution, DoubleData(response->mutable_bias()));
+      values += AlibiBiasSize(heads, request.q_len(), request.k_len());
+    }
+    CountEncoded(context, EncodedKind::kAlibi, values);
+    return absl::OkStatus();
+  }
+  const absl::Span<float> slopes = FloatData(response->mutable_slopes());
+  AlibiSlopes(heads, slopes);
+  if (with_bias) {
+    PHASOR_RETURN_IF_ERROR(WriteFloatOutput(
+        context, bias_shape, output_dtype, response->mutable_bias(),
+        [&](absl::Span<float> bias) {
+          AlibiBias(slopes, request.q_len(), request.k_len(), request.causal(),
+                    context.execution, bias);
+          return absl::OkStatus();
+        }));
+    values += AlibiBiasSize(heads, request.q_len(), request.k_len());
+  }
+  CountEncoded(context, EncodedKind::kAlibi, values);
+  return absl::OkStatus();
+}
+
 absl::Status HandleRelativeBias(const HandlerContext& context,
                                 const v1::RelativeBiasRequest& request,
                                 v1::RelativeBiasResponse* response) {
@@ -192,7 +143,7 @@ absl::Status HandleRelativeBias(const HandlerContext& context,
   PHASOR_ASSIGN_OR_RETURN(RelativeSpec spec, RelativeFromProto(*wire, context.limits));
   PHASOR_ASSIGN_OR_RETURN(
       const DType output_dtype,
-      OutputDType(request.output_dtype(), "output_dtype", kFloatOutputs));
+      OutputDType(request.output_dtype(), "output_dtype", kFloatDTypes));
   PHASOR_ASSIGN_OR_RETURN(
       const int64_t q_len,
       CountPositions(request.query_positions(), "query_positions", context.limits));
@@ -212,7 +163,7 @@ absl::Status HandleRelativeBias(const HandlerContext& context,
       return InvalidField("table", "time_alibi has no learned table");
     }
     PHASOR_ASSIGN_OR_RETURN(inline_table,
-                            CheckTensor(request.table(), "table", kFloatInputs,
+                            CheckTensor(request.table(), "table", kFloatDTypes,
                                         /*rank=*/2, context.limits));
     if (inline_table->shape[0] != num_buckets || inline_table->shape[1] <= 0) {
       return InvalidField("table.shape",
@@ -222,7 +173,7 @@ absl::Status HandleRelativeBias(const HandlerContext& context,
     }
     heads = inline_table->shape[1];
   } else if (!wire->table().empty()) {
-    const std::string field = absl::StrCat(kPrefix, ".table");
+    const std::string field = absl::StrCat(kRelativeBiasPrefix, ".table");
     PHASOR_ASSIGN_OR_RETURN(named_table,
                             context.profiles->FindLearnedTable(wire->table(), field));
     if (named_table->rows() != num_buckets) {
@@ -291,9 +242,7 @@ absl::Status HandleRelativeBias(const HandlerContext& context,
     PHASOR_RETURN_IF_ERROR(context.check_alive());
   }
   if (!with_bias) {
-    if (context.metrics != nullptr) {
-      context.metrics->RecordEncodedValues(EncodedKind::kRelativeBias, q_len * k_len);
-    }
+    CountEncoded(context, EncodedKind::kRelativeBias, q_len * k_len);
     return absl::OkStatus();
   }
 
@@ -338,11 +287,8 @@ absl::Status HandleRelativeBias(const HandlerContext& context,
           }
         }));
   }
-  if (context.metrics != nullptr) {
-    context.metrics->RecordEncodedValues(EncodedKind::kRelativeBias,
-                                         heads * q_len * k_len +
-                                             (with_ids ? q_len * k_len : 0));
-  }
+  CountEncoded(context, EncodedKind::kRelativeBias,
+               heads * q_len * k_len + (with_ids ? q_len * k_len : 0));
   return absl::OkStatus();
 }
 
@@ -384,7 +330,7 @@ absl::Status DescribeRelativeBias(const HandlerContext& context,
                                   v1::DescribeResponse* response) {
   PHASOR_ASSIGN_OR_RETURN(const RelativeSpec spec, RelativeFromProto(wire, context.limits));
   if (spec.time_alibi) {
-    return InvalidField(absl::StrCat(kPrefix, ".time_alibi"),
+    return InvalidField(absl::StrCat(kRelativeBiasPrefix, ".time_alibi"),
                         "Describe needs a bucketing (t5, shaw or time_buckets); "
                         "time_alibi is linear in the gap");
   }
@@ -393,7 +339,7 @@ absl::Status DescribeRelativeBias(const HandlerContext& context,
   const int64_t num_buckets = spec.bucketing.NumBuckets();
   const int64_t shape[] = {num_buckets, 4};
   PHASOR_RETURN_IF_ERROR(
-      CheckOutputSize(shape, DType::kFloat64, absl::StrCat(kPrefix), context.limits));
+      CheckOutputSize(shape, DType::kFloat64, absl::StrCat(kRelativeBiasPrefix), context.limits));
   const RelativeBucketing& bucketing = spec.bucketing;
   // Distance n on each side, as positions that never overflow: the key n
   // after INT64_MIN, or n before INT64_MAX.
@@ -415,9 +361,7 @@ absl::Status DescribeRelativeBias(const HandlerContext& context,
   if (!causal) AppendRanges(after, 1, /*after=*/true, scale, response);
   response->set_unit(seconds ? "seconds" : "positions");
   PHASOR_RETURN_IF_ERROR(context.check_alive());
-  if (context.metrics != nullptr) {
-    context.metrics->RecordEncodedValues(EncodedKind::kDescribe, response->buckets_size());
-  }
+  CountEncoded(context, EncodedKind::kDescribe, response->buckets_size());
   return absl::OkStatus();
 }
 
@@ -425,7 +369,7 @@ absl::Status ValidateRelativeBiasProfile(const ProfileRegistry& profiles,
                                          const v1::RelativeBiasSpec& wire) {
   PHASOR_ASSIGN_OR_RETURN(const RelativeSpec spec, RelativeFromProto(wire, RequestLimits{}));
   if (wire.table().empty() || spec.time_alibi) return absl::OkStatus();
-  const std::string field = absl::StrCat(kPrefix, ".table");
+  const std::string field = absl::StrCat(kRelativeBiasPrefix, ".table");
   PHASOR_ASSIGN_OR_RETURN(const LearnedTable* table,
                           profiles.FindLearnedTable(wire.table(), field));
   if (table->rows() != spec.bucketing.NumBuckets()) {
