@@ -61,7 +61,8 @@ test('plain server', async (s) => {
     assert.equal(await client.health(), 'SERVING');
     assert.equal(await client.health('phasor.v1.Encoder'), 'SERVING');
     assert.deepEqual(await client.listServices(),
-      ['grpc.health.v1.Health', 'grpc.reflection.v1alpha.ServerReflection', 'phasor.v1.Encoder']);
+      ['grpc.health.v1.Health', 'grpc.reflection.v1alpha.ServerReflection',
+        'inference.GRPCInferenceService', 'phasor.v1.Encoder']);
   });
 
   await s.test('EncodePositions: range and explicit int64 positions', async () => {
