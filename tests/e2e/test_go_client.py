@@ -34,6 +34,7 @@ class GoExampleTest(harness.ServerTestCase):
         self.assertIn("health: SERVING", lines)
         self.assertIn("services: [grpc.health.v1.Health "
                       "grpc.reflection.v1alpha.ServerReflection "
+                      "inference.GRPCInferenceService "
                       "phasor.v1.Encoder]", lines)
         for dtype in ("FLOAT32", "FLOAT16", "BFLOAT16"):
             self.assertTrue(any(line.startswith(f"EncodePositions {dtype}: "
