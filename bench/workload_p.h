@@ -29,7 +29,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/temporal/compose.h"
+#include "core/compose.h"
 
 namespace phasor::bench {
 

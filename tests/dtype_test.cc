@@ -1,4 +1,4 @@
-#include "core/adapters/dtype.h"
+#include "core/dtype.h"
 
 #include <cmath>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "core/temporal/holidays.h"
+#include "core/holidays.h"
 
 #include <cmath>
 #include <cstdint>

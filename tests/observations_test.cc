@@ -1,4 +1,4 @@
-#include "core/temporal/observations.h"
+#include "core/observations.h"
 
 #include <cmath>
 #include <cstdint>

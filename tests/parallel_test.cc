@@ -1,4 +1,4 @@
-#include "core/adapters/parallel.h"
+#include "core/parallel.h"
 
 #include <omp.h>
 

@@ -13,9 +13,8 @@
 
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "core/temporal/local_time.h"
-#include "core/temporal/observations.h"
-#include "core/temporal/time_zone.h"
+#include "core/calendar.h"
+#include "core/observations.h"
 
 namespace {
 
