@@ -33,7 +33,10 @@ next to its wall time (2 cores: CPU seconds / wall ≤ 2).
 
 Prints JSON (common.Results rows, real_time = best of --repetitions, plus
 rows_per_second and cpu_seconds per variant, and the ratio
-dask_vs_single = single seconds / dask seconds).
+dask_vs_single = single seconds / dask seconds). On a shared host the
+--pairs rounds are the figure to read: the single call and dask/series
+(first partition count) take turns, and each round's ratio compares two
+runs a few seconds apart.
 
   /usr/bin/python3 bench/peers/dask_peer.py --server build/server/phasor-server
 """
@@ -173,10 +176,37 @@ def best(meter, fn, repetitions):
 WORKER_MALLOC = {"dask": None, "inherit": {}}
 
 
+def run_pairs(args, meter, targets, frame, run_series):
+    """--pairs rounds of the single call and dask/series, taking turns
+    (ABBA), so that both sides of each ratio see the same load on a shared
+    host: [{"single": (wall, cpu), "dask": (wall, cpu)}]."""
+    rounds = []
+    with EncoderClient("ipv4:" + ",".join(targets),
+                       load_balancing_policy="round_robin",
+                       deadline_seconds=600) as client:
+        client.encode_frame(frame.iloc[:1000], **FRAME_ARGS)  # Warm-up.
+        calls = {"single": lambda: client.encode_frame(frame, **FRAME_ARGS),
+                 "dask": run_series}
+        for index in range(args.pairs):
+            measured = {}
+            for side in (("single", "dask") if index % 2 == 0 else
+                         ("dask", "single")):
+                wall, cpu, result = meter.measure(calls[side])
+                del result
+                measured[side] = (wall, cpu)
+            rounds.append(measured)
+            print(f"pair {index}: single {measured['single'][0]:.2f} s, "
+                  f"dask {measured['dask'][0]:.2f} s: "
+                  f"{measured['single'][0] / measured['dask'][0]:.2f}x",
+                  file=sys.stderr, flush=True)
+    return rounds
+
+
 def run_dask(args, environ, servers, targets, frame, rows, reference_bytes,
-             reference_index, counts, workspace, record):
+             reference_index, counts, workspace, record, paired):
     """The dask/* variants on a LocalCluster whose workers have the malloc
-    settings `environ` (a WORKER_MALLOC key)."""
+    settings `environ` (a WORKER_MALLOC key); the --pairs rounds go to
+    paired[environ]."""
     settings = {}
     if WORKER_MALLOC[environ] is not None:
         settings["distributed.nanny.pre-spawn-environ"] = \
@@ -211,6 +241,9 @@ def run_dask(args, environ, servers, targets, frame, rows, reference_bytes,
                 return out
 
             run_series()  # Warm-up: each worker's channel.
+            if count == counts[0] and args.pairs:
+                paired[environ] = run_pairs(args, meter, targets, frame,
+                                            run_series)
             wall, cpu = best(meter, run_series, args.repetitions)
             label = f"dask/series/P={count}/malloc={environ}"
             record(label, wall, cpu)
@@ -268,6 +301,9 @@ def main():
                         help="lanes of the by-time layout (default: one "
                              "per worker thread)")
     parser.add_argument("--repetitions", type=int, default=2)
+    parser.add_argument("--pairs", type=int, default=6,
+                        help="rounds of single call and dask/series at the "
+                             "first partition count, taking turns")
     parser.add_argument("--skip_pandas", action="store_true")
     parser.add_argument("--out", help="write the JSON here, not stdout")
     args = parser.parse_args()
@@ -312,10 +348,11 @@ def main():
         reference_index = reference.index
         del reference
 
+        paired = {}
         for environ in args.worker_malloc.split(","):
             run_dask(args, environ, servers, targets, frame, rows,
                      reference_bytes, reference_index, counts, workspace,
-                     record)
+                     record, paired)
     finally:
         for server in servers:
             server.stop()
@@ -330,6 +367,11 @@ def main():
     single = report["single"]["seconds"]
     results.write("dask", extra={
         "variants": report,
+        "paired": {
+            f"single_vs_dask/series/P={counts[0]}/malloc={environ}": {
+                "rounds": rounds,
+                "ratios": [r["single"][0] / r["dask"][0] for r in rounds]}
+            for environ, rounds in paired.items()},
         "ratios": {f"dask_vs_single/{impl}": single / value["seconds"]
                    for impl, value in report.items()
                    if impl.startswith("dask/")},
