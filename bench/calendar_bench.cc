@@ -15,7 +15,8 @@
 //                            weekday, day of month, day of year, ISO week,
 //                            month (CYCLIC, 12 columns) + UTC offset + DST
 //   calendar/encode_fractional/...  the same with fractional fields
-// Per-value cost of the issue-12 columns next to the columns they extend,
+// Per-value cost of the newer calendar columns (harmonics, clock, years,
+// flags, zero-based INDEX, explicit periods) next to the columns they extend,
 // one thread (value_rate = output values per second; compare pairs):
 //   calendar/columns/<config>/<dense|sparse>   EncodeObservations with
 //     existing_cyclic   the six day-level fields CYCLIC (12 columns)
@@ -43,10 +44,11 @@
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
 #include "bench/bench_common.h"
-#include "core/calendar.h"
-#include "core/compose.h"
-#include "core/observations.h"
-#include "core/parallel.h"
+#include "core/adapters/parallel.h"
+#include "core/temporal/calendar.h"
+#include "core/temporal/compose.h"
+#include "core/temporal/local_time.h"
+#include "core/temporal/observations.h"
 
 namespace phasor::bench {
 namespace {

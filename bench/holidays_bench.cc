@@ -36,11 +36,11 @@
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
 #include "bench/bench_common.h"
-#include "core/calendar.h"
-#include "core/compose.h"
-#include "core/holidays.h"
-#include "core/observations.h"
-#include "core/parallel.h"
+#include "core/adapters/parallel.h"
+#include "core/temporal/calendar.h"
+#include "core/temporal/compose.h"
+#include "core/temporal/holidays.h"
+#include "core/temporal/observations.h"
 
 namespace phasor::bench {
 namespace {

@@ -61,13 +61,16 @@
 #include "absl/strings/string_view.h"
 #include "bench/bench_common.h"
 #include "bench/workload_p.h"
-#include "core/calendar.h"
-#include "core/compose.h"
-#include "core/continuous_time.h"
-#include "core/gaps.h"
-#include "core/holidays.h"
-#include "core/observations.h"
-#include "core/parallel.h"
+#include "core/adapters/parallel.h"
+#include "core/math/sincos.h"
+#include "core/temporal/calendar.h"
+#include "core/temporal/compose.h"
+#include "core/temporal/elapsed_time.h"
+#include "core/temporal/gaps.h"
+#include "core/temporal/holidays.h"
+#include "core/temporal/observations.h"
+#include "core/temporal/time2vec.h"
+#include "core/temporal/time_sinusoid.h"
 
 namespace phasor::bench {
 namespace {

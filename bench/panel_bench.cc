@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/bench_common.h"
 #include "bench/workload_p.h"
-#include "core/compose.h"
+#include "core/temporal/compose.h"
 
 namespace phasor::bench {
 namespace {

@@ -1,6 +1,6 @@
-// RelativeBias kernels (core/relative_bias.h): the T5 bias [32, 4096, 4096]
+// RelativeBias kernels (core/relative/relative_bias.h): the T5 bias [32, 4096, 4096]
 // from a learned [32, 32] table, in float32 and bfloat16, next to a fill of
-// the same output bytes (the memset bandwidth the target is set
+// the same output bytes (the memset bandwidth the kernel's target is set
 // against), and the per-pair path (explicit positions that are not one
 // arithmetic sequence). Peer: bench/peers/relative_bias_peer.py (HF T5's
 // compute_bias in PyTorch).
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bench/bench_common.h"
-#include "core/relative_bias.h"
+#include "core/relative/relative_bias.h"
 
 namespace phasor::bench {
 namespace {

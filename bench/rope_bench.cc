@@ -40,11 +40,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "bench/bench_common.h"
-#include "core/dtype.h"
-#include "core/parallel.h"
-#include "core/positions.h"
-#include "core/rope.h"
-#include "core/rope_scaling.h"
+#include "core/adapters/dtype.h"
+#include "core/adapters/parallel.h"
+#include "core/base/positions.h"
+#include "core/rope/rope.h"
+#include "core/rope/rope_scaling.h"
 #include "hwy/targets.h"
 #include "server/spec_cache.h"
 
@@ -82,7 +82,7 @@ std::vector<int64_t> BenchPositions(int64_t tokens, PositionKind kind) {
 // benchmark (the largest fp32 operand is 512 MiB).
 // Output buffers start on a page, as the server's response tensors do
 // (tcmalloc hands out large blocks page-aligned), so that vectors of the
-// output are aligned where the kernel streams them (core/rope.cc
+// output are aligned where the kernel streams them (core/rope/rope_kernels.cc
 // kStreamBytes); glibc's malloc would put them 16 bytes past a page.
 template <typename T>
 struct PageAlignedAllocator {

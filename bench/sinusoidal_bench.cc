@@ -22,9 +22,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/bench_common.h"
-#include "core/parallel.h"
-#include "core/positions.h"
-#include "core/sinusoidal.h"
+#include "core/adapters/parallel.h"
+#include "core/base/positions.h"
+#include "core/positional/sinusoidal.h"
 
 namespace phasor::bench {
 namespace {

@@ -29,7 +29,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/compose.h"
+#include "core/temporal/compose.h"
 
 namespace phasor::bench {
 

@@ -18,7 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/panel_calls.h"
-#include "core/file.h"
+#include "core/base/file.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/rpc/error_details.pb.h"

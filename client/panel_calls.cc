@@ -19,7 +19,7 @@
 #include "client/panel_wire.h"
 #include "client/tensor_io.h"
 #include "common/uninitialized_string.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
 #include "phasor/v1/encoder.grpc.pb.h"
 
 namespace phasor {

@@ -16,10 +16,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "core/dtype.h"
-#include "core/file.h"
-#include "core/status_macros.h"
-#include "core/tensor_file.h"
+#include "core/adapters/dtype.h"
+#include "core/base/file.h"
+#include "core/base/status_macros.h"
+#include "core/io/tensor_file.h"
 
 #ifndef ABSL_IS_LITTLE_ENDIAN
 #error "Tensor bytes are little-endian; this code reads them as native values."

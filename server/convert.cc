@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/uninitialized_string.h"
-#include "core/errors.h"
-#include "core/status_macros.h"
+#include "core/base/errors.h"
+#include "core/base/status_macros.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "Tensor bytes are little-endian; a big-endian host would need "

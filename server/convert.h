@@ -25,8 +25,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "core/dtype.h"
-#include "core/positions.h"
+#include "core/adapters/dtype.h"
+#include "core/base/positions.h"
 #include "phasor/v1/encoder.pb.h"
 
 namespace phasor::server {

@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/continuous_time.h"
-#include "core/describe.h"
-#include "core/errors.h"
-#include "core/rope.h"
-#include "core/sinusoidal.h"
-#include "core/status_macros.h"
+#include "core/base/errors.h"
+#include "core/base/status_macros.h"
+#include "core/positional/describe.h"
+#include "core/positional/sinusoidal.h"
+#include "core/rope/rope.h"
+#include "core/temporal/time_sinusoid.h"
 #include "server/relative_handler.h"
 #include "server/rope_handler.h"
 #include "server/spec_convert.h"

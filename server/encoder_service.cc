@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/arena.h"
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "server/grpc_status.h"
 #include "server/handlers.h"
 

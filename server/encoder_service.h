@@ -35,7 +35,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "core/parallel.h"
+#include "core/adapters/parallel.h"
 #include "phasor/v1/encoder.grpc.pb.h"
 #include "server/convert.h"
 #include "server/blocking_pool.h"

@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/uninitialized_string.h"
-#include "core/dtype.h"
-#include "core/errors.h"
-#include "core/status_macros.h"
+#include "core/adapters/dtype.h"
+#include "core/base/errors.h"
+#include "core/base/status_macros.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "raw contents are little-endian; a big-endian host would need "

@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/binary_info.h"
-#include "core/errors.h"
-#include "core/status_macros.h"
+#include "core/base/errors.h"
+#include "core/base/status_macros.h"
 #include "google/protobuf/arena.h"
 #include "server/grpc_status.h"
 #include "server/inference_models.h"

@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "core/file.h"
+#include "core/base/file.h"
 
 namespace phasor::server {
 namespace {

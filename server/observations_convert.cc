@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/calendar.h"
-#include "core/errors.h"
-#include "core/status_macros.h"
+#include "core/base/errors.h"
+#include "core/base/status_macros.h"
+#include "core/temporal/time_zone.h"
 
 namespace phasor::server {
 namespace {

@@ -19,8 +19,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "core/compose.h"
-#include "core/observations.h"
+#include "core/temporal/compose.h"
+#include "core/temporal/observations.h"
 #include "phasor/v1/encoder.pb.h"
 #include "server/convert.h"
 

@@ -4,10 +4,10 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
-#include "core/errors.h"
-#include "core/learned.h"
-#include "core/sinusoidal.h"
-#include "core/status_macros.h"
+#include "core/base/errors.h"
+#include "core/base/status_macros.h"
+#include "core/positional/learned.h"
+#include "core/positional/sinusoidal.h"
 #include "server/spec_convert.h"
 
 namespace phasor::server {

@@ -19,8 +19,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/holidays.h"
-#include "core/learned.h"
+#include "core/positional/learned.h"
+#include "core/temporal/holidays.h"
 #include "phasor/v1/encoder.pb.h"
 
 namespace phasor::server {

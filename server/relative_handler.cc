@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/alibi.h"
-#include "core/errors.h"
-#include "core/relative_bias.h"
-#include "core/status_macros.h"
+#include "core/base/errors.h"
+#include "core/base/status_macros.h"
+#include "core/relative/alibi.h"
+#include "core/relative/relative_bias.h"
 #include "server/spec_convert.h"
 
 namespace phasor::server {

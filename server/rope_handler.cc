@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/errors.h"
-#include "core/rope_scaling.h"
-#include "core/status_macros.h"
+#include "core/base/errors.h"
+#include "core/base/status_macros.h"
+#include "core/rope/rope_scaling.h"
 #include "server/spec_convert.h"
 
 namespace phasor::server {

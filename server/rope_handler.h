@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/rope.h"
+#include "core/rope/rope.h"
 #include "phasor/v1/encoder.pb.h"
 #include "server/handler_context.h"
 

@@ -29,8 +29,8 @@
 #ifndef PHASOR_SERVER_SERVER_CACHES_H_
 #define PHASOR_SERVER_SERVER_CACHES_H_
 
-#include "core/compose.h"
-#include "core/rope.h"
+#include "core/rope/rope.h"
+#include "core/temporal/compose.h"
 #include "server/spec_cache.h"
 
 namespace phasor::server {

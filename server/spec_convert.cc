@@ -4,8 +4,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "core/errors.h"
-#include "core/status_macros.h"
+#include "core/base/errors.h"
+#include "core/base/status_macros.h"
 #include "server/convert.h"
 
 namespace phasor::server {

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/compose.h"
-#include "core/observations.h"
+#include "core/temporal/compose.h"
+#include "core/temporal/observations.h"
 #include "phasor/v1/encoder.pb.h"
 #include "server/handler_context.h"
 #include "server/profiles.h"

@@ -1,12 +1,20 @@
-#include "core/alibi.h"
+#include "core/relative/alibi.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <limits>
+#include <random>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/quad_reference.h"
 #include "tests/status_matchers.h"
+
+extern "C" __float128 exp2q(__float128);
+extern "C" __float128 fabsq(__float128);
 
 namespace phasor {
 namespace {
@@ -89,6 +97,53 @@ TEST(AlibiTest, OneLengthWithoutTheOtherNamesTheMissingField) {
   EXPECT_THAT(no_q_len, IsFieldError(StatusCode::kInvalidArgument, "q_len"));
   EXPECT_THAT(std::string(no_q_len.message()), ::testing::HasSubstr("is required"));
 }
+
+// Float64 outputs: correctly rounded slopes, one product per bias.
+namespace float64_output {
+
+using ::phasor::testing::Quad;
+using ::phasor::testing::ReduceTwoPi;
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+
+TEST(Float64Alibi, SlopesAreCorrectlyRoundedAndBiasIsOneProduct) {
+  for (int64_t heads : {1, 5, 8, 12, 48}) {
+    std::vector<double> slopes(heads);
+    AlibiSlopes(heads, absl::MakeSpan(slopes));
+    int64_t n = 1;
+    while (n * 2 <= heads) n *= 2;
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t num = h < n ? h + 1 : 2 * (h - n) + 1;
+      const int64_t den = h < n ? n : 2 * n;
+      const Quad exact = exp2q(Quad(-8.0) * Quad(double(num)) / Quad(double(den)));
+      EXPECT_EQ(slopes[h], static_cast<double>(exact)) << heads << " heads, head " << h;
+    }
+    std::vector<float> slopes32(heads);
+    AlibiSlopes(heads, absl::MakeSpan(slopes32));
+    for (int64_t h = 0; h < heads; ++h) {
+      EXPECT_EQ(slopes32[h], static_cast<float>(slopes[h]));
+    }
+    constexpr int64_t kQ = 3, kK = 7;
+    std::vector<double> bias(heads * kQ * kK);
+    AlibiBias(slopes, kQ, kK, /*causal=*/true, ExecutionOptions(), absl::MakeSpan(bias));
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < kQ; ++i) {
+        for (int64_t j = 0; j < kK; ++j) {
+          const int64_t d = (kK - kQ + i) - j;
+          const double got = bias[(h * kQ + i) * kK + j];
+          if (d < 0) {
+            EXPECT_EQ(got, -std::numeric_limits<double>::infinity());
+          } else {
+            EXPECT_EQ(got, -slopes[h] * double(d));
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace float64_output
 
 }  // namespace
 }  // namespace phasor

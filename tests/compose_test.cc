@@ -1,6 +1,4 @@
-#include "core/compose.h"
-
-#include <sys/resource.h>
+#include "core/temporal/compose.h"
 
 #include <algorithm>
 #include <atomic>
@@ -12,12 +10,13 @@
 #include <random>
 #include <set>
 #include <string>
+#include <sys/resource.h>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
-#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
@@ -696,6 +695,178 @@ TEST(EncodeObservations, ExtremeTimestampsAndOriginsGiveFiniteFeatures) {
     }
   }
 }
+
+// Float64 outputs: narrowed to float32, in chunks, threads and panels, content in double.
+namespace float64_output {
+
+// The float64 features of a spec, as EncodeObservations writes them.
+struct DoubleResult {
+  absl::Status status;
+  std::vector<double> features;
+  SeriesState state;
+};
+
+DoubleResult EncodeF64(const TemporalSpec& spec, const ObservationsView& obs,
+                       const SeriesState* state_in, ExecutionOptions options = {}) {
+  DoubleResult result;
+  absl::StatusOr<FeatureLayout> layout = TemporalFeatureLayout(
+      spec, obs.num_channels, obs.has_content() ? obs.content_dim : 0);
+  if (!layout.ok()) {
+    result.status = layout.status();
+    return result;
+  }
+  result.features.resize(obs.num_rows() * layout->width);
+  result.status = EncodeObservations(spec, obs, state_in, options,
+                                     absl::MakeSpan(result.features), &result.state);
+  return result;
+}
+
+// Float64 narrowed to float32 against the float32 output. Both round a
+// double once; the two doubles differ only in the sinusoid and CYCLIC
+// columns, by at most the float32 path's angle error (≤ 5.2e-16 rad before
+// the sine, core/math/sincos.h) plus the float64 path's (≤ 1.7e-16): so the
+// float32 values are equal, or one float32 ulp apart where the exact value
+// lies that close to a float32 rounding boundary, or, for a sine or cosine
+// within ~1e-8 of zero (where a float32 ulp is below that absolute
+// difference), up to 7e-16 apart. Returns the count of unequal values.
+int64_t CompareNarrowed(const std::vector<double>& f64, const std::vector<float>& f32,
+                        int64_t* beyond_one_ulp) {
+  EXPECT_EQ(f64.size(), f32.size());
+  int64_t differing = 0;
+  for (size_t i = 0; i < std::min(f64.size(), f32.size()); ++i) {
+    const float narrowed = static_cast<float>(f64[i]);
+    if (narrowed == f32[i]) continue;
+    ++differing;
+    if (std::nextafter(narrowed, f32[i]) == f32[i]) continue;
+    ++*beyond_one_ulp;
+    EXPECT_LE(std::fabs(static_cast<double>(narrowed) - f32[i]), 7e-16)
+        << "value " << i << ": float64 " << f64[i] << " float32 " << f32[i];
+    EXPECT_LT(std::fabs(f64[i]), 1e-8) << "value " << i;
+  }
+  return differing;
+}
+
+TEST(EncodeObservationsFloat64, NarrowedMatchesTheFloat32Output) {
+  int64_t values = 0;
+  int64_t differing = 0;
+  int64_t beyond_one_ulp = 0;
+  for (GapTransform transform :
+       {GapTransform::kRaw, GapTransform::kLog1p, GapTransform::kSinusoidal}) {
+    const TemporalSpec spec = FullSpec(FirstObservationPolicy::kFlag, transform);
+    const WideSeries wide(3000, 21);
+    const LongSeries events(3000, 22);
+    for (const ObservationsView& obs :
+         {wide.View(0, wide.rows(), /*with_content=*/true),
+          events.View(0, events.rows(), false)}) {
+      TemporalSpec s = spec;
+      if (!obs.has_content()) s.content.reset();
+      const Result f32 = Encode(s, obs, nullptr);
+      const DoubleResult f64 = EncodeF64(s, obs, nullptr);
+      PHASOR_ASSERT_OK(f32.status);
+      PHASOR_ASSERT_OK(f64.status);
+      differing += CompareNarrowed(f64.features, f32.features, &beyond_one_ulp);
+      values += static_cast<int64_t>(f64.features.size());
+      ExpectSameState(f64.state, f32.state);
+    }
+  }
+  std::printf("float64 -> float32: %lld of %lld values differ from the float32 "
+              "output, %lld by more than one float32 ulp (all within 7e-16)\n",
+              static_cast<long long>(differing), static_cast<long long>(values),
+              static_cast<long long>(beyond_one_ulp));
+  // Tiny gaps (a few ns against a 60 s period) give sines near 1e-10.
+  EXPECT_LE(differing, values / 10000);
+}
+
+TEST(EncodeObservationsFloat64, ChunksThreadsAndPanelsGiveTheSameBytes) {
+  const TemporalSpec spec = FullSpec(FirstObservationPolicy::kSinceOrigin,
+                                     GapTransform::kSinusoidal);
+  const WideSeries wide(2000, 31);
+  const ObservationsView all = wide.View(0, wide.rows(), true);
+  const DoubleResult whole = EncodeF64(spec, all, nullptr);
+  PHASOR_ASSERT_OK(whole.status);
+  // Chunked, the state carried between the calls.
+  std::vector<double> chunked;
+  SeriesState state;
+  const SeriesState* in = nullptr;
+  for (int64_t begin = 0; begin < wide.rows(); begin += 333) {
+    const int64_t end = std::min(wide.rows(), begin + 333);
+    const DoubleResult part = EncodeF64(spec, wide.View(begin, end, true), in);
+    PHASOR_ASSERT_OK(part.status);
+    chunked.insert(chunked.end(), part.features.begin(), part.features.end());
+    state = part.state;
+    in = &state;
+  }
+  EXPECT_EQ(chunked, whole.features);
+  ExpectSameState(state, whole.state);
+  // Threads: 1 == 4, small grains.
+  ExecutionOptions threads;
+  threads.max_threads = 4;
+  threads.grain_elements = 1000;
+  const DoubleResult parallel = EncodeF64(spec, all, nullptr, threads);
+  PHASOR_ASSERT_OK(parallel.status);
+  EXPECT_EQ(parallel.features, whole.features);
+  // A panel of the whole series and two halves of it.
+  const int64_t half = wide.rows() / 2;
+  const int64_t offsets[] = {0, half, wide.rows()};
+  const PanelView panel{all, offsets, {}};
+  std::vector<double> panel_out(whole.features.size());
+  std::vector<SeriesState> states(2);
+  PHASOR_ASSERT_OK(EncodePanel(spec, panel, {}, {}, threads, absl::MakeSpan(panel_out),
+                        absl::MakeSpan(states)));
+  const DoubleResult first = EncodeF64(spec, wide.View(0, half, true), nullptr);
+  const DoubleResult second = EncodeF64(spec, wide.View(half, wide.rows(), true), nullptr);
+  std::vector<double> separate = first.features;
+  separate.insert(separate.end(), second.features.begin(), second.features.end());
+  EXPECT_EQ(panel_out, separate);
+  // A float32 output for a float64 call's size is refused, and vice versa.
+  std::vector<double> short_out(whole.features.size() - 1);
+  EXPECT_EQ(EncodeObservations(spec, all, nullptr, {}, absl::MakeSpan(short_out), nullptr)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(EncodeObservationsFloat64, Float64ContentIsScaledInDouble) {
+  TemporalSpec spec;
+  spec.content = ContentBlock{1.0 / 3.0};
+  const std::vector<int64_t> times = {0, 1000, 2000};
+  const std::vector<double> content = {0.1, 1e-300, 1.0 + 0x1p-52,
+                                       -7.25, 3.0000000000000004, 1e300};
+  ObservationsView obs;
+  obs.timestamps = times;
+  obs.content_f64 = content;
+  obs.content_dim = 2;
+  // 3 rows x 2 columns, not 6 rows x 1.
+  std::vector<double> out(6);
+  std::vector<float> out32(6);
+  ObservationsView too_short = obs;
+  too_short.content_f64 = absl::MakeConstSpan(content).subspan(0, 4);
+  EXPECT_EQ(EncodeObservations(spec, too_short, nullptr, {}, absl::MakeSpan(out), nullptr)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  PHASOR_ASSERT_OK(EncodeObservations(spec, obs, nullptr, {}, absl::MakeSpan(out), nullptr));
+  PHASOR_ASSERT_OK(EncodeObservations(spec, obs, nullptr, {}, absl::MakeSpan(out32), nullptr));
+  for (size_t i = 0; i < content.size(); ++i) {
+    EXPECT_EQ(out[i], content[i] * (1.0 / 3.0)) << i;
+    EXPECT_EQ(out32[i], static_cast<float>(content[i] * (1.0 / 3.0))) << i;
+  }
+  // Both dtypes at once, or a non-finite value, are refused.
+  const std::vector<float> content32(6, 1.0f);
+  ObservationsView both = obs;
+  both.content = content32;
+  EXPECT_EQ(EncodeObservations(spec, both, nullptr, {}, absl::MakeSpan(out), nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+  std::vector<double> bad = content;
+  bad[3] = std::nan("");
+  ObservationsView with_nan = obs;
+  with_nan.content_f64 = bad;
+  const absl::Status status =
+      EncodeObservations(spec, with_nan, nullptr, {}, absl::MakeSpan(out), nullptr);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("observations.content[3]"), std::string::npos)
+      << status.message();
+}
+
+}  // namespace float64_output
 
 }  // namespace
 }  // namespace phasor

@@ -1,4 +1,4 @@
-#include "core/dtype.h"
+#include "core/adapters/dtype.h"
 
 #include <cmath>
 #include <cstdint>

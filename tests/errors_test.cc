@@ -1,7 +1,7 @@
 // core/errors.h: field paths as segments, their wire form, the payloads a
 // field error carries, and the operations that edit a path and render the
 // message again.
-#include "core/errors.h"
+#include "core/base/errors.h"
 
 #include <cstdint>
 #include <limits>

@@ -1,8 +1,8 @@
 // ExactAngle against the __float128 reference of tests/quad_reference.h at
-// every position class the issue names (2^24 + 1, 2^31 − 1, −2^31, 2^53 ± 1,
-// INT64_MAX, INT64_MIN) and random int64s, for frequencies across the range
+// the positions where a double or float32 angle goes wrong (2^24 + 1,
+// 2^31 − 1, −2^31, 2^53 ± 1, INT64_MAX, INT64_MIN) and random int64s, for frequencies across the range
 // RoPE and the sinusoid use.
-#include "core/exact_angle.h"
+#include "core/math/exact_angle.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "core/continuous_time.h"
+#include "core/math/sincos.h"
 #include "gtest/gtest.h"
 #include "hwy/targets.h"
 #include "tests/quad_reference.h"
@@ -138,88 +138,5 @@ TEST(ExactAngle, HugeAndTinyFrequencies) {
     EXPECT_NEAR(s, std::sin(theta), 2.3e-16) << theta;
   }
 }
-
-// Phases at and next to the quarter-turn boundaries (where the split picks
-// the other quadrant and the residual changes sign), at the residual's
-// halves (2^32) and extremes, and random ones.
-std::vector<uint64_t> SplitTurns() {
-  std::vector<uint64_t> turns;
-  for (uint64_t quarter = 0; quarter < 4; ++quarter) {
-    for (uint64_t base : {quarter << 62, (quarter << 62) + (uint64_t{1} << 61)}) {
-      for (uint64_t delta : {uint64_t{0}, uint64_t{1}, uint64_t{2}, (uint64_t{1} << 32) - 1,
-                             uint64_t{1} << 32, (uint64_t{1} << 32) + 1, uint64_t{1} << 40}) {
-        turns.push_back(base + delta);
-        turns.push_back(base - delta);
-      }
-    }
-  }
-  turns.push_back(std::numeric_limits<uint64_t>::max());
-  std::mt19937_64 rng(17);
-  for (int i = 0; i < 4000; ++i) turns.push_back(rng());
-  for (int i = 0; i < 1000; ++i) turns.push_back(rng() >> (i % 64));  // Small phases.
-  return turns;
-}
-
-TEST(SinCosOfTurns, VectorSplitIsTheScalarSplitThenTheKernelOnEveryTarget) {
-  const std::vector<uint64_t> turns = SplitTurns();
-  // The expected bits, one phase at a time: the scalar split, the kernel on
-  // its residual (SinCosOfAngles, one angle), and the quadrant's rotation.
-  std::vector<double> cos_expected(turns.size()), sin_expected(turns.size());
-  for (size_t i = 0; i < turns.size(); ++i) {
-    uint32_t quadrant = 0;
-    const double residual = ExactAngle::QuarterTurnSplit(turns[i], &quadrant);
-    ASSERT_LE(std::fabs(residual), M_PI / 4 + 1e-15) << turns[i];
-    double s = 0, c = 0;
-    SinCosOfAngles(absl::MakeConstSpan(&residual, 1), &s, &c);
-    const double rotated_cos[4] = {c, -s, -c, s};
-    const double rotated_sin[4] = {s, c, -s, -c};
-    cos_expected[i] = rotated_cos[quadrant];
-    sin_expected[i] = rotated_sin[quadrant];
-  }
-  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
-  ASSERT_FALSE(targets.empty());
-  for (int64_t target : targets) {
-    hwy::SetSupportedTargetsForTest(target);
-    std::vector<double> cos_row(turns.size()), sin_row(turns.size());
-    // Odd lengths too: the last lanes go one at a time.
-    for (size_t begin = 0, length = 1; begin < turns.size(); begin += length, ++length) {
-      const size_t n = std::min(length, turns.size() - begin);
-      SinCosOfTurns(absl::MakeConstSpan(turns).subspan(begin, n), &sin_row[begin],
-                    &cos_row[begin]);
-    }
-    EXPECT_EQ(0, std::memcmp(cos_row.data(), cos_expected.data(),
-                             turns.size() * sizeof(double)))
-        << hwy::TargetName(target);
-    EXPECT_EQ(0, std::memcmp(sin_row.data(), sin_expected.data(),
-                             turns.size() * sizeof(double)))
-        << hwy::TargetName(target);
-    double c = 0, s = 0;
-    ExactAngle::CosSinOfTurns(turns[5], &c, &s);
-    EXPECT_EQ(c, cos_expected[5]) << hwy::TargetName(target);
-    EXPECT_EQ(s, sin_expected[5]) << hwy::TargetName(target);
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
-
-TEST(SinCosOfTurns, WithinTwoTenthsOfAQuadrillionthOfQuadReference) {
-  const std::vector<uint64_t> turns = SplitTurns();
-  std::vector<double> cos_row(turns.size()), sin_row(turns.size());
-  SinCosOfTurns(turns, sin_row.data(), cos_row.data());
-  double worst = 0;
-  for (size_t i = 0; i < turns.size(); ++i) {
-    // 2π·turns·2^-64 in binary128 (the integer is exact in its 113 bits),
-    // 2π to 2^-190 from the reference's pieces.
-    testing::Quad two_pi = 0;
-    for (double piece : testing::kTwoPiPieces) two_pi += testing::Quad(piece);
-    const testing::Quad angle =
-        static_cast<testing::Quad>(turns[i]) * testing::Quad(0x1p-64) * two_pi;
-    worst = std::max({worst, std::fabs(static_cast<double>(cos_row[i] - cosq(angle))),
-                      std::fabs(static_cast<double>(sin_row[i] - sinq(angle)))});
-  }
-  // The split's 2^-54 rad, the kernel's < 1 ulp and the rotation's none.
-  EXPECT_LE(worst, 2e-16);
-  std::printf("SinCosOfTurns max |error| vs __float128: %.3g\n", worst);
-}
-
 }  // namespace
 }  // namespace phasor

@@ -1,4 +1,4 @@
-#include "core/holidays.h"
+#include "core/temporal/holidays.h"
 
 #include <cmath>
 #include <cstdint>

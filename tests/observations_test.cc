@@ -1,4 +1,4 @@
-#include "core/observations.h"
+#include "core/temporal/observations.h"
 
 #include <cmath>
 #include <cstdint>

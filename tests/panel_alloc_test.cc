@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "core/compose.h"
+#include "core/temporal/compose.h"
 #include "gtest/gtest.h"
 #include "tests/temporal_test_data.h"
 

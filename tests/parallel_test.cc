@@ -1,4 +1,4 @@
-#include "core/parallel.h"
+#include "core/adapters/parallel.h"
 
 #include <omp.h>
 

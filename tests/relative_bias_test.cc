@@ -1,4 +1,4 @@
-#include "core/relative_bias.h"
+#include "core/relative/relative_bias.h"
 
 #include <cmath>
 #include <cstring>

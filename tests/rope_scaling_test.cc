@@ -1,7 +1,7 @@
-// Tests for core/rope_scaling.h through the RopeSpec entry points of
-// core/rope.h: every scaling variant against values computed independently by
+// Tests for core/rope/rope_scaling.h through the RopeSpec entry points of
+// core/rope/rope.h: every scaling variant against values computed independently by
 // tests/data/gen_rope_expected.py (torch, float64), plus every validation path.
-#include "core/rope_scaling.h"
+#include "core/rope/rope_scaling.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,9 +20,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "core/errors.h"
-#include "core/positions.h"
-#include "core/rope.h"
+#include "core/base/errors.h"
+#include "core/base/positions.h"
+#include "core/rope/rope.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/quad_reference.h"
@@ -480,7 +480,7 @@ T With(T value, F mutate) {
 }
 
 // ---------------------------------------------------------------------------
-// Configurations HF main accepts with only a warning (issue 11). Expected
+// Configurations HF main accepts with only a warning. Expected
 // values come from the published formulas written out here in double,
 // independently of core/: HF transformers src/transformers/modeling_rope_utils.py
 // (main), `_compute_linear_scaling_rope_parameters`,
@@ -594,7 +594,7 @@ TEST(HfWarnsPhasorAccepts, YarnEqualBetasUntruncatedHitTheSingularGuard) {
 
 TEST(HfWarnsPhasorAccepts, YarnEqualBetasTruncatedClampToOneDimension) {
   // beta = 1.01·L0/(2π) puts both correction dimensions in (−1, 0): floor and
-  // ceil give 0 and 0, the case the issue names ("must be > beta_slow").
+  // ceil give 0 and 0, where a stricter check would say "must be > beta_slow".
   const double beta = 1.01 * 4096.0 / (2.0 * M_PI);
   YarnRopeScaling yarn = GoodYarn();
   yarn.beta_fast = yarn.beta_slow = beta;

@@ -1,7 +1,7 @@
-// Tests for core/rope.h: relative-position property, layouts, the kernels
+// Tests for core/rope/rope.h: relative-position property, layouts, the kernels
 // against a plain scalar oracle, 16-bit storage, accuracy against long
 // double, thread-count determinism and every validation path.
-#include "core/rope.h"
+#include "core/rope/rope.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,21 +16,25 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "core/dtype.h"
-#include "core/errors.h"
-#include "core/exact_angle.h"
-#include "core/parallel.h"
-#include "core/positions.h"
+#include "core/adapters/dtype.h"
+#include "core/adapters/parallel.h"
+#include "core/base/errors.h"
+#include "core/base/positions.h"
+#include "core/math/exact_angle.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hwy/targets.h"
 #include "tests/quad_reference.h"
 #include "tests/status_matchers.h"
+
+extern "C" __float128 exp2q(__float128);
+extern "C" __float128 fabsq(__float128);
 
 namespace phasor {
 namespace {
@@ -1143,7 +1147,7 @@ TEST(RopeValidation, OperandBytes) {
 
 
 // ---------------------------------------------------------------------------
-// Every int64 position exact (issue 11): RopeTables at the positions past
+// Every int64 position exact: RopeTables at the positions past
 // float32 and double's integer range, against a __float128 reference of
 // cos/sin(p·θ_i) with θ_i the (correctly rounded) double frequencies.
 
@@ -1235,7 +1239,7 @@ TEST(RopePrecision, LadderRunNearInt64MaxIsExact) {
 }
 
 // Outputs of 32 MiB and more are written with non-temporal stores where a
-// vector is aligned (core/rope.cc kStreamBytes): the bytes must be those of
+// vector is aligned (core/rope/rope_kernels.cc kStreamBytes): the bytes must be those of
 // the same rotation done in calls too small to stream, for every dtype and
 // both layouts, with the output page-aligned (every vector streamed) and
 // one element past a page (a mix of streamed and plain stores).
@@ -1294,6 +1298,197 @@ TEST(RopeStreaming, LargeOutputsGiveTheBytesOfSmallCalls) {
     }
   }
 }
+
+// Float64 tables and operands against __float128 (every row exact).
+namespace float64_output {
+
+
+using ::phasor::testing::Quad;
+using ::phasor::testing::QuadCos;
+using ::phasor::testing::QuadSin;
+using ::phasor::testing::ReduceTwoPi;
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+
+// The positions where a double or float32 angle goes wrong (2^24 + 1,
+// 2^53 ± 1, the ends of int64), and their neighbours.
+const std::vector<int64_t>& HardPositions() {
+  static const std::vector<int64_t> positions = {
+      0,         1,         -1,         (int64_t{1} << 24) + 1, (int64_t{1} << 31) - 1,
+      -(int64_t{1} << 31), (int64_t{1} << 53) - 1, (int64_t{1} << 53) + 1,
+      1234567890123456789, kInt64Max, kInt64Min,  kInt64Min + 1};
+  return positions;
+}
+
+// Real positions with a fraction, up to 2^52 (where doubles still have one).
+const std::vector<double>& RealPositions() {
+  static const std::vector<double> positions = {
+      0.5, -3.25, 1e6 + 0.125, 0x1p40 + 0.375, -(0x1p45 + 0.75), 1e15 + 0.5,
+      0x1p52 + 0.5, 123456.789};
+  return positions;
+}
+
+// Exact cos/sin of p·θ for a real p: the product of two doubles is exact in
+// __float128 (106 of its 113 bits).
+Quad RealAngle(double theta, double p) { return ReduceTwoPi(Quad(p) * Quad(theta)); }
+
+double Ulp(double x) {
+  x = std::fabs(x);
+  return std::nextafter(x, std::numeric_limits<double>::infinity()) - x;
+}
+
+template <class T>
+absl::Span<const uint8_t> BytesOf(const std::vector<T>& v) {
+  return {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(T)};
+}
+template <class T>
+absl::Span<uint8_t> MutableBytesOf(std::vector<T>& v) {
+  return {reinterpret_cast<uint8_t*>(v.data()), v.size() * sizeof(T)};
+}
+
+RopeFrequencies Frequencies(const RopeSpec& spec, int64_t head_dim) {
+  absl::StatusOr<RopeFrequencies> f = ComputeRopeFrequencies(spec, head_dim, 1);
+  EXPECT_TRUE(f.ok()) << f.status();
+  return *f;
+}
+
+
+// A HALF-layout rotation in __float128 from exact cos/sin.
+void QuadRotate(const std::vector<double>& x, const RopeFrequencies& f, int64_t p,
+                int64_t head_dim, std::vector<Quad>* out) {
+  const int64_t half = head_dim / 2;
+  out->assign(head_dim, 0);
+  for (int64_t i = 0; i < half; ++i) {
+    const Quad c = QuadCos(f.inv_freq[i], p) * Quad(f.attention_factor);
+    const Quad s = QuadSin(f.inv_freq[i], p) * Quad(f.attention_factor);
+    (*out)[i] = Quad(x[i]) * c - Quad(x[i + half]) * s;
+    (*out)[i + half] = Quad(x[i + half]) * c + Quad(x[i]) * s;
+  }
+}
+
+
+TEST(Float64RopeTables, EveryInt64PositionWithin4e16OfExact) {
+  RopeSpec spec;
+  spec.rotary_dim = 128;
+  spec.base = 500000.0;
+  const RopeFrequencies f = Frequencies(spec, 128);
+  const std::vector<int64_t>& p = HardPositions();
+  std::vector<double> cos(p.size() * 64), sin(p.size() * 64);
+  ComputeRopeTables(spec, f, Positions::Integers(p), ExecutionOptions(),
+                    absl::MakeSpan(cos), absl::MakeSpan(sin));
+  double worst = 0;
+  for (size_t t = 0; t < p.size(); ++t) {
+    for (int64_t i = 0; i < 64; ++i) {
+      worst = std::max(worst, std::fabs(cos[t * 64 + i] - double(QuadCos(f.inv_freq[i], p[t]))));
+      worst = std::max(worst, std::fabs(sin[t * 64 + i] - double(QuadSin(f.inv_freq[i], p[t]))));
+    }
+  }
+  EXPECT_LE(worst, 4e-16);
+}
+
+TEST(Float64RopeTables, RealPositionsWithin4e16OfExact) {
+  RopeSpec spec;
+  spec.rotary_dim = 64;
+  const RopeFrequencies f = Frequencies(spec, 64);
+  const std::vector<double>& p = RealPositions();
+  std::vector<double> cos(p.size() * 32), sin(p.size() * 32);
+  ComputeRopeTables(spec, f, Positions::Reals(p), ExecutionOptions(),
+                    absl::MakeSpan(cos), absl::MakeSpan(sin));
+  double worst = 0;
+  for (size_t t = 0; t < p.size(); ++t) {
+    for (int64_t i = 0; i < 32; ++i) {
+      const Quad angle = RealAngle(f.inv_freq[i], p[t]);
+      worst = std::max(worst, std::fabs(cos[t * 32 + i] - double(cosq(angle))));
+      worst = std::max(worst, std::fabs(sin[t * 32 + i] - double(sinq(angle))));
+    }
+  }
+  EXPECT_LE(worst, 4e-16);
+}
+
+TEST(Float64RopeTables, RealPositionsAreExactFarBeyondTheDoubleProduct) {
+  // At p = 1e15 + 0.5 the double product p·θ_0 is off by up to 0.06 rad;
+  // float32 tables now carry the exact angle too.
+  RopeSpec spec;
+  spec.rotary_dim = 2;
+  const RopeFrequencies f = Frequencies(spec, 2);
+  const std::vector<double> p = {1e15 + 0.5};
+  std::vector<float> cos(1), sin(1);
+  ComputeRopeTables(spec, f, Positions::Reals(p), ExecutionOptions(),
+                    absl::MakeSpan(cos), absl::MakeSpan(sin));
+  const Quad angle = RealAngle(f.inv_freq[0], p[0]);
+  EXPECT_NEAR(cos[0], double(cosq(angle)), 6e-8);
+  EXPECT_NEAR(sin[0], double(sinq(angle)), 6e-8);
+}
+
+TEST(Float64ApplyRope, RotatedPairsWithin4UlpOfTheLargerInput) {
+  constexpr int64_t kDim = 64;
+  RopeSpec spec;
+  spec.base = 10000.0;
+  const RopeFrequencies f = Frequencies(spec, kDim);
+  const std::vector<int64_t>& p = HardPositions();
+  const int64_t tokens = static_cast<int64_t>(p.size());
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> dist(-3.0, 3.0);
+  std::vector<double> q(tokens * kDim);
+  for (double& v : q) v = dist(rng);
+  std::vector<double> out(q.size());
+  RopeOperand query{.dtype = DType::kFloat64, .num_tokens = tokens, .num_heads = 1,
+                    .head_dim = kDim, .in = BytesOf(q), .out = MutableBytesOf(out)};
+  PHASOR_ASSERT_OK(ValidateRopeOperands(query, nullptr, tokens));
+  ApplyRope(spec, f, Positions::Integers(p), ExecutionOptions(), query, nullptr);
+  double worst_ulps = 0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const std::vector<double> x(q.begin() + t * kDim, q.begin() + (t + 1) * kDim);
+    std::vector<Quad> exact;
+    QuadRotate(x, f, p[t], kDim, &exact);
+    for (int64_t i = 0; i < kDim / 2; ++i) {
+      const double unit = Ulp(std::max(std::fabs(x[i]), std::fabs(x[i + kDim / 2])));
+      for (int64_t j : {i, i + kDim / 2}) {
+        worst_ulps = std::max(
+            worst_ulps, double(fabsq(Quad(out[t * kDim + j]) - exact[j])) / unit);
+      }
+    }
+  }
+  EXPECT_LE(worst_ulps, 4.0);
+}
+
+TEST(Float64ApplyRope, InPlaceMisalignedAndParallelGiveTheSameBytes) {
+  constexpr int64_t kTokens = 300, kHeads = 3, kDim = 16;
+  RopeSpec spec;
+  spec.layout = RopeLayout::kInterleaved;
+  std::vector<int64_t> p(kTokens);
+  for (int64_t i = 0; i < kTokens; ++i) p[i] = i;
+  const RopeFrequencies f = Frequencies(spec, kDim);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<double> q(kTokens * kHeads * kDim);
+  for (double& v : q) v = dist(rng);
+  std::vector<double> out(q.size());
+  RopeOperand base{.dtype = DType::kFloat64, .num_tokens = kTokens, .num_heads = kHeads,
+                   .head_dim = kDim, .in = BytesOf(q), .out = MutableBytesOf(out)};
+  ApplyRope(spec, f, Positions::Integers(p), ExecutionOptions(), base, nullptr);
+
+  std::vector<double> in_place = q;
+  RopeOperand same = base;
+  same.in = BytesOf(in_place);
+  same.out = MutableBytesOf(in_place);
+  ExecutionOptions threads;
+  threads.max_threads = 4;
+  threads.grain_elements = 64;
+  ApplyRope(spec, f, Positions::Integers(p), threads, same, nullptr);
+  EXPECT_EQ(std::memcmp(in_place.data(), out.data(), out.size() * 8), 0);
+
+  std::vector<uint8_t> shifted_in(q.size() * 8 + 1), shifted_out(q.size() * 8 + 1);
+  std::memcpy(shifted_in.data() + 1, q.data(), q.size() * 8);
+  RopeOperand odd = base;
+  odd.in = absl::MakeConstSpan(shifted_in).subspan(1);
+  odd.out = absl::MakeSpan(shifted_out).subspan(1);
+  ApplyRope(spec, f, Positions::Integers(p), ExecutionOptions(), odd, nullptr);
+  EXPECT_EQ(std::memcmp(shifted_out.data() + 1, out.data(), out.size() * 8), 0);
+}
+
+}  // namespace float64_output
 
 }  // namespace
 }  // namespace phasor

@@ -1,18 +1,21 @@
-#include "core/sinusoidal.h"
+#include "core/positional/sinusoidal.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <numeric>
+#include <random>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "core/describe.h"
-#include "core/exact_angle.h"
+#include "core/math/exact_angle.h"
+#include "core/positional/describe.h"
+#include "core/positional/learned.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hwy/targets.h"
@@ -48,8 +51,8 @@ long double Reference(int64_t t, int64_t col, int64_t dim, long double base) {
   return col % 2 == 0 ? sinl(angle) : cosl(angle);
 }
 
-// seed-vectors.md, d = 16: pe[5] to 4 decimals (the formula's values, not
-// the misprinted pairs 1 and 2 of the published printout).
+// Reference row, d = 16: pe[5] to 4 decimals (the formula's values, not
+// the misprinted pairs 1 and 2 of a widely copied printout).
 TEST(SinusoidalTest, SeedRowFiveOfDim16) {
   const std::vector<float> pe = Encode({.dim = 16}, Iota(0, 50));
   const std::vector<float> expected = {-0.9589, 0.2837, 0.9999, -0.0103, 0.4794, 0.8776,
@@ -77,7 +80,7 @@ TEST(SinusoidalTest, NearestNeighbourRecoversEveryRow) {
   }
 }
 
-// seed-vectors.md, d = 32, 1-based rows 1..64.
+// Reference rows, d = 32, 1-based rows 1..64 (the formula's values).
 TEST(SinusoidalTest, SeedRowsOfDim32) {
   const std::vector<float> pe = Encode({.dim = 32}, Iota(1, 65));
   EXPECT_THAT(std::vector<float>(pe.begin(), pe.begin() + 6),
@@ -88,7 +91,7 @@ TEST(SinusoidalTest, SeedRowsOfDim32) {
                                           0.983524, 0.180776}));
 }
 
-// PE_t · PE_{t+k} = Σ_j cos(ω_j k), independent of t (seed-vectors.md).
+// PE_t · PE_{t+k} = Σ_j cos(ω_j k), independent of t (Vaswani et al. §3.5).
 TEST(SinusoidalTest, DotProductDependsOnOffsetOnly) {
   const int64_t d = 32;
   const std::vector<float> pe = Encode({.dim = d}, Iota(0, 80));
@@ -124,8 +127,8 @@ TEST(SinusoidalTest, SeedWavelengthsAndDistances) {
   EXPECT_NEAR(d->wavelengths[15], 35332.94752055899, 1e-8);
   EXPECT_NEAR(d->unambiguous_range, 35332.94752055899, 1e-8);
   EXPECT_LT(d->unambiguous_range, 2 * M_PI * 1e4);  // Design bound 2π·base.
-  // seed-vectors.md labels these ‖PE_t − PE_{t+k}‖², but its figures are the
-  // norms themselves (the square roots of Σ(2 − 2cos)); we check the norms.
+  // Reference tables label these ‖PE_t − PE_{t+k}‖², but their figures are
+  // the norms themselves (the square roots of Σ(2 − 2cos)); we check the norms.
   // Pair 4 alone at k = 63, and all 16 pairs at k = 63.
   EXPECT_NEAR(std::sqrt(2 - 2 * std::cos(omega[4] * 63)), 0.016814494734299912, 1e-12);
   double all = 0;
@@ -224,7 +227,7 @@ TEST(SinusoidalTest, ContentIsScaledAndAddedInTheSamePass) {
   for (int i = 0; i < 8; ++i) EXPECT_FLOAT_EQ(out[i], content[i] * 2.0f + pe[i]);
 }
 
-// DESIGN §4: float32 within 2e-6 of a long-double reference for |t| <= 2^31.
+// The float32 contract: within 2e-6 of a long-double reference for |t| <= 2^31.
 // float32 angle arithmetic at 2^24 + 1 is off by 0.885 in sin; we are not.
 // The row loops run on whichever SIMD target the CPU offers best; every
 // target computes the same operations (no fused multiply-adds), so each
@@ -360,7 +363,7 @@ TEST(SinusoidalTest, ValidationNamesTheField) {
 
 
 // ---------------------------------------------------------------------------
-// Frequencies correctly rounded; every int64 position exact (issue 11).
+// Frequencies correctly rounded; every int64 position exact.
 
 TEST(SinusoidalPrecision, FrequenciesAreTheNearestDoublesOfTheFormula) {
   int64_t checked = 0;
@@ -400,7 +403,7 @@ TEST(SinusoidalPrecision, Tensor2TensorDimTwoIsTheSingleFrequencyOne) {
   EXPECT_FLOAT_EQ(out[3], static_cast<float>(std::cos(3.0)));
 }
 
-std::vector<int64_t> IssuePositions() {
+std::vector<int64_t> HardPositions() {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
   return {(int64_t{1} << 24) + 1, (int64_t{1} << 31) - 1, -(int64_t{1} << 31),
@@ -415,7 +418,7 @@ TEST(SinusoidalPrecision, EveryInt64PositionIsExact) {
   for (FrequencyScheme scheme : {FrequencyScheme::kVaswani, FrequencyScheme::kTensor2Tensor}) {
     const SinusoidalSpec spec{.dim = 64, .frequencies = scheme};
     const std::vector<double> omega = SinusoidalFrequencies(spec);
-    const std::vector<int64_t> pos = IssuePositions();
+    const std::vector<int64_t> pos = HardPositions();
     std::vector<float> out(pos.size() * 64);
     EncodeSinusoidal(spec, Positions::Integers(pos), {}, 1.0f, {}, absl::MakeSpan(out));
     double worst_double = 0, worst_float = 0;
@@ -462,6 +465,144 @@ TEST(SinusoidalPrecision, LadderRunsAtTheEndsOfInt64) {
     EXPECT_LE(worst, 7e-8) << "first " << first;
   }
 }
+
+// Float64 outputs against __float128 (every row exact).
+namespace float64_output {
+
+
+using ::phasor::testing::Quad;
+using ::phasor::testing::QuadCos;
+using ::phasor::testing::QuadSin;
+using ::phasor::testing::ReduceTwoPi;
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+
+// The positions where a double or float32 angle goes wrong (2^24 + 1,
+// 2^53 ± 1, the ends of int64), and their neighbours.
+const std::vector<int64_t>& HardPositions() {
+  static const std::vector<int64_t> positions = {
+      0,         1,         -1,         (int64_t{1} << 24) + 1, (int64_t{1} << 31) - 1,
+      -(int64_t{1} << 31), (int64_t{1} << 53) - 1, (int64_t{1} << 53) + 1,
+      1234567890123456789, kInt64Max, kInt64Min,  kInt64Min + 1};
+  return positions;
+}
+
+// Real positions with a fraction, up to 2^52 (where doubles still have one).
+const std::vector<double>& RealPositions() {
+  static const std::vector<double> positions = {
+      0.5, -3.25, 1e6 + 0.125, 0x1p40 + 0.375, -(0x1p45 + 0.75), 1e15 + 0.5,
+      0x1p52 + 0.5, 123456.789};
+  return positions;
+}
+
+// Exact cos/sin of p·θ for a real p: the product of two doubles is exact in
+// __float128 (106 of its 113 bits).
+Quad RealAngle(double theta, double p) { return ReduceTwoPi(Quad(p) * Quad(theta)); }
+
+double Ulp(double x) {
+  x = std::fabs(x);
+  return std::nextafter(x, std::numeric_limits<double>::infinity()) - x;
+}
+
+
+
+TEST(Float64Sinusoid, IntegerPositionsWithin4e16OfExact) {
+  for (SinusoidalLayout layout :
+       {SinusoidalLayout::kInterleaved, SinusoidalLayout::kSplitSinCos}) {
+    const SinusoidalSpec spec{.dim = 64, .base = 10000.0, .layout = layout};
+    const std::vector<double> omega = SinusoidalFrequencies(spec);
+    const std::vector<int64_t>& p = HardPositions();
+    std::vector<double> out(p.size() * 64);
+    EncodeSinusoidal(spec, Positions::Integers(p), {}, 1.0, ExecutionOptions(),
+                     absl::MakeSpan(out));
+    double worst = 0;
+    for (size_t t = 0; t < p.size(); ++t) {
+      for (int64_t k = 0; k < 32; ++k) {
+        const int64_t sin_col = layout == SinusoidalLayout::kInterleaved ? 2 * k : k;
+        const int64_t cos_col = layout == SinusoidalLayout::kInterleaved ? 2 * k + 1 : 32 + k;
+        worst = std::max(worst, std::fabs(out[t * 64 + sin_col] -
+                                          double(QuadSin(omega[k], p[t]))));
+        worst = std::max(worst, std::fabs(out[t * 64 + cos_col] -
+                                          double(QuadCos(omega[k], p[t]))));
+      }
+    }
+    EXPECT_LE(worst, 4e-16);
+  }
+}
+
+TEST(Float64Sinusoid, ConsecutiveRowsAreExactNotLadderSteps) {
+  // 0..999 is the progression float32 fills by angle addition (~1e-9
+  // drift); float64 evaluates every row exactly.
+  const SinusoidalSpec spec{.dim = 16, .base = 10000.0};
+  const std::vector<double> omega = SinusoidalFrequencies(spec);
+  std::vector<int64_t> p(1000);
+  for (int64_t i = 0; i < 1000; ++i) p[i] = 1'000'000'000 + i;
+  std::vector<double> out(p.size() * 16);
+  EncodeSinusoidal(spec, Positions::Integers(p), {}, 1.0, ExecutionOptions(),
+                   absl::MakeSpan(out));
+  double worst = 0;
+  for (size_t t = 0; t < p.size(); ++t) {
+    for (int64_t k = 0; k < 8; ++k) {
+      worst = std::max(worst, std::fabs(out[t * 16 + 2 * k] - double(QuadSin(omega[k], p[t]))));
+    }
+  }
+  EXPECT_LE(worst, 4e-16);
+}
+
+TEST(Float64Sinusoid, RealPositionsWithin4e16OfExact) {
+  const SinusoidalSpec spec{.dim = 32, .base = 10000.0};
+  const std::vector<double> omega = SinusoidalFrequencies(spec);
+  const std::vector<double>& p = RealPositions();
+  std::vector<double> out(p.size() * 32);
+  EncodeSinusoidal(spec, Positions::Reals(p), {}, 1.0, ExecutionOptions(),
+                   absl::MakeSpan(out));
+  double worst = 0;
+  for (size_t t = 0; t < p.size(); ++t) {
+    for (int64_t k = 0; k < 16; ++k) {
+      const Quad angle = RealAngle(omega[k], p[t]);
+      worst = std::max(worst, std::fabs(out[t * 32 + 2 * k] - double(sinq(angle))));
+      worst = std::max(worst, std::fabs(out[t * 32 + 2 * k + 1] - double(cosq(angle))));
+    }
+  }
+  EXPECT_LE(worst, 4e-16);
+}
+
+TEST(Float64Sinusoid, FloatOutputIsTheDoubleRoundedOnceForExactRows) {
+  // Irregular positions take the exact row on both paths: float32 is the
+  // double value rounded once.
+  const SinusoidalSpec spec{.dim = 8, .base = 500.0};
+  const std::vector<int64_t> p = {7, -100000, 3, kInt64Max, 42};
+  std::vector<double> wide(p.size() * 8);
+  std::vector<float> narrow(p.size() * 8);
+  EncodeSinusoidal(spec, Positions::Integers(p), {}, 1.0, ExecutionOptions(),
+                   absl::MakeSpan(wide));
+  EncodeSinusoidal(spec, Positions::Integers(p), {}, 1.0f, ExecutionOptions(),
+                   absl::MakeSpan(narrow));
+  for (size_t i = 0; i < wide.size(); ++i) {
+    EXPECT_EQ(narrow[i], static_cast<float>(wide[i])) << i;
+  }
+}
+
+TEST(Float64Sinusoid, ContentIsAddedInDouble) {
+  const SinusoidalSpec spec{.dim = 4, .base = 10000.0};
+  const std::vector<int64_t> p = {5, 6};
+  const std::vector<double> content = {0.1, 1e-17, -2.5, 1.0 / 3.0,
+                                       1e300, -0.0, 7.0, 0.2};
+  std::vector<double> pe(8), out(8);
+  EncodeSinusoidal(spec, Positions::Integers(p), {}, 1.0, ExecutionOptions(),
+                   absl::MakeSpan(pe));
+  EncodeSinusoidal(spec, Positions::Integers(p), content, 0.75, ExecutionOptions(),
+                   absl::MakeSpan(out));
+  // One rounding of content·scale + pe (two without FMA): within an ulp of
+  // the larger term, in double.
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double bound = Ulp(std::max(std::fabs(content[i] * 0.75), std::fabs(pe[i])));
+    EXPECT_NEAR(out[i], content[i] * 0.75 + pe[i], bound) << i;
+  }
+}
+
+}  // namespace float64_output
 
 }  // namespace
 }  // namespace phasor

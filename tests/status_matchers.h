@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -14,7 +14,7 @@
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "core/compose.h"
+#include "core/temporal/compose.h"
 #include "gtest/gtest.h"
 
 namespace phasor {

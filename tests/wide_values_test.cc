@@ -1,4 +1,4 @@
-#include "core/wide_values.h"
+#include "core/temporal/wide_values.h"
 
 #include <cmath>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "core/observations.h"
+#include "core/temporal/observations.h"
 #include "gtest/gtest.h"
 #include "tests/hwy_targets.h"
 

@@ -26,9 +26,9 @@
 #include "client/cli/common.h"
 #include "client/cli/panel_csv.h"
 #include "client/tensor_io.h"
-#include "core/errors.h"
-#include "core/file.h"
-#include "core/status_macros.h"
+#include "core/base/errors.h"
+#include "core/base/file.h"
+#include "core/base/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "client/tensor_io.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
 
 ABSL_FLAG(std::string, target, "localhost:50051",
           "Server address: host:port, dns:///host:port (with "

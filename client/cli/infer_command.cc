@@ -22,8 +22,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cli/common.h"
-#include "core/file.h"
-#include "core/status_macros.h"
+#include "core/base/file.h"
+#include "core/base/status_macros.h"
 #include "inference/grpc_service.grpc.pb.h"
 
 ABSL_FLAG(std::string, model, "",

@@ -14,7 +14,7 @@
 #include "absl/time/time.h"
 #include "client/csv_reader.h"
 #include "client/tensor_io.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
 
 namespace phasor::cli {
 namespace {

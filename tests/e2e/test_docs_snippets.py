@@ -31,7 +31,7 @@ QUOTABLE = {
     "tests/e2e/java/PhasorJavaExample.java": "java_example",
     "client/encoder_client.cc": "e2e_client_cli, client_panel_test",
     "client/tensor_io.cc": "client_tensor_io_test",
-    "core/dtype.h": "dtype_test",
+    "core/adapters/dtype.h": "dtype_test",
     "proto/CMakeLists.txt": "every build",
 }
 NOT_RUN_LANGUAGES = {"xml", "groovy", "kotlin"}

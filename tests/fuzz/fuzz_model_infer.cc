@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
+#include "core/adapters/dtype.h"
 #include "inference/grpc_service.pb.h"
 #include "server/convert.h"
 #include "server/inference_convert.h"

@@ -7,8 +7,8 @@
 #include <cstdlib>
 
 #include "absl/strings/string_view.h"
-#include "core/dtype.h"
-#include "core/tensor_file.h"
+#include "core/adapters/dtype.h"
+#include "core/io/tensor_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "absl/strings/string_view.h"
-#include "core/tensor_file.h"
+#include "core/io/tensor_file.h"
 
 namespace {
 

@@ -10,7 +10,9 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "core/calendar.h"
+#include "core/temporal/calendar.h"
+#include "core/temporal/time_zone.h"
+#include "core/temporal/local_time.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string name(reinterpret_cast<const char*>(data), size);

@@ -13,8 +13,9 @@
 
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "core/calendar.h"
-#include "core/observations.h"
+#include "core/temporal/local_time.h"
+#include "core/temporal/observations.h"
+#include "core/temporal/time_zone.h"
 
 namespace {
 

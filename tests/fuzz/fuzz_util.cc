@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "google/protobuf/text_format.h"
-#include "core/dtype.h"
+#include "core/adapters/dtype.h"
 #include "phasor/v1/encoder.pb.h"
 #include "server/convert.h"
 

@@ -40,7 +40,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "common/uninitialized_string.h"
-#include "core/compose.h"
+#include "core/temporal/compose.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
 

@@ -24,7 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "gmock/gmock.h"
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"

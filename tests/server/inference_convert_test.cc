@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
+#include "core/adapters/dtype.h"
 #include "gmock/gmock.h"
 
 namespace phasor::server::testing {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/relative_bias.h"
+#include "core/adapters/dtype.h"
+#include "core/relative/relative_bias.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/server/test_util.h"

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/compose.h"
-#include "core/dtype.h"
+#include "core/adapters/dtype.h"
+#include "core/temporal/compose.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
