@@ -46,6 +46,9 @@ packages=(
   # server/holidays/gen_builtin_holidays.py (python3-holidays 0.10.1), and
   # the test that compares them with the library.
   python3-holidays
+  # docs/pictures/draw.py, which draws the docs' figures from a running
+  # server, and its e2e test (e2e_pictures), part of every ctest run.
+  python3-matplotlib
 )
 case "${1:-}" in
   "") ;;
