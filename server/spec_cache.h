@@ -3,8 +3,8 @@
 // layout), so that calls repeating a spec — the common case: a client sends
 // the same spec with every chunk of its data — skip that work.
 //
-// Keys are client bytes, so the cache is bounded twice (DESIGN §4: no
-// client-chosen string kept without bound): at most `max_entries` entries,
+// Keys are client bytes, so the cache is bounded twice (the server keeps
+// no client-chosen string without bound, docs/SECURITY.md): at most `max_entries` entries,
 // and at most `max_bytes` charged in total, an entry being charged its key
 // plus the bytes its value says it holds. An entry charged more than
 // max_bytes / 8 is not kept at all (one request cannot flush the cache), and

