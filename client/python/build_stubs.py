@@ -14,6 +14,9 @@ protobuf-compiler-grpc), the same protoc that builds the C++ stubs, so the
 generated code matches Debian's python3-protobuf runtime (3.21). Inputs:
 
   proto/phasor/v1/encoder.proto        the API (package phasor.v1)
+  proto/inference/grpc_service.proto   the Open Inference Protocol (package
+                                        inference), for the shared-memory
+                                        calls (phasor_client/shm.py)
   <jar>:google/rpc/{status,error_details}.proto
                                         google.rpc.Status and its details,
                                         googleapis' complete files from
@@ -69,12 +72,13 @@ STUB_PACKAGE = "_proto"
 SERVICE_CONFIG = "service_config.json"
 
 # (include root key, proto path, has a service).
-_API_PROTOS = ("phasor/v1/encoder.proto",)
+_API_PROTOS = ("phasor/v1/encoder.proto", "inference/grpc_service.proto")
 _GOOGLEAPIS_PROTOS = ("google/rpc/status.proto",
                       "google/rpc/error_details.proto")
 _STANDARD_PROTOS = ("grpc/health/v1/health.proto",
                     "grpc/reflection/v1alpha/reflection.proto")
-_WITH_SERVICES = ("phasor/v1/encoder.proto", "grpc/health/v1/health.proto",
+_WITH_SERVICES = ("phasor/v1/encoder.proto", "inference/grpc_service.proto",
+                  "grpc/health/v1/health.proto",
                   "grpc/reflection/v1alpha/reflection.proto")
 # google/protobuf/any.proto (imported by google/rpc/status.proto) comes from
 # Debian's libprotobuf-dev; its module is protobuf's own google.protobuf.

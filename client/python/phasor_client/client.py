@@ -26,7 +26,8 @@ health and reflection), _positional.py (positions, ALiBi, relative bias,
 describe), _rope.py (apply_rope, rope_tables), _observations.py (one
 series), _panel_calls.py (panels, cut to fit the message limits, with the
 plan in _panel.py), _streams.py (the streaming calls) and frame.py
-(DataFrames).
+(DataFrames); shm.py the same large calls through shared memory
+(shared_memory()).
 
 Thread-safety: an EncoderClient may be shared by threads (grpc channels are).
 """
@@ -34,6 +35,7 @@ Thread-safety: an EncoderClient may be shared by threads (grpc channels are).
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import (TYPE_CHECKING, Any, Hashable, Iterable, Iterator, List,
                     Mapping, Optional, Sequence, Tuple, Union)
 
@@ -57,6 +59,8 @@ from .tensors import DTypeLike
 
 if TYPE_CHECKING:  # pandas is optional (the "pandas" extra).
     import pandas as pd
+
+    from .shm import SharedMemorySession
 
 __all__ = [
     "DEFAULT_SERVICE_CONFIG", "AlibiResult", "ArrayLike", "BlockLike",
@@ -132,6 +136,9 @@ class EncoderClient:
         # (see _panel_calls.py); guarded because the client may be shared.
         self._panel_widths = {}
         self._panel_widths_lock = threading.Lock()
+        # Sessions of shared_memory(), closed (regions unregistered and
+        # unlinked) before the channel.
+        self._shm_sessions = weakref.WeakSet()
         self._channel, self._metadata, self._stub = _channel.open_channel(
             target, max_message_bytes=max_message_bytes, tls=tls,
             tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
@@ -142,7 +149,13 @@ class EncoderClient:
 
     def close(self) -> None:
         """Closes the channel: calls still in flight are cancelled and the
-        client makes no further calls."""
+        client makes no further calls. Its shared_memory() sessions are
+        closed first."""
+        for session in list(self._shm_sessions):
+            try:
+                session.close()
+            except PhasorError:  # The server is gone: its regions with it.
+                pass
         self._channel.close()
 
     def __enter__(self) -> EncoderClient:
@@ -150,6 +163,23 @@ class EncoderClient:
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
+
+    def shared_memory(self, *, key_prefix: str = "/phasor",
+                      copy: bool = False) -> SharedMemorySession:
+        """A SharedMemorySession (phasor_client/shm.py): apply_rope,
+        encode_panel and encode_frame of a profile through the Open
+        Inference Protocol with inputs and outputs in a POSIX shared-memory
+        region, for a client on the server's host (a server started with
+        --system_shared_memory=true; key_prefix must match its
+        --shared_memory_key_prefix). Results are views of the region, valid
+        until the session's next call or close(), unless copy=True. Close
+        the session (or use it in a `with`) to unregister and unlink the
+        region; closing this client closes it too.
+        """
+        from .shm import SharedMemorySession
+        session = SharedMemorySession(self, key_prefix=key_prefix, copy=copy)
+        self._shm_sessions.add(session)
+        return session
 
     def _call(self, method, request):
         """One unary call with the client's deadline and metadata; a failed
