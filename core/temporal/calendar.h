@@ -6,53 +6,19 @@
 //
 // Civil time = F(absolute time, time zone) through absl::TimeZone and the
 // system tzdata (core/temporal/local_time.h; zones by name in
-// core/temporal/time_zone.h). The zone defaults to UTC; the server's local
-// zone is never used ("", "UTC" mean UTC; "localtime", paths and names with
-// ".." are rejected).
+// core/temporal/time_zone.h, which rejects "localtime", paths and "..").
 //
-// Fields, their civil value v (INDEX), zero-based x, GluonTS n and the
-// calendar-true CYCLIC period P:
-//   second_of_minute  v = second 0..59        x = v     n = 60   P = 60
-//   minute_of_hour    v = minute 0..59        x = v     n = 60   P = 60
-//   hour_of_day       v = hour 0..23          x = v     n = 24   P = 24
-//   day_of_week       v = 0..6, Monday = 0    x = v     n = 7    P = 7
-//   day_of_month      v = 1..31               x = v−1   n = 31   P = days in that month
-//   day_of_year       v = 1..366              x = v−1   n = 366  P = 365 or 366 (that year)
-//   week_of_year      v = ISO week 1..53      x = v−1   n = 53   P = 52 or 53 (ISO weeks in the ISO year)
-//   month_of_year     v = 1..12               x = v−1   n = 12   P = 12
-//   quarter           v = 1..4                x = v−1   n = 4    P = 4
-//   year              v = year (local)        x = v − min_year, n − 1 = max_year − min_year
-//   iso_year          v = ISO-8601 year       x = v − min_year, n − 1 = max_year − min_year
-// and the flags, one 0/1 column under every encoding, as pandas' Series.dt
-// accessors define them on the local date (pandas/_libs/tslibs/fields.pyx
-// get_start_end_field; is_weekend as sktime's DateTimeFeatures, weekday ≥ 5):
-//   is_weekend        Saturday or Sunday
-//   is_month_start    day 1                   is_month_end    last day of the month
-//   is_quarter_start  day 1 of Jan/Apr/Jul/Oct
-//   is_quarter_end    last day of Mar/Jun/Sep/Dec
-// The years have no period: under CYCLIC they take their LINEAR column.
-// Their LINEAR column needs the stated range [min_year, max_year] (min_year
-// → −0.5, max_year → +0.5, extrapolated beyond it, never clipped).
-// Encodings:
-//   CYCLIC  sin(2π·x/P), cos(2π·x/P)   (2 columns)
-//   LINEAR  x/(n−1) − 0.5              (1 column; GluonTS
-//           gluonts/time_feature/_base.py, e.g. DayOfMonth (day − 1)/30 − 0.5;
-//           quarter, absent there, follows the same rule)
-//   INDEX   v                          (1 column; integer, for embedding tables;
-//           the raw numbering of Informer's time_features(timeenc=0));
-//           with zero_based_index x instead, GluonTS's *_index features
-//           (gluonts/time_feature/_base.py, e.g. DayOfMonthIndex = day − 1;
-//           year − min_year for the years)
-// Fourier order K of a cyclic field (CYCLIC only): 2K columns, harmonics
-//   k = 1..K: sin(2π·k·x/P), cos(2π·k·x/P), as Prophet's seasonalities
-//   (prophet/forecaster.py fourier_series) and statsmodels'
-//   CalendarFourier (statsmodels/tsa/deterministic.py) write them; K = 1 is
-//   the plain CYCLIC pair. The angle is 2π·((k·x) mod P)/P, the same value.
-// With `fractional`, CYCLIC and LINEAR add the elapsed part of the field's unit
-// by the local clock: hour 9:30 → 9.5, day_of_week Tuesday 18:00 → 1.75,
-// month_of_year on day d at clock time h → m−1 + (d−1 + h/24)/days_in_month.
-// Then the UTC offset in hours (e.g. −5, +5.75) and a DST flag (tzdata's
-// is_dst) when asked, and the holiday kernel (holidays.h) of the local date.
+// What each field, encoding, flag and option means — civil value v,
+// zero-based x, GluonTS n, calendar-true period P, fractional parts,
+// Fourier harmonics, year ranges, DST days — is stated once, in
+// proto/phasor/v1/encoder.proto (message CalendarBlock and its fields);
+// this encoder computes exactly that. Its C++ contract:
+// ValidateCalendarBlock checks a CalendarBlock (a Status naming the field),
+// width() is the number of columns, and Writer::Encode writes one row's
+// columns in the proto's order (fields as given, then UTC offset in hours, DST flag,
+// holiday columns of holidays.h). Under combine SUM (compose.h) each field
+// adds Informer's fixed embedding row PE(v) of width d_model instead (Zhou
+// et al. 2021, models/embed.py FixedEmbedding).
 //
 // Accuracy: with SinusoidAccuracy::kFloat64 (float64 outputs) a CYCLIC
 // field's phase x/P is an exact ratio of integers (fractional ones counted
@@ -63,11 +29,6 @@
 // __float128). kFloat32 forms 2π·x/P in double (up to ~1e-15 off near a
 // full turn), invisible in float32. LINEAR is x/(n−1) − 0.5 in double (a
 // few ulp), INDEX, the DST flag exact, the UTC offset correctly rounded.
-//
-// Combine SUM (compose.h) uses Informer's fixed embedding instead
-// (Zhou et al. 2021, models/embed.py FixedEmbedding/TemporalEmbedding): each
-// field adds the sinusoid row PE(v) of width d_model,
-//   PE(v)[2i] = sin(v·ω_i), PE(v)[2i+1] = cos(v·ω_i), ω_i = 10000^(−2i/d_model).
 //
 // Speed: calendar conversion is the hot path. A Writer's LocalTimeCursor
 // (core/temporal/local_time.h) costs one absl::TimeZone lookup per zone

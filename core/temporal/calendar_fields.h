@@ -6,7 +6,7 @@
 // encoder and its per-thread writer (core/temporal/calendar.cc) and the
 // fields' cycle tables (calendar_fields.cc): each field's civil value v, its
 // zero-based x = v − base, its GluonTS count n and its calendar-true period
-// P (the table in core/temporal/calendar.h), the elapsed fraction of its unit
+// P (defined in proto/phasor/v1/encoder.proto, message CalendarBlock), the elapsed fraction of its unit
 // by the local clock, and the angle 2π·((k·x) mod P)/P of harmonic k.
 // core/temporal/calendar_angles.cc spells the same operations out per field
 // in vectors; a change here is a change there.
