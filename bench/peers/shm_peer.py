@@ -1,0 +1,284 @@
+"""The large calls from Python through shared memory, loopback TCP and a
+Unix socket, side by side with the core's own time for the same work.
+
+Two workloads:
+  P     workload P (bench/peers/panel_peer.py's docstring: 10,000 series x
+        100 rows x 3 channels, F = 21 float32 columns), encode_panel of a
+        profile holding P's spec; the core's time is bench/panel_bench's
+        panel/threads=N (one EncodePanel into a caller-owned buffer).
+  rope  ApplyRope of one fp32 query [1, 32, 4096, 128] (HF's [B, H, T, D],
+        64 MiB in and 64 MiB out) and of the same bytes as [4096, 32, 128]
+        ([T, H, D], the kernel's own order), positions 0..4095, plain RoPE
+        (half layout); the kernel's time is bench/rope_bench's
+        rope/dtype=fp32/layout=half/scaling=none/pos=contiguous/T=4096/
+        freq=cached/threads=N.
+
+Ways from Python (/usr/bin/python3, phasor_client):
+  shm        EncoderClient.shared_memory(): ModelInfer with inputs and
+             outputs in a reused POSIX shared-memory region, its gRPC
+             control messages over the Unix socket; results are views of
+             the region (copy=False, the default)
+  shm_copy   the same with copy=True (results copied out of the region)
+  tcp        the native call (encode_panel / apply_rope) over 127.0.0.1
+  unix       the native call over unix:<socket>
+
+Two phasor-servers with the same flags (--threads=N,
+--system_shared_memory=true, a profile file with "p" and "rope") are
+started, one on a free 127.0.0.1 port, one on a Unix socket in a fresh
+temporary directory, and stopped by pid. Rounds: every way once per round,
+the order rotating from round to round, --rounds rounds after one warm-up
+call each; the figure of a way is its median. The core programs run
+--repetitions times before the Python rounds and again after them (the
+median of both sets), so that a shared host's load drifts into both sides.
+Every way's result is checked byte for byte against tcp's.
+
+Prints a table and writes JSON (--out): medians, ratios to the core, the
+machine's load before and after.
+
+  /usr/bin/python3 bench/peers/shm_peer.py --build build --threads 2
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+import panel_peer
+
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                             "..", "..", "build", "python"))
+from phasor_client import EncoderClient  # noqa: E402
+
+PROFILES = (
+    'profile { name: "p" spec { %s } }\n'
+    'profile { name: "rope" spec { rope { } } }\n' % panel_peer.SPEC)
+STARTUP_TIMEOUT_S = 30.0
+ROPE_SHAPE = (1, 32, 4096, 128)
+CORE_PANEL = "panel/threads={threads}"
+CORE_ROPE = ("rope/dtype=fp32/layout=half/scaling=none/pos=contiguous/"
+             "T=4096/freq=cached/threads={threads}")
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Server:
+    """phasor-server on `address` (host:port or unix:path), stopped by its
+    pid."""
+
+    def __init__(self, binary, address, target, flags):
+        self.log = tempfile.TemporaryFile(mode="w+")
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("PHASOR_")}
+        self.process = subprocess.Popen(
+            [binary, f"--grpc_address={address}", "--metrics_address=",
+             *flags], stdout=self.log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env=env)
+        self.target = target
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        with EncoderClient(target, deadline_seconds=2) as client:
+            while True:
+                if self.process.poll() is not None:
+                    self.log.seek(0)
+                    raise RuntimeError("phasor-server exited:\n" +
+                                       self.log.read())
+                try:
+                    if client.health() == "SERVING":
+                        return
+                except Exception:  # Not listening yet.
+                    pass
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError("phasor-server not SERVING")
+                time.sleep(0.05)
+
+    def stop(self):
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.log.close()
+
+
+def core_times(program, name, threads, repetitions):
+    """Seconds per call of one Google Benchmark of `program`, one figure
+    per repetition."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run(
+            [program, f"--phasor_threads={threads}",
+             f"--benchmark_filter=^{name}/real_time$",
+             f"--benchmark_repetitions={repetitions}",
+             "--benchmark_min_time=0.5", f"--benchmark_out={out.name}",
+             "--benchmark_out_format=json"],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        rows = json.load(open(out.name))["benchmarks"]
+    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+    times = [row["real_time"] * scale[row["time_unit"]] for row in rows
+             if row.get("run_type") == "iteration"]
+    if not times:
+        sys.exit(f"{program}: no benchmark named {name}")
+    return times
+
+
+def rounds(ways, count):
+    """{way: [seconds]}: each way once per round, the order rotating."""
+    names = list(ways)
+    for name in names:  # Warm-up: channels, regions, widths, page faults.
+        ways[name]()
+    times = {name: [] for name in names}
+    for r in range(count):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            start = time.perf_counter()
+            ways[name]()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def same_bytes(label, got, want):
+    got, want = np.ascontiguousarray(got), np.ascontiguousarray(want)
+    if got.dtype != want.dtype or got.shape != want.shape or \
+            got.tobytes() != want.tobytes():
+        sys.exit(f"{label}: differs from the TCP result")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default="build",
+                        help="build tree with server/phasor-server and "
+                             "bench/{panel,rope}_bench")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--repetitions", type=int, default=5,
+                        help="core benchmark repetitions, before and after")
+    parser.add_argument("--series", type=int, default=10000)
+    parser.add_argument("--out", help="write the JSON here")
+    args = parser.parse_args()
+    binary = os.path.join(args.build, "server", "phasor-server")
+    panel_bench = os.path.join(args.build, "bench", "panel_bench")
+    rope_bench = os.path.join(args.build, "bench", "rope_bench")
+    core_panel = CORE_PANEL.format(threads=args.threads)
+    core_rope = CORE_ROPE.format(threads=args.threads)
+    load_before = open("/proc/loadavg").read().split()[:3]
+
+    core = {"p": core_times(panel_bench, core_panel, args.threads,
+                            args.repetitions),
+            "rope": core_times(rope_bench, core_rope, args.threads,
+                               args.repetitions)}
+
+    timestamps, values, offsets = panel_peer.workload(args.series)
+    query = np.random.default_rng(0).standard_normal(ROPE_SHAPE).astype(
+        np.float32)
+    query_thd = np.ascontiguousarray(query[0].transpose(1, 0, 2))
+
+    scratch = tempfile.mkdtemp(prefix="phasor-shm-peer-")
+    profiles = os.path.join(scratch, "profiles.txtpb")
+    with open(profiles, "w") as f:
+        f.write(PROFILES)
+    flags = [f"--profiles={profiles}", f"--threads={args.threads}",
+             "--system_shared_memory=true",
+             f"--max_elements_per_request={1 << 26}"]
+    port = free_port()
+    socket_path = os.path.join(scratch, "phasor.sock")
+    servers = []
+    try:
+        servers.append(Server(binary, f"127.0.0.1:{port}",
+                              f"127.0.0.1:{port}", flags))
+        servers.append(Server(binary, f"unix:{socket_path}",
+                              f"unix:{socket_path}", flags))
+        tcp = EncoderClient(servers[0].target, deadline_seconds=300)
+        unix = EncoderClient(servers[1].target, deadline_seconds=300)
+        shm = unix.shared_memory()
+        shm_copy = unix.shared_memory(copy=True)
+
+        def panel(client):
+            return lambda: client.encode_panel(
+                timestamps, values, series_offsets=offsets, profile="p")
+
+        def panel_shm(session):
+            return lambda: session.encode_panel(
+                timestamps, values, series_offsets=offsets, profile="p")
+
+        want = panel(tcp)().features
+        same_bytes("P unix", panel(unix)().features, want)
+        same_bytes("P shm", panel_shm(shm)().features, want)
+        same_bytes("P shm_copy", panel_shm(shm_copy)().features, want)
+        times_p = rounds({"shm": panel_shm(shm),
+                          "shm_copy": panel_shm(shm_copy),
+                          "tcp": panel(tcp), "unix": panel(unix)},
+                         args.rounds)
+
+        rope_times = {}
+        for label, array in (("bhtd", query), ("thd", query_thd)):
+            def rope(client, array=array):
+                return lambda: client.apply_rope(array, profile="rope")
+            want = rope(tcp)().query
+            same_bytes(f"rope {label} shm", rope(shm)().query, want)
+            same_bytes(f"rope {label} unix", rope(unix)().query, want)
+            same_bytes(f"rope {label} shm_copy", rope(shm_copy)().query, want)
+            del want
+            rope_times[label] = rounds(
+                {"shm": rope(shm), "shm_copy": rope(shm_copy),
+                 "tcp": rope(tcp), "unix": rope(unix)}, args.rounds)
+        shm.close()
+        shm_copy.close()
+        tcp.close()
+        unix.close()
+    finally:
+        for server in servers:
+            server.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    core["p"] += core_times(panel_bench, core_panel, args.threads,
+                            args.repetitions)
+    core["rope"] += core_times(rope_bench, core_rope, args.threads,
+                               args.repetitions)
+    load_after = open("/proc/loadavg").read().split()[:3]
+
+    table = []
+    result = {"threads": args.threads, "rounds": args.rounds,
+              "core_repetitions": 2 * args.repetitions,
+              "host": platform.node(), "cpus": os.cpu_count(),
+              "load_before": load_before, "load_after": load_after,
+              "core": {}, "ways": {}, "ratios": {}}
+    for workload, core_name, sets in (
+            ("P", core_panel, {"": times_p}),
+            ("rope", core_rope, {f" {k}": v for k, v in rope_times.items()})):
+        core_key = "p" if workload == "P" else "rope"
+        core_median = statistics.median(core[core_key])
+        result["core"][workload] = {"name": core_name,
+                                    "median_s": core_median,
+                                    "all_s": core[core_key]}
+        table.append((f"{workload} core ({core_name})", core_median, 1.0))
+        for suffix, times in sets.items():
+            for way, seconds in times.items():
+                median = statistics.median(seconds)
+                key = f"{workload}{suffix} {way}"
+                result["ways"][key] = {"median_s": median, "all_s": seconds}
+                result["ratios"][key] = median / core_median
+                table.append((key, median, median / core_median))
+    for name, seconds, ratio in table:
+        print(f"{name:78s} {seconds * 1e3:9.1f} ms  {ratio:5.2f}x")
+    print(f"load before {' '.join(load_before)}, after {' '.join(load_after)}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
