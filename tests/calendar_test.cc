@@ -28,6 +28,8 @@
 #include "gtest/gtest.h"
 #include "tests/hwy_targets.h"
 #include "tests/quad_reference.h"
+#include "tests/calendar_test_data.h"
+#include "tests/float64_instants.h"
 #include "tests/status_matchers.h"
 
 namespace phasor {
@@ -37,96 +39,12 @@ using ::testing::HasSubstr;
 
 constexpr double kTwoPi = 6.283185307179586476925286766559;
 
-// One line of tests/data/calendar_expected.tsv (gen_calendar_expected.py:
-// Python zoneinfo + datetime over the system tzdata).
-struct Expected {
-  std::string zone;
-  int64_t unix_ns = 0;
-  int64_t year = 0;
-  int month = 0, day = 0, hour = 0, minute = 0, second = 0;
-  int64_t subsecond_ns = 0;
-  int weekday = 0, day_of_year = 0;
-  int64_t iso_year = 0;
-  int iso_week = 0, iso_weeks_in_year = 0, days_in_month = 0, days_in_year = 0;
-  int utc_offset_seconds = 0;
-  bool is_dst = false;
-};
+using testing::EncodeCalendar;
+using testing::Expected;
+using testing::ExpectedRows;
+using testing::RowsByZone;
+using testing::UtcNs;
 
-const std::vector<Expected>& ExpectedRows() {
-  static const std::vector<Expected>* rows = [] {
-    auto* out = new std::vector<Expected>;
-    std::ifstream in(std::string(PHASOR_TEST_DATA_DIR) +
-                     "/calendar_expected.tsv");
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      std::vector<std::string> f = absl::StrSplit(line, '\t');
-      if (f.size() != 18) {
-        ADD_FAILURE() << "bad line: " << line;
-        continue;
-      }
-      Expected e;
-      e.zone = f[0];
-      int64_t v[17];
-      bool ok = true;
-      for (int i = 1; i < 18; ++i) ok = ok && absl::SimpleAtoi(f[i], &v[i - 1]);
-      if (!ok) {
-        ADD_FAILURE() << "bad number in: " << line;
-        continue;
-      }
-      e.unix_ns = v[0];
-      e.year = v[1];
-      e.month = static_cast<int>(v[2]);
-      e.day = static_cast<int>(v[3]);
-      e.hour = static_cast<int>(v[4]);
-      e.minute = static_cast<int>(v[5]);
-      e.second = static_cast<int>(v[6]);
-      e.subsecond_ns = v[7];
-      e.weekday = static_cast<int>(v[8]);
-      e.day_of_year = static_cast<int>(v[9]);
-      e.iso_year = v[10];
-      e.iso_week = static_cast<int>(v[11]);
-      e.iso_weeks_in_year = static_cast<int>(v[12]);
-      e.days_in_month = static_cast<int>(v[13]);
-      e.days_in_year = static_cast<int>(v[14]);
-      e.utc_offset_seconds = static_cast<int>(v[15]);
-      e.is_dst = v[16] != 0;
-      out->push_back(e);
-    }
-    return out;
-  }();
-  return *rows;
-}
-
-std::map<std::string, std::vector<Expected>> RowsByZone() {
-  std::map<std::string, std::vector<Expected>> by_zone;
-  for (const Expected& e : ExpectedRows()) by_zone[e.zone].push_back(e);
-  return by_zone;
-}
-
-int64_t UtcNs(int64_t y, int m, int d, int hh = 0, int mm = 0, int ss = 0) {
-  return absl::ToUnixNanos(
-      absl::FromCivil(absl::CivilSecond(y, m, d, hh, mm, ss), absl::UTCTimeZone()));
-}
-
-// Features of a calendar-only spec over `times` (non-decreasing), float32
-// or (T = double) float64, the exact CYCLIC path.
-template <typename T = float>
-std::vector<T> EncodeCalendar(const CalendarBlock& block,
-                              const std::vector<int64_t>& times, int64_t* width) {
-  TemporalSpec spec;
-  spec.calendar = block;
-  ObservationsView obs;
-  obs.timestamps = times;
-  absl::StatusOr<FeatureLayout> layout = TemporalFeatureLayout(spec, 0, 0);
-  EXPECT_TRUE(layout.ok()) << layout.status();
-  *width = layout->width;
-  std::vector<T> out(times.size() * layout->width);
-  const absl::Status s = EncodeObservations(spec, obs, nullptr, {},
-                                            absl::MakeSpan(out), nullptr);
-  EXPECT_TRUE(s.ok()) << s;
-  return out;
-}
 
 std::vector<double> EncodeCalendar64(const CalendarBlock& block,
                                      const std::vector<int64_t>& times,
@@ -785,48 +703,10 @@ namespace float64_output {
 using testing::Quad;
 using testing::TwoPiQuad;
 
-// The bound for float64 encodings (the kernels promise 1.7e-16).
-constexpr double kF64Bound = 4e-16;
-
-// The instant of a civil time in `zone`, plus extra_ns.
-int64_t CivilNs(absl::CivilSecond civil, const absl::TimeZone& zone, int64_t extra_ns = 0) {
-  return absl::ToUnixNanos(absl::FromCivil(civil, zone)) + extra_ns;
-}
-
-// Instants over [1900, 2200), the boundaries, DST edges in New York (a
-// nanosecond either side of 2026's changes) and the int64 extremes
-// (INT64_MIN is NaT, so INT64_MIN + 1).
-std::vector<int64_t> Instants(int random_count, uint64_t seed) {
-  const absl::TimeZone utc = absl::UTCTimeZone();
-  const int64_t lo = CivilNs(absl::CivilSecond(1900, 1, 1, 0, 0, 0), utc);
-  const int64_t hi = CivilNs(absl::CivilSecond(2200, 1, 1, 0, 0, 0), utc);
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int64_t> pick(lo, hi - 1);
-  std::vector<int64_t> out;
-  for (int i = 0; i < random_count; ++i) out.push_back(pick(rng));
-  const int64_t edges[] = {
-      lo, hi - 1, 0, -1, 1,
-      // 2026-03-08 02:00 EST -> 03:00 EDT is 07:00Z; 2026-11-01 02:00 EDT ->
-      // 01:00 EST is 06:00Z.
-      CivilNs(absl::CivilSecond(2026, 3, 8, 7, 0, 0), utc) - 1,
-      CivilNs(absl::CivilSecond(2026, 3, 8, 7, 0, 0), utc),
-      CivilNs(absl::CivilSecond(2026, 11, 1, 6, 0, 0), utc) - 1,
-      CivilNs(absl::CivilSecond(2026, 11, 1, 6, 0, 0), utc),
-      // Leap day, a 53-week ISO year's last day, a year's last nanosecond.
-      CivilNs(absl::CivilSecond(2024, 2, 29, 23, 59, 59), utc, 999999999),
-      CivilNs(absl::CivilSecond(2026, 12, 31, 12, 0, 0), utc),
-      CivilNs(absl::CivilSecond(2199, 12, 31, 23, 59, 59), utc, 999999999),
-      std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min() + 1,
-      // 2^53 + 1 ns and 2^62 + 1 ns.
-      (int64_t{1} << 53) + 1, (int64_t{1} << 62) + 1};
-  out.insert(out.end(), std::begin(edges), std::end(edges));
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-double AbsDiff(double value, Quad exact) {
-  return static_cast<double>(fabsl(static_cast<long double>(Quad(value) - exact)));
-}
+using testing::AbsDiff;
+using testing::CivilNs;
+using testing::Instants;
+using testing::kF64Bound;
 
 // x/P of a CYCLIC field in quad, from the local time (calendar.h's table).
 Quad QuadPhase(CalendarField field, const LocalTime& t, bool fractional) {

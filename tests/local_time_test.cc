@@ -28,6 +28,7 @@
 #include "core/temporal/time_zone.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/calendar_test_data.h"
 #include "tests/status_matchers.h"
 
 namespace phasor {
@@ -35,72 +36,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// One line of tests/data/calendar_expected.tsv (gen_calendar_expected.py:
-// Python zoneinfo + datetime over the system tzdata).
-struct Expected {
-  std::string zone;
-  int64_t unix_ns = 0;
-  int64_t year = 0;
-  int month = 0, day = 0, hour = 0, minute = 0, second = 0;
-  int64_t subsecond_ns = 0;
-  int weekday = 0, day_of_year = 0;
-  int64_t iso_year = 0;
-  int iso_week = 0, iso_weeks_in_year = 0, days_in_month = 0, days_in_year = 0;
-  int utc_offset_seconds = 0;
-  bool is_dst = false;
-};
-
-const std::vector<Expected>& ExpectedRows() {
-  static const std::vector<Expected>* rows = [] {
-    auto* out = new std::vector<Expected>;
-    std::ifstream in(std::string(PHASOR_TEST_DATA_DIR) +
-                     "/calendar_expected.tsv");
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      std::vector<std::string> f = absl::StrSplit(line, '\t');
-      if (f.size() != 18) {
-        ADD_FAILURE() << "bad line: " << line;
-        continue;
-      }
-      Expected e;
-      e.zone = f[0];
-      int64_t v[17];
-      bool ok = true;
-      for (int i = 1; i < 18; ++i) ok = ok && absl::SimpleAtoi(f[i], &v[i - 1]);
-      if (!ok) {
-        ADD_FAILURE() << "bad number in: " << line;
-        continue;
-      }
-      e.unix_ns = v[0];
-      e.year = v[1];
-      e.month = static_cast<int>(v[2]);
-      e.day = static_cast<int>(v[3]);
-      e.hour = static_cast<int>(v[4]);
-      e.minute = static_cast<int>(v[5]);
-      e.second = static_cast<int>(v[6]);
-      e.subsecond_ns = v[7];
-      e.weekday = static_cast<int>(v[8]);
-      e.day_of_year = static_cast<int>(v[9]);
-      e.iso_year = v[10];
-      e.iso_week = static_cast<int>(v[11]);
-      e.iso_weeks_in_year = static_cast<int>(v[12]);
-      e.days_in_month = static_cast<int>(v[13]);
-      e.days_in_year = static_cast<int>(v[14]);
-      e.utc_offset_seconds = static_cast<int>(v[15]);
-      e.is_dst = v[16] != 0;
-      out->push_back(e);
-    }
-    return out;
-  }();
-  return *rows;
-}
-
-std::map<std::string, std::vector<Expected>> RowsByZone() {
-  std::map<std::string, std::vector<Expected>> by_zone;
-  for (const Expected& e : ExpectedRows()) by_zone[e.zone].push_back(e);
-  return by_zone;
-}
+using testing::Expected;
+using testing::ExpectedRows;
+using testing::RowsByZone;
+using testing::UtcNs;
 
 absl::TimeZone Zone(const std::string& name) {
   absl::StatusOr<absl::TimeZone> zone = LoadIanaTimeZone(name, "zone");
@@ -138,11 +77,6 @@ bool SameLocalTime(const LocalTime& a, const LocalTime& b) {
          a.days_in_month == b.days_in_month &&
          a.days_in_year == b.days_in_year &&
          a.utc_offset_seconds == b.utc_offset_seconds && a.is_dst == b.is_dst;
-}
-
-int64_t UtcNs(int64_t y, int m, int d, int hh = 0, int mm = 0, int ss = 0) {
-  return absl::ToUnixNanos(
-      absl::FromCivil(absl::CivilSecond(y, m, d, hh, mm, ss), absl::UTCTimeZone()));
 }
 
 LocalTime In(const std::string& zone, int64_t unix_ns) {

@@ -20,6 +20,7 @@
 #include "core/temporal/compose.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/calendar_test_data.h"
 #include "tests/status_matchers.h"
 
 namespace phasor {
@@ -27,27 +28,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-int64_t UtcNs(int64_t y, int m, int d, int hh = 0, int mm = 0, int ss = 0) {
-  return absl::ToUnixNanos(
-      absl::FromCivil(absl::CivilSecond(y, m, d, hh, mm, ss), absl::UTCTimeZone()));
-}
-
-// Features of a calendar-only spec over `times` (non-decreasing).
-std::vector<float> EncodeCalendar(const CalendarBlock& block,
-                                  const std::vector<int64_t>& times, int64_t* width) {
-  TemporalSpec spec;
-  spec.calendar = block;
-  ObservationsView obs;
-  obs.timestamps = times;
-  absl::StatusOr<FeatureLayout> layout = TemporalFeatureLayout(spec, 0, 0);
-  EXPECT_TRUE(layout.ok()) << layout.status();
-  *width = layout->width;
-  std::vector<float> out(times.size() * layout->width);
-  const absl::Status s = EncodeObservations(spec, obs, nullptr, {},
-                                            absl::MakeSpan(out), nullptr);
-  EXPECT_TRUE(s.ok()) << s;
-  return out;
-}
+using testing::EncodeCalendar;
+using testing::UtcNs;
 
 TEST(LoadIanaTimeZone, UnknownAndUnsafeNamesAreRejected) {
   const std::string field = "spec.temporal.calendar.time_zone";
