@@ -66,6 +66,16 @@ ABSL_FLAG(bool, enable_inference_protocol, true,
           "Serve the Open Inference Protocol (KServe v2 / Triton gRPC, "
           "inference.GRPCInferenceService) on the gRPC port, each profile a "
           "model; false serves phasor.v1.Encoder only.");
+ABSL_FLAG(bool, system_shared_memory, false,
+          "Serve Triton's system shared-memory extension on the Open Inference "
+          "Protocol: same-host callers register POSIX shared-memory regions and "
+          "pass tensors through them (docs/SECURITY.md, \"Shared memory\").");
+ABSL_FLAG(std::string, shared_memory_key_prefix, "/phasor",
+          "Shared-memory keys (shm_open names) the server agrees to map must "
+          "start with this.");
+ABSL_FLAG(int, shared_memory_max_regions, 64, "Shared-memory regions registered at once.");
+ABSL_FLAG(int64_t, shared_memory_max_bytes, int64_t{4} << 30,
+          "Bytes of all registered shared-memory regions together.");
 ABSL_FLAG(std::string, log_format, "text",
           "Format of every log line on stderr: text (logfmt key=value) or json "
           "(one JSON object per line).");
@@ -156,6 +166,10 @@ ServerOptions ServerOptionsFromFlags() {
       absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_grace_seconds));
   options.enable_echo = absl::GetFlag(FLAGS_enable_echo);
   options.enable_inference_protocol = absl::GetFlag(FLAGS_enable_inference_protocol);
+  options.shared_memory.enabled = absl::GetFlag(FLAGS_system_shared_memory);
+  options.shared_memory.key_prefix = absl::GetFlag(FLAGS_shared_memory_key_prefix);
+  options.shared_memory.max_regions = absl::GetFlag(FLAGS_shared_memory_max_regions);
+  options.shared_memory.max_bytes = absl::GetFlag(FLAGS_shared_memory_max_bytes);
   // Checked by ParseFlagsAndEnvironment.
   ParseLogFormat(absl::GetFlag(FLAGS_log_format), &options.log_format);
   options.access_log = absl::GetFlag(FLAGS_access_log);

@@ -23,6 +23,32 @@ absl::Status ReserveOutputMemory(const HandlerContext& context,
                        elements * dtype_bytes + kOtherFieldCopies * extra_bytes + scratch);
 }
 
+absl::StatusOr<absl::Span<char>> DestinationOf(const HandlerContext& context,
+                                               absl::Span<const int64_t> shape, DType dtype,
+                                               v1::Tensor* out) {
+  for (const OutputDestination& destination : context.output_destinations) {
+    if (destination.tensor != out) continue;
+    int64_t bytes = static_cast<int64_t>(DTypeSize(dtype));
+    for (int64_t extent : shape) bytes *= extent;  // CheckOutputSize passed.
+    if (bytes > static_cast<int64_t>(destination.bytes.size())) {
+      return InvalidField(
+          destination.field,
+          absl::StrCat("shared_memory_byte_size is ", destination.bytes.size(),
+                       " bytes; the output needs ", bytes, " (", ShapeString(shape), ")"));
+    }
+    const size_t alignment = DTypeSize(dtype);
+    const bool direct = (dtype == DType::kFloat32 || dtype == DType::kFloat64) &&
+                        reinterpret_cast<uintptr_t>(destination.bytes.data()) % alignment == 0;
+    if (!direct) return absl::Span<char>();
+    out->clear_shape();
+    for (int64_t extent : shape) out->add_shape(extent);
+    out->set_dtype(DTypeToProto(dtype));
+    out->clear_data();
+    return destination.bytes.subspan(0, static_cast<size_t>(bytes));
+  }
+  return absl::Span<char>();
+}
+
 const char* SpecKindName(v1::EncoderSpec::KindCase kind) {
   switch (kind) {
     case v1::EncoderSpec::kPositional: return "positional";

@@ -36,6 +36,16 @@
 
 namespace phasor::server {
 
+// Memory a caller supplied for one output tensor (the Open Inference
+// Protocol's shared-memory outputs, server/shared_memory.h): the kernel
+// writes `tensor`'s values straight into `bytes`, and `tensor` gets its shape
+// and dtype but no data. `field` names the output on the wire for errors.
+struct OutputDestination {
+  const v1::Tensor* tensor = nullptr;
+  absl::Span<char> bytes;
+  absl::string_view field;
+};
+
 struct HandlerContext {
   const ProfileRegistry* profiles = nullptr;
   // execution.stop_requested watches the call too, so long kernels stop
@@ -55,6 +65,9 @@ struct HandlerContext {
   // reserved once the output is sized and before it is allocated. Null: no
   // budget (tests, tools).
   CallMemory* memory = nullptr;
+  // Outputs that go to caller-supplied memory (OutputDestination); empty
+  // for every native call.
+  absl::Span<const OutputDestination> output_destinations = {};
 };
 
 // The float dtypes a tensor input may have, and a float output.
@@ -79,6 +92,16 @@ absl::Status ReserveOutputMemory(const HandlerContext& context,
                                  absl::Span<const int64_t> shape, DType dtype,
                                  int64_t extra_bytes = 0);
 
+// The memory of `out`'s destination when the call has one
+// (HandlerContext::output_destinations) and the output can be written there
+// as computed: FLOAT32 or FLOAT64, and the destination aligned for it; then
+// `out` gets `shape` and `dtype` and no data. An empty span otherwise (the
+// caller then copies the tensor's bytes). An output larger than its
+// destination is INVALID_ARGUMENT at the destination's field.
+absl::StatusOr<absl::Span<char>> DestinationOf(const HandlerContext& context,
+                                               absl::Span<const int64_t> shape, DType dtype,
+                                               v1::Tensor* out);
+
 // Runs `kernel` (absl::Status(absl::Span<float>), or a generic one that also
 // takes absl::Span<double>) to produce the result of `shape` and stores it in
 // `out` as `dtype`: straight into the response bytes for FLOAT32, and for
@@ -86,9 +109,22 @@ absl::Status ReserveOutputMemory(const HandlerContext& context,
 // in one scratch buffer, converted only if the call is still wanted.
 // REQUIRES: dtype is FLOAT64 only for a kernel that takes doubles.
 template <typename Kernel>
-absl::Status WriteFloatOutput(const HandlerContext& context,
-                              absl::Span<const int64_t> shape, DType dtype,
-                              v1::Tensor* out, Kernel&& kernel) {
+absl::Status WriteFloatOutput(const HandlerContext& context, absl::Span<const int64_t> shape,
+                              DType dtype, v1::Tensor* out, Kernel&& kernel) {
+  PHASOR_ASSIGN_OR_RETURN(const absl::Span<char> destination,
+                          DestinationOf(context, shape, dtype, out));
+  if (!destination.empty()) {
+    if constexpr (std::is_invocable_v<Kernel&, absl::Span<double>>) {
+      if (dtype == DType::kFloat64) {
+        return kernel(absl::MakeSpan(reinterpret_cast<double*>(destination.data()),
+                                     destination.size() / sizeof(double)));
+      }
+    }
+    if (dtype == DType::kFloat32) {
+      return kernel(absl::MakeSpan(reinterpret_cast<float*>(destination.data()),
+                                   destination.size() / sizeof(float)));
+    }
+  }
   if constexpr (std::is_invocable_v<Kernel&, absl::Span<double>>) {
     if (dtype == DType::kFloat64) {
       AllocateTensor(shape, dtype, out);

@@ -1,12 +1,11 @@
 #include "server/inference_models.h"
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
@@ -18,6 +17,7 @@
 #include "core/temporal/compose.h"
 #include "google/protobuf/arena.h"
 #include "server/inference_convert.h"
+#include "server/inference_shared_memory.h"
 #include "server/spec_convert.h"
 
 namespace phasor::server {
@@ -206,6 +206,14 @@ std::string NameList(const Names& names) {
   });
 }
 
+// A shared-memory parameter sent to a server without the extension.
+constexpr absl::string_view kSharedMemoryOff =
+    "this server has no shared-memory regions (the system shared-memory "
+    "extension is "
+    "not enabled: phasor-server --system_shared_memory=true): send the "
+    "elements in "
+    "raw_input_contents or contents";
+
 // Which request input feeds each of the model's inputs (-1: not sent).
 // Unknown names, per-input parameters and missing required inputs are
 // errors naming the input.
@@ -228,10 +236,7 @@ absl::StatusOr<InputIndices> MatchInputs(const ModelInferRequest& request,
       const std::string& key = input.parameters().begin()->first;
       const std::string path = ParameterPath(absl::StrCat(InputPath(request, i), "."), key);
       if (absl::StartsWith(key, "shared_memory_")) {
-        return InvalidField(path,
-                            "this server has no shared-memory regions (the system "
-                            "shared-memory extension is not enabled): send the "
-                            "elements in raw_input_contents or contents");
+        return InvalidField(path, kSharedMemoryOff);
       }
       return InvalidField(path, "unknown parameter; inputs take no parameters");
     }
@@ -261,6 +266,10 @@ absl::Status CheckRequestedOutputs(const ModelInferRequest& request,
                                                NameList(model.outputs)));
     }
     if (!output.parameters().empty()) {
+      const std::string& key = output.parameters().begin()->first;
+      if (absl::StartsWith(key, "shared_memory_")) {
+        return InvalidField(ParameterPath(absl::StrCat(path(), "."), key), kSharedMemoryOff);
+      }
       return CheckParameterKeys(output.parameters(), absl::StrCat(path(), "."), {}, "outputs");
     }
   }
@@ -410,9 +419,10 @@ T* NewMessage(google::protobuf::Arena* arena) {
 
 // --- ModelInfer per kind ----------------------------------------------------------
 
-absl::Status InferPositional(const HandlerContext& context, const v1::Profile& profile,
-                             const InputIndices& at, ModelInferRequest* request,
-                             ModelInferResponse* response, google::protobuf::Arena* arena) {
+absl::Status InferPositional(const HandlerContext& context, SharedMemoryOutputs* shm,
+                             const v1::Profile& profile, const InputIndices& at,
+                             ModelInferRequest* request, ModelInferResponse* response,
+                             google::protobuf::Arena* arena) {
   auto* native = NewMessage<v1::EncodePositionsRequest>(arena);
   native->set_profile(profile.name());
   PHASOR_RETURN_IF_ERROR(TakeInputTensor(request, at[kPositionalPositions], kPositionTypes,
@@ -430,15 +440,18 @@ absl::Status InferPositional(const HandlerContext& context, const v1::Profile& p
   if (content_scale) native->set_content_scale(*content_scale);
 
   auto* result = NewMessage<v1::EncodePositionsResponse>(arena);
+  const HandlerContext bound =
+      shm->Bind(context, {{"encodings", [&] { return result->mutable_encodings(); }}});
   PHASOR_RETURN_IF_ERROR(
-      NativeErrors(HandleEncodePositions(context, *native, result), kPositional, profile));
+      NativeErrors(HandleEncodePositions(bound, *native, result), kPositional, profile));
   AddTensorOutput("encodings", result->mutable_encodings(), response);
   return absl::OkStatus();
 }
 
-absl::Status InferRope(const HandlerContext& context, const v1::Profile& profile,
-                       const InputIndices& at, ModelInferRequest* request,
-                       ModelInferResponse* response, google::protobuf::Arena* arena) {
+absl::Status InferRope(const HandlerContext& context, SharedMemoryOutputs* shm,
+                       const v1::Profile& profile, const InputIndices& at,
+                       ModelInferRequest* request, ModelInferResponse* response,
+                       google::protobuf::Arena* arena) {
   auto* native = NewMessage<v1::ApplyRopeRequest>(arena);
   native->set_profile(profile.name());
   PHASOR_RETURN_IF_ERROR(TakeInputTensor(request, at[kRopeQuery], kFloatTypes,
@@ -465,8 +478,10 @@ absl::Status InferRope(const HandlerContext& context, const v1::Profile& profile
   }
 
   auto* result = NewMessage<v1::ApplyRopeResponse>(arena);
-  PHASOR_RETURN_IF_ERROR(
-      NativeErrors(HandleApplyRope(context, *native, result), kRope, profile));
+  const HandlerContext bound =
+      shm->Bind(context, {{"query", [&] { return result->mutable_query(); }},
+                          {"key", [&] { return result->mutable_key(); }}});
+  PHASOR_RETURN_IF_ERROR(NativeErrors(HandleApplyRope(bound, *native, result), kRope, profile));
   AddTensorOutput("query", result->mutable_query(), response);
   if (result->has_key()) AddTensorOutput("key", result->mutable_key(), response);
   (*response->mutable_parameters())["attention_factor"].set_double_param(
@@ -489,9 +504,10 @@ std::string SchemaJson(const google::protobuf::RepeatedPtrField<v1::SchemaEntry>
                       nlohmann::ordered_json::error_handler_t::replace);
 }
 
-absl::Status InferTemporal(const HandlerContext& context, const v1::Profile& profile,
-                           const InputIndices& at, ModelInferRequest* request,
-                           ModelInferResponse* response, google::protobuf::Arena* arena) {
+absl::Status InferTemporal(const HandlerContext& context, SharedMemoryOutputs* shm,
+                           const v1::Profile& profile, const InputIndices& at,
+                           ModelInferRequest* request, ModelInferResponse* response,
+                           google::protobuf::Arena* arena) {
   auto* native = NewMessage<v1::EncodeObservationsRequest>(arena);
   native->set_profile(profile.name());
   v1::Observations* observations = native->mutable_observations();
@@ -552,9 +568,11 @@ absl::Status InferTemporal(const HandlerContext& context, const v1::Profile& pro
   if (num_channels) observations->set_num_channels(*num_channels);
 
   auto* result = NewMessage<v1::EncodeObservationsResponse>(arena);
+  const HandlerContext bound =
+      shm->Bind(context, {{"features", [&] { return result->mutable_features(); }},
+                          {"series_offsets", [&] { return result->mutable_series_offsets(); }}});
   PHASOR_RETURN_IF_ERROR(NativeErrors(
-      HandleEncodeObservations(context, *native, /*stream=*/nullptr, result), kTemporal,
-      profile));
+      HandleEncodeObservations(bound, *native, /*stream=*/nullptr, result), kTemporal, profile));
   ModelInferResponse::InferOutputTensor* features =
       AddTensorOutput("features", result->mutable_features(), response);
   (*features->mutable_parameters())["schema"].set_string_param(SchemaJson(result->schema()));
@@ -575,9 +593,9 @@ absl::Status InferTemporal(const HandlerContext& context, const v1::Profile& pro
   return absl::OkStatus();
 }
 
-absl::Status InferRelativeBias(const HandlerContext& context, const v1::Profile& profile,
-                               const InputIndices& at, ModelInferRequest* request,
-                               ModelInferResponse* response,
+absl::Status InferRelativeBias(const HandlerContext& context, SharedMemoryOutputs* shm,
+                               const v1::Profile& profile, const InputIndices& at,
+                               ModelInferRequest* request, ModelInferResponse* response,
                                google::protobuf::Arena* arena) {
   auto* native = NewMessage<v1::RelativeBiasRequest>(arena);
   native->set_profile(profile.name());
@@ -601,8 +619,11 @@ absl::Status InferRelativeBias(const HandlerContext& context, const v1::Profile&
                                  OutputRequested(*request, "bucket_ids"));
 
   auto* result = NewMessage<v1::RelativeBiasResponse>(arena);
+  const HandlerContext bound =
+      shm->Bind(context, {{"bias", [&] { return result->mutable_bias(); }},
+                          {"bucket_ids", [&] { return result->mutable_bucket_ids(); }}});
   PHASOR_RETURN_IF_ERROR(
-      NativeErrors(HandleRelativeBias(context, *native, result), kRelative, profile));
+      NativeErrors(HandleRelativeBias(bound, *native, result), kRelative, profile));
   if (result->has_bias()) AddTensorOutput("bias", result->mutable_bias(), response);
   if (result->has_bucket_ids()) {
     AddTensorOutput("bucket_ids", result->mutable_bucket_ids(), response);
@@ -764,12 +785,19 @@ void FillModelMetadata(const ProfileRegistry& profiles, const v1::Profile& profi
 }
 
 absl::Status HandleModelInfer(const HandlerContext& context, ModelInferRequest* request,
-                              ModelInferResponse* response) {
+                              ModelInferResponse* response,
+                              const SharedMemoryRegistry* shared_memory) {
   PHASOR_ASSIGN_OR_RETURN(const v1::Profile* profile,
                           FindModel(*context.profiles, request->model_name(),
-                                    request->model_version(), "model_name",
-                                    "model_version"));
+                                    request->model_version(), "model_name", "model_version"));
   const ModelInterface& model = *InterfaceOf(profile->spec());
+  // Shared memory first: the inputs' bytes join raw_input_contents and the
+  // parameters leave the tensors, so what follows sees a plain request.
+  const SharedMemoryRegistry* registry =
+      shared_memory != nullptr && shared_memory->enabled() ? shared_memory : nullptr;
+  if (registry != nullptr) PHASOR_RETURN_IF_ERROR(ReadSharedMemoryInputs(*registry, request));
+  SharedMemoryOutputs shm;
+  PHASOR_RETURN_IF_ERROR(shm.Take(registry, request));
   PHASOR_RETURN_IF_ERROR(CheckInferRequestForm(*request));
   PHASOR_RETURN_IF_ERROR(CheckParameterKeys(request->parameters(), "", model.parameters,
                                             "this model's requests"));
@@ -787,24 +815,29 @@ absl::Status HandleModelInfer(const HandlerContext& context, ModelInferRequest* 
       request->GetArena() != nullptr ? request->GetArena() : &local_arena;
   switch (profile->spec().kind_case()) {
     case v1::EncoderSpec::kPositional:
-      PHASOR_RETURN_IF_ERROR(InferPositional(context, *profile, at, request, response, arena));
+      PHASOR_RETURN_IF_ERROR(
+          InferPositional(context, &shm, *profile, at, request, response, arena));
       break;
     case v1::EncoderSpec::kRope:
-      PHASOR_RETURN_IF_ERROR(InferRope(context, *profile, at, request, response, arena));
+      PHASOR_RETURN_IF_ERROR(InferRope(context, &shm, *profile, at, request, response, arena));
       break;
     case v1::EncoderSpec::kTemporal:
-      PHASOR_RETURN_IF_ERROR(InferTemporal(context, *profile, at, request, response, arena));
+      PHASOR_RETURN_IF_ERROR(InferTemporal(context, &shm, *profile, at, request, response, arena));
       break;
     case v1::EncoderSpec::kRelativeBias:
       PHASOR_RETURN_IF_ERROR(
-          InferRelativeBias(context, *profile, at, request, response, arena));
+          InferRelativeBias(context, &shm, *profile, at, request, response, arena));
       break;
     case v1::EncoderSpec::KIND_NOT_SET:
       break;  // FindModel found a kind.
   }
-  return SelectOutputs(*request, response);
+  PHASOR_RETURN_IF_ERROR(SelectOutputs(*request, response));
+  return shm.Finish(response);
 }
 
-std::vector<absl::string_view> InferenceExtensions() { return {"parameters"}; }
+std::vector<absl::string_view> InferenceExtensions(bool system_shared_memory) {
+  if (system_shared_memory) return {"parameters", "system_shared_memory"};
+  return {"parameters"};
+}
 
 }  // namespace phasor::server

@@ -45,6 +45,7 @@
 #include "phasor/v1/encoder.pb.h"
 #include "server/handlers.h"
 #include "server/profiles.h"
+#include "server/shared_memory.h"
 
 namespace phasor::server {
 
@@ -71,13 +72,30 @@ void FillModelMetadata(const ProfileRegistry& profiles, const v1::Profile& profi
 // out; `response` gets model_name, model_version, id, the outputs (all the
 // model produced for these inputs, or the requested ones in the requested
 // order) and their raw contents. Errors as the file comment says.
-absl::Status HandleModelInfer(const HandlerContext& context,
-                              inference::ModelInferRequest* request,
-                              inference::ModelInferResponse* response);
+//
+// Shared memory (Triton's system shared-memory extension, on when
+// `shared_memory` is non-null and enabled): an input whose parameters name
+// a region ("shared_memory_region", "shared_memory_offset" default 0,
+// "shared_memory_byte_size", which must equal the tensor's bytes) is read
+// from it, copied once as gRPC copies raw_input_contents (which then lists
+// only the other inputs, in order, as in Triton); a requested output whose
+// parameters name one is written into it — by the kernel itself for FP32
+// and FP64 outputs at an aligned offset, copied in otherwise — and the
+// reply carries that output's datatype, shape and the region's parameters
+// (byte_size: the bytes written) with an empty raw_output_contents entry.
+// An output larger than its shared_memory_byte_size is INVALID_ARGUMENT at
+// that parameter. Regions are checked against the object's size before and
+// after the model runs (server/shared_memory.h). Without the extension the
+// parameters are INVALID_ARGUMENT at their path, saying it is off.
+absl::Status HandleModelInfer(const HandlerContext& context, inference::ModelInferRequest* request,
+                              inference::ModelInferResponse* response,
+                              const SharedMemoryRegistry* shared_memory = nullptr);
 
 // The protocol extensions ServerMetadata lists: "parameters" (per-request
-// options as InferParameter, Triton's "parameters" extension).
-std::vector<absl::string_view> InferenceExtensions();
+// options as InferParameter, Triton's "parameters" extension), and
+// "system_shared_memory" when that extension is on. Never
+// "cuda_shared_memory": Phasor has no GPU memory to share.
+std::vector<absl::string_view> InferenceExtensions(bool system_shared_memory = false);
 
 }  // namespace phasor::server
 

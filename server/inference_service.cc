@@ -230,9 +230,9 @@ constexpr InferenceService::CallPolicy kWork{/*authorize=*/true,
 
 }  // namespace
 
-InferenceService::InferenceService(const EncoderService* encoder,
-                                   BlockingPool* memory_wait_pool)
-    : encoder_(encoder), memory_wait_pool_(memory_wait_pool) {}
+InferenceService::InferenceService(const EncoderService* encoder, BlockingPool* memory_wait_pool,
+                                   SharedMemoryRegistry* shared_memory)
+    : encoder_(encoder), memory_wait_pool_(memory_wait_pool), shared_memory_(shared_memory) {}
 
 template <typename Request, typename Response, typename Handler>
 grpc::ServerUnaryReactor* InferenceService::Unary(
@@ -290,11 +290,12 @@ grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
     grpc::ByteBuffer* response) {
   return Unary<inference::ServerMetadataRequest, inference::ServerMetadataResponse>(
       context, "ServerMetadata", kWork, "", request, response,
-      [](const HandlerContext&, inference::ServerMetadataRequest*,
-         inference::ServerMetadataResponse* metadata) {
+      [this](const HandlerContext&, inference::ServerMetadataRequest*,
+             inference::ServerMetadataResponse* metadata) {
         metadata->set_name("phasor");
         metadata->set_version(std::string(ProjectVersion()));
-        for (const absl::string_view extension : InferenceExtensions()) {
+        const bool shared_memory = shared_memory_ != nullptr && shared_memory_->enabled();
+        for (const absl::string_view extension : InferenceExtensions(shared_memory)) {
           metadata->add_extensions(std::string(extension));
         }
         return absl::OkStatus();
@@ -321,9 +322,68 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
                                                        grpc::ByteBuffer* response) {
   return Unary<inference::ModelInferRequest, ModelInferResponse>(
       context, "ModelInfer", kWork, "inputs", request, response,
-      [](const HandlerContext& handler_context, inference::ModelInferRequest* infer,
-         ModelInferResponse* result) {
-        return HandleModelInfer(handler_context, infer, result);
+      [this](const HandlerContext& handler_context, inference::ModelInferRequest* infer,
+             ModelInferResponse* result) {
+        return HandleModelInfer(handler_context, infer, result, shared_memory_);
+      });
+}
+
+namespace {
+
+// The extension is off: UNIMPLEMENTED saying how to switch it on.
+absl::Status SharedMemoryOff(const SharedMemoryRegistry* registry) {
+  if (registry != nullptr) return registry->CheckEnabled();
+  return SharedMemoryRegistry(SharedMemoryOptions{}).CheckEnabled();
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary<inference::SystemSharedMemoryStatusRequest,
+               inference::SystemSharedMemoryStatusResponse>(
+      context, "SystemSharedMemoryStatus", kWork, "", request, response,
+      [this](const HandlerContext&, inference::SystemSharedMemoryStatusRequest* status,
+             inference::SystemSharedMemoryStatusResponse* regions) -> absl::Status {
+        PHASOR_RETURN_IF_ERROR(SharedMemoryOff(shared_memory_));
+        PHASOR_ASSIGN_OR_RETURN(const std::vector<SharedMemoryRegionInfo> infos,
+                                shared_memory_->Status(status->name()));
+        for (const SharedMemoryRegionInfo& info : infos) {
+          auto& region = (*regions->mutable_regions())[info.name];
+          region.set_name(info.name);
+          region.set_key(info.key);
+          region.set_offset(info.offset);
+          region.set_byte_size(info.byte_size);
+        }
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryRegister(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary<inference::SystemSharedMemoryRegisterRequest,
+               inference::SystemSharedMemoryRegisterResponse>(
+      context, "SystemSharedMemoryRegister", kWork, "", request, response,
+      [this](const HandlerContext&, inference::SystemSharedMemoryRegisterRequest* region,
+             inference::SystemSharedMemoryRegisterResponse*) -> absl::Status {
+        PHASOR_RETURN_IF_ERROR(SharedMemoryOff(shared_memory_));
+        return shared_memory_->Register(region->name(), region->key(), region->offset(),
+                                        region->byte_size());
+      });
+}
+
+grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryUnregister(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary<inference::SystemSharedMemoryUnregisterRequest,
+               inference::SystemSharedMemoryUnregisterResponse>(
+      context, "SystemSharedMemoryUnregister", kWork, "", request, response,
+      [this](const HandlerContext&, inference::SystemSharedMemoryUnregisterRequest* region,
+             inference::SystemSharedMemoryUnregisterResponse*) -> absl::Status {
+        PHASOR_RETURN_IF_ERROR(SharedMemoryOff(shared_memory_));
+        return shared_memory_->Unregister(region->name());
       });
 }
 

@@ -18,6 +18,11 @@
 // large raw_output_contents sent as slices of their own buffers, not
 // copied.
 //
+// Triton's system shared-memory extension (server/shared_memory.h): the
+// SystemSharedMemoryStatus/Register/Unregister methods manage the regions
+// ModelInfer's tensors may name; they need the token and are refused while
+// draining, as ModelInfer is.
+//
 // Authentication: ServerLive and ServerReady stay open, as health checks
 // do (a probe learns nothing but liveness); every other method needs the
 // bearer token when the server has one.
@@ -27,16 +32,17 @@
 #ifndef PHASOR_SERVER_INFERENCE_SERVICE_H_
 #define PHASOR_SERVER_INFERENCE_SERVICE_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <atomic>
 #include <cstdint>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/blocking_pool.h"
 #include "server/encoder_service.h"
+#include "server/shared_memory.h"
 
 namespace phasor::server {
 
@@ -50,7 +56,13 @@ using RawInferenceService = inference::GRPCInferenceService::WithRawCallbackMeth
             inference::GRPCInferenceService::WithRawCallbackMethod_ServerMetadata<
                 inference::GRPCInferenceService::WithRawCallbackMethod_ModelMetadata<
                     inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
-                        inference::GRPCInferenceService::Service>>>>>>;
+                        inference::GRPCInferenceService::
+                            WithRawCallbackMethod_SystemSharedMemoryStatus<
+                                inference::GRPCInferenceService::
+                                    WithRawCallbackMethod_SystemSharedMemoryRegister<
+                                        inference::GRPCInferenceService::
+                                            WithRawCallbackMethod_SystemSharedMemoryUnregister<
+                                                inference::GRPCInferenceService::Service>>>>>>>>>;
 
 class InferenceService final : public RawInferenceService {
  public:
@@ -58,7 +70,12 @@ class InferenceService final : public RawInferenceService {
   // must outlive the service, and `memory_wait_pool` (the pool the
   // EncoderService runs calls that wait for memory on) must until the
   // server has stopped; null: calls wait on gRPC's thread (tests).
-  InferenceService(const EncoderService* encoder, BlockingPool* memory_wait_pool);
+  // `shared_memory` (Triton's system shared-memory extension's regions,
+  // server/shared_memory.h) must outlive the service; null or disabled: the
+  // SystemSharedMemory* methods answer UNIMPLEMENTED and ModelInfer
+  // rejects shared-memory parameters.
+  InferenceService(const EncoderService* encoder, BlockingPool* memory_wait_pool,
+                   SharedMemoryRegistry* shared_memory = nullptr);
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
@@ -78,6 +95,15 @@ class InferenceService final : public RawInferenceService {
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(grpc::CallbackServerContext* context,
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) override;
 
   // Draining (SIGTERM): ServerReady and ModelReady answer false from now
   // on, so load balancers that probe them stop sending calls, and a
@@ -105,6 +131,7 @@ class InferenceService final : public RawInferenceService {
 
   const EncoderService* encoder_;
   BlockingPool* memory_wait_pool_;
+  SharedMemoryRegistry* shared_memory_;
   std::atomic<bool> draining_{false};
 };
 

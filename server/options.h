@@ -9,6 +9,7 @@
 
 #include "absl/time/time.h"
 #include "server/logging.h"
+#include "server/shared_memory.h"
 
 namespace phasor::server {
 
@@ -76,6 +77,9 @@ struct ServerOptions {
   // On by default so KServe/Triton clients work out of the box; off leaves
   // only phasor.v1.Encoder (and health, reflection) on the port.
   bool enable_inference_protocol = true;
+  // Triton's system shared-memory extension on the Open Inference Protocol
+  // (server/shared_memory.h): off by default; its key prefix and bounds.
+  SharedMemoryOptions shared_memory;
 
   // Logging (server/logging.h, server/call_log.h): the format of every line
   // phasor-server writes, whether every call is logged (the access log) or

@@ -256,9 +256,10 @@ absl::StatusOr<std::unique_ptr<PhasorServer>> PhasorServer::Start(
   server->service_ = std::make_unique<EncoderService>(
       options, server->profiles_.get(), server->metrics_.get(), *std::move(token),
       server->memory_budget_.get(), server->memory_wait_pool_.get());
+  server->shared_memory_ = std::make_unique<SharedMemoryRegistry>(options.shared_memory);
   if (options.enable_inference_protocol) {
     server->inference_ = std::make_unique<InferenceService>(
-        server->service_.get(), server->memory_wait_pool_.get());
+        server->service_.get(), server->memory_wait_pool_.get(), server->shared_memory_.get());
   }
 
   // A process-wide registration that every later server picks up; gRPC
@@ -376,6 +377,7 @@ LogRecord ConfigurationRecord(const ServerOptions& options, const PhasorServer& 
            absl::ToDoubleSeconds(options.max_connection_age_grace))
       .Add("enable_echo", options.enable_echo)
       .Add("enable_inference_protocol", options.enable_inference_protocol)
+      .Add("system_shared_memory", options.shared_memory.enabled)
       .Add("log_format", LogFormatName(options.log_format))
       .Add("access_log", options.access_log)
       .Add("failed_call_log_burst", options.failed_call_log_burst)

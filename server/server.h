@@ -24,12 +24,12 @@
 #ifndef PHASOR_SERVER_SERVER_H_
 #define PHASOR_SERVER_SERVER_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -43,6 +43,7 @@
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/profiles.h"
+#include "server/shared_memory.h"
 
 namespace phasor::server {
 
@@ -67,6 +68,9 @@ class PhasorServer final {
   const std::string& memory_budget_source() const { return memory_budget_source_; }
   const ProfileRegistry& profiles() const { return *profiles_; }
   const ServerMetrics& metrics() const { return *metrics_; }
+  // Triton's system shared-memory regions (empty and disabled unless
+  // ServerOptions::shared_memory.enabled).
+  const SharedMemoryRegistry& shared_memory() const { return *shared_memory_; }
 
   // Marks health NOT_SERVING, stops accepting calls, waits up to `grace` for
   // the calls in flight, cancels what remains, and returns once the server
@@ -88,6 +92,9 @@ class PhasorServer final {
   std::unique_ptr<CallLog> call_log_;
   std::unique_ptr<ProfileRegistry> profiles_;
   std::unique_ptr<EncoderService> service_;
+  // Shared-memory regions (unmapped when the server is destroyed); before
+  // the inference service, which refers to it.
+  std::unique_ptr<SharedMemoryRegistry> shared_memory_;
   // The Open Inference Protocol; null when disabled.
   std::unique_ptr<InferenceService> inference_;
   std::unique_ptr<HealthService> health_;

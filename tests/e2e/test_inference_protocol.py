@@ -79,13 +79,31 @@ DOCUMENTED = {
                             "uint64_contents": (5, 4, True),
                             "fp32_contents": (6, 2, True), "fp64_contents": (7, 1, True),
                             "bytes_contents": (8, 12, True)},
+    # Triton's "System Shared-Memory Extension".
+    "SystemSharedMemoryStatusRequest": {"name": (1, 9, False)},
+    "SystemSharedMemoryStatusResponse": {"regions": (1, 11, True)},
+    "SystemSharedMemoryStatusResponse.RegionStatus": {"name": (1, 9, False),
+                                                      "key": (2, 9, False),
+                                                      "offset": (3, 4, False),
+                                                      "byte_size": (4, 4, False)},
+    "SystemSharedMemoryRegisterRequest": {"name": (1, 9, False), "key": (2, 9, False),
+                                          "offset": (3, 4, False),
+                                          "byte_size": (4, 4, False)},
+    "SystemSharedMemoryUnregisterRequest": {"name": (1, 9, False)},
 }
 RPCS = {"ServerLive": ("ServerLiveRequest", "ServerLiveResponse"),
         "ServerReady": ("ServerReadyRequest", "ServerReadyResponse"),
         "ModelReady": ("ModelReadyRequest", "ModelReadyResponse"),
         "ServerMetadata": ("ServerMetadataRequest", "ServerMetadataResponse"),
         "ModelMetadata": ("ModelMetadataRequest", "ModelMetadataResponse"),
-        "ModelInfer": ("ModelInferRequest", "ModelInferResponse")}
+        "ModelInfer": ("ModelInferRequest", "ModelInferResponse"),
+        # Triton's system shared-memory extension.
+        "SystemSharedMemoryStatus": ("SystemSharedMemoryStatusRequest",
+                                     "SystemSharedMemoryStatusResponse"),
+        "SystemSharedMemoryRegister": ("SystemSharedMemoryRegisterRequest",
+                                       "SystemSharedMemoryRegisterResponse"),
+        "SystemSharedMemoryUnregister": ("SystemSharedMemoryUnregisterRequest",
+                                         "SystemSharedMemoryUnregisterResponse")}
 
 # "Tensor Data Types": the documentation's names and numpy's little-endian
 # types. BF16 has no numpy type: its elements travel as uint16 bits.
@@ -279,6 +297,13 @@ class InferenceProtocolTest(unittest.TestCase):
         self.assertEqual(metadata.name, "phasor")
         self.assertTrue(metadata.version)
         self.assertIn("parameters", metadata.extensions)
+        # Shared memory is off unless the server is started with it.
+        self.assertNotIn("system_shared_memory", metadata.extensions)
+        self.assertNotIn("cuda_shared_memory", metadata.extensions)
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.oip.call("SystemSharedMemoryStatus")
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+        self.assertIn("--system_shared_memory=true", caught.exception.details())
         for model in ("sin", "rope", "vitals", "t5"):
             for version in ("", "1"):
                 self.assertTrue(self.oip.call("ModelReady", self.messages.ModelReadyRequest(

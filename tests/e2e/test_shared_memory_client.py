@@ -288,7 +288,9 @@ class SharedMemoryClientTest(unittest.TestCase):
                                profile="rope")
             self.assertEqual(caught.exception.code(),
                              grpc.StatusCode.INVALID_ARGUMENT)
-            self.assertIn("inputs[query]", caught.exception.details())
+            # The profile's rotary_dim does not fit the query's head_dim.
+            self.assertIn("rotary_dim", caught.exception.details())
+            self.assertIn("head_dim 30", caught.exception.details())
             # The session still works after a refused call.
             shm.apply_rope(np.ones((4, 1, 32), dtype=np.float32),
                            profile="rope")

@@ -54,13 +54,12 @@ from ._types import (AlibiResult, ArrayLike, BlockLike, EnumLike, Features,
                      Panel, PathLike, RelativeBiasResult, RopeResult,
                      RopeTables)
 from .errors import PhasorError, bad_request_violations
+from .shm import SharedMemorySession
 from .specs import SpecLike
 from .tensors import DTypeLike
 
 if TYPE_CHECKING:  # pandas is optional (the "pandas" extra).
     import pandas as pd
-
-    from .shm import SharedMemorySession
 
 __all__ = [
     "DEFAULT_SERVICE_CONFIG", "AlibiResult", "ArrayLike", "BlockLike",
@@ -176,7 +175,6 @@ class EncoderClient:
         the session (or use it in a `with`) to unregister and unlink the
         region; closing this client closes it too.
         """
-        from .shm import SharedMemorySession
         session = SharedMemorySession(self, key_prefix=key_prefix, copy=copy)
         self._shm_sessions.add(session)
         return session
