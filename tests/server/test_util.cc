@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -295,10 +296,28 @@ int ReadPort(Child& child, std::string* all) {
 }
 
 int WaitExit(Child& child) {
+  // What the process still writes is read to its end first, so that a
+  // process blocked on a full stderr pipe can finish, and so that a failed
+  // exit shows its cause (a sanitizer report, a log record) in the test's
+  // output.
+  std::string rest;
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), child.stderr_stream)) > 0) {
+    rest.append(buffer, n);
+  }
   int status = 0;
   waitpid(child.pid, &status, 0);
   std::fclose(child.stderr_stream);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code != 0) {
+    constexpr size_t kTail = 16 << 10;
+    std::fprintf(stderr, "phasor-server pid %d ended with %s %d; its stderr ends with:\n%s\n",
+                 static_cast<int>(child.pid), WIFEXITED(status) ? "exit code" : "signal",
+                 WIFEXITED(status) ? code : WTERMSIG(status),
+                 rest.substr(rest.size() > kTail ? rest.size() - kTail : 0).c_str());
+  }
+  return code;
 }
 
 }  // namespace phasor::server::testing

@@ -106,7 +106,8 @@ std::string ReadUntil(Child& child, const std::string& needle, std::string* all)
 // The gRPC port from the "serving" log record ("... event=serving
 // grpc_port=N ..."); 0 if the server never wrote it.
 int ReadPort(Child& child, std::string* all);
-// Waits for the process; its exit code, or -1 if a signal ended it.
+// Reads the rest of its stderr, then waits for the process: its exit code,
+// or -1 if a signal ended it. A non-zero end prints the stderr tail.
 int WaitExit(Child& child);
 
 // A temporary directory removed at destruction.
