@@ -1,6 +1,7 @@
 """Shared pieces of the end-to-end tests: a real phasor-server on loopback.
 
-Each test starts the phasor-server binary itself on free 127.0.0.1 ports,
+Each test starts the phasor-server binary itself on free 127.0.0.1 ports
+(or, with Server(unix_socket=PATH), gRPC on a Unix-domain socket),
 waits until grpc.health.v1 says SERVING (polling for at most
 STARTUP_TIMEOUT_S), and stops it by its pid. Every wait is bounded, every
 RPC has a deadline, and a server still alive at the end is killed, so no test
@@ -64,8 +65,11 @@ class Server:
     """
 
     def __init__(self, flags=(), env=None, client_options=None,
-                 metrics=True, launcher=()):
+                 metrics=True, launcher=(), unix_socket=None):
         self.flags = list(flags)
+        # A path: gRPC listens on that Unix-domain socket
+        # (--grpc_address=unix:PATH) instead of a loopback port.
+        self.unix_socket = unix_socket
         # Words run before the server's own command line, which they must
         # exec (so the pid stays the server's): e.g. a shell that moves
         # itself into a cgroup first.
@@ -99,9 +103,11 @@ class Server:
         raise last_error
 
     def _spawn(self):
-        self.port = free_port()
+        self.port = None if self.unix_socket else free_port()
         self.metrics_port = free_port() if self.with_metrics else None
-        flags = [f"--grpc_address={LOOPBACK}:{self.port}",
+        address = (f"unix:{self.unix_socket}" if self.unix_socket
+                   else f"{LOOPBACK}:{self.port}")
+        flags = [f"--grpc_address={address}",
                  f"--metrics_address={LOOPBACK}:{self.metrics_port}"
                  if self.with_metrics else "--metrics_address="]
         # Only this test's settings: no PHASOR_* leaks in from outside.
@@ -126,8 +132,13 @@ class Server:
         while True:
             self._check_alive()
             try:
-                socket.create_connection((LOOPBACK, self.port),
-                                         timeout=1).close()
+                if self.unix_socket:
+                    with socket.socket(socket.AF_UNIX) as probe:
+                        probe.settimeout(1)
+                        probe.connect(self.unix_socket)
+                else:
+                    socket.create_connection((LOOPBACK, self.port),
+                                             timeout=1).close()
                 break
             except OSError:
                 if time.monotonic() > deadline:
@@ -184,6 +195,8 @@ class Server:
 
     @property
     def target(self):
+        if self.unix_socket:
+            return f"unix:{self.unix_socket}"
         return f"{LOOPBACK}:{self.port}"
 
     def client(self, **options):
