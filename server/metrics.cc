@@ -55,12 +55,15 @@ class MetricsInterceptor final : public grpc::experimental::Interceptor {
  public:
   MetricsInterceptor(ServerMetrics* metrics,
                      ServerMetrics::MethodMetrics* method)
-      : metrics_(metrics), method_(method) {}
+      : metrics_(metrics), method_(method) {
+    metrics_->CallCreated();
+  }
 
   ~MetricsInterceptor() override {
     // A call torn down without sending a status (e.g. the server shut down
     // under it) still ends; count it as cancelled so in-flight returns to 0.
     if (started_ && !finished_) Finish(grpc::StatusCode::CANCELLED);
+    metrics_->CallDestroyed();
   }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {

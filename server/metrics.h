@@ -47,6 +47,7 @@
 #define PHASOR_SERVER_METRICS_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -120,6 +121,14 @@ class ServerMetrics final {
   };
   CallTotals Totals() const;
 
+  // Calls the server holds now: created (a method matched) and not yet
+  // destroyed, which gRPC does only after the call's last operation, its
+  // status included, has completed. Zero means no connection carries
+  // anything the server still owes (PhasorServer::Shutdown relies on it).
+  int64_t calls_alive() const { return calls_alive_.load(std::memory_order_acquire); }
+  void CallCreated() { calls_alive_.fetch_add(1, std::memory_order_acq_rel); }
+  void CallDestroyed() { calls_alive_.fetch_sub(1, std::memory_order_acq_rel); }
+
   prometheus::Registry& registry() { return *registry_; }
 
   // Per-method counters, created once (public for the interceptor).
@@ -167,6 +176,7 @@ class ServerMetrics final {
   absl::flat_hash_map<std::string, MethodMetrics*> encoder_methods_;
   std::array<prometheus::Counter*, kNumEncodedKinds> encoded_values_{};
   prometheus::Gauge* in_flight_;
+  std::atomic<int64_t> calls_alive_{0};
   prometheus::Gauge* memory_budget_;
   prometheus::Gauge* memory_in_use_;
 };

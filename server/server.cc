@@ -25,6 +25,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/binary_info.h"
 #include "core/base/file.h"
 #include "core/base/status_macros.h"
@@ -331,9 +332,37 @@ void PhasorServer::Shutdown(absl::Duration grace) {
     health_->Shutdown();
     service_->Drain();
     if (inference_ != nullptr) inference_->Drain();
+    // grpc::Server::Shutdown sends GOAWAY and returns once every call has
+    // ended AND every connection has closed. A graceful GOAWAY closes a
+    // connection only after the client answers its PING, and a client with
+    // no call open need not read its socket meanwhile: a synchronous Python
+    // channel whose health Watch had just ended left it unanswered for
+    // seconds, and gRPC waits up to 20 s (or the grace) for it. Once the
+    // server has held no call for kIdleBeforeClose, nothing on those
+    // connections is owed to anyone, so the closer ends them
+    // (grpc_server_cancel_all_calls disconnects every connection); a
+    // shutdown that finishes sooner never needs it. The pause lets the last
+    // reply's bytes and the client's answers cross before the close.
+    constexpr absl::Duration kIdleBeforeClose = absl::Milliseconds(100);
+    absl::Notification stopped;
+    std::thread closer([this, &stopped, kIdleBeforeClose] {
+      absl::Time idle_since = absl::InfiniteFuture();
+      while (!stopped.WaitForNotificationWithTimeout(absl::Milliseconds(5))) {
+        if (metrics_->calls_alive() != 0) {
+          idle_since = absl::InfiniteFuture();
+        } else if (idle_since == absl::InfiniteFuture()) {
+          idle_since = absl::Now();
+        } else if (absl::Now() - idle_since >= kIdleBeforeClose) {
+          grpc_server_cancel_all_calls(server_->c_server());
+          idle_since = absl::InfiniteFuture();
+        }
+      }
+    });
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoMilliseconds(grace));
     server_->Wait();
+    stopped.Notify();
+    closer.join();
   });
 }
 

@@ -16,7 +16,15 @@ callback API runs handlers on a few library threads: two on a 2-core host),
 then SIGTERM. The calls running finish OK, the queued ones are refused, the
 process exits as soon as the last call ends rather than after gRPC's
 10-second poll, and the "stopped" record accounts for every call the
-client saw fail."""
+client saw fail.
+
+IdleWatchTest: one idle grpc.health.v1.Health/Watch open, as a Kubernetes
+probe or a client channel's health check keeps it, then SIGTERM, 20 times:
+the process exits promptly every time. The Watch's last status can reach
+a synchronous client before the server's GOAWAY does; such a client then
+stops reading its socket and leaves the GOAWAY's PING unanswered for
+seconds, which held the drain open until the server learned to close
+connections that carry no call."""
 
 import concurrent.futures
 import json
@@ -30,7 +38,7 @@ import numpy as np
 
 import harness
 import reference
-from phasor_client import pb, serving_status_name
+from phasor_client import _stubs, pb, serving_status_name
 
 BIG_MESSAGE_BYTES = 64 << 20
 # 65536 x 64 float32 = 16 MiB per response: long enough on 2 cores that the
@@ -351,6 +359,61 @@ class QueuedCallsTest(unittest.TestCase):
         # At least one call was still queued at the signal.
         self.assertGreaterEqual(refused + transport_refused + cancelled, 1,
                                 results)
+
+
+# IdleWatchTest: runs, and the longest exit after the signal allowed. The
+# PING wait it guards against lasted ~4 s (up to gRPC's 20-s GOAWAY timer),
+# in about 1 run of 4; an exit takes ~0.01-0.15 s.
+IDLE_WATCH_RUNS = 20
+IDLE_WATCH_EXIT_SECONDS = 2.0
+
+
+class IdleWatchTest(unittest.TestCase):
+
+    def test_sigterm_with_an_idle_health_watch_exits_promptly_every_time(self):
+        health = _stubs.health_pb2
+        exits = []
+        for run in range(IDLE_WATCH_RUNS):
+            server = harness.Server()
+            server.start()
+            self.addCleanup(server.__exit__, None, None, None)
+            channel = grpc.insecure_channel(server.target)
+            self.addCleanup(channel.close)
+            watch = channel.unary_stream(
+                "/grpc.health.v1.Health/Watch",
+                request_serializer=health.HealthCheckRequest.SerializeToString,
+                response_deserializer=health.HealthCheckResponse.FromString)
+            updates = watch(health.HealthCheckRequest(service=""), timeout=60)
+            self.assertEqual(next(updates).status,
+                             health.HealthCheckResponse.SERVING)
+            ended = queue.Queue()
+
+            def read_to_the_end(updates=updates, ended=ended):
+                statuses = []
+                try:
+                    for update in updates:
+                        statuses.append(update.status)
+                except grpc.RpcError as error:
+                    ended.put((statuses, error.code()))
+                else:
+                    ended.put((statuses, grpc.StatusCode.OK))
+
+            threading.Thread(target=read_to_the_end, daemon=True).start()
+            signalled = time.monotonic()
+            server.send_signal()
+            exit_code = server.process.wait(timeout=30)
+            exits.append(time.monotonic() - signalled)
+            self.assertEqual(exit_code, 0, server.log())
+            # The watcher heard NOT_SERVING, then the end of the watch.
+            statuses, code = ended.get(timeout=10)
+            self.assertEqual(statuses,
+                             [health.HealthCheckResponse.NOT_SERVING])
+            self.assertEqual(code, grpc.StatusCode.UNAVAILABLE)
+            self.assertLess(exits[-1], IDLE_WATCH_EXIT_SECONDS,
+                            f"run {run}: {server.log()}")
+            channel.close()
+        print(f"{IDLE_WATCH_RUNS} runs: exit after SIGTERM "
+              f"{min(exits):.3f}-{max(exits):.3f} s")
 
 
 if __name__ == "__main__":
