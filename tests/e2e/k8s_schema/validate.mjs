@@ -61,9 +61,11 @@ async function check({ source, object }) {
     result.errors.push(`no schema for ${object.apiVersion} ${object.kind}: ${error.message}`);
     return result;
   }
-  // Top-level fields of every object kind here.
+  // Top-level fields of every object kind here (a ConfigMap has data, not spec).
+  const topLevel = ["apiVersion", "kind", "metadata", "spec"];
+  if (object.kind === "ConfigMap") topLevel.push("data", "binaryData", "immutable");
   for (const key of Object.keys(object)) {
-    if (!["apiVersion", "kind", "metadata", "spec"].includes(key)) {
+    if (!topLevel.includes(key)) {
       result.unknown.push(`/${key}`);
     }
   }
