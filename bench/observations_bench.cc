@@ -41,8 +41,22 @@
 //                                 CYCLIC phases, double-double Time2Vec),
 //                                 registered next to the float32 line so a
 //                                 run measures the two side by side.
+//   limit/sincos_f64/for=time|observations/N=.../threads=1
+//                                 the host's sin/cos compute limit
+//                                 (bench/sincos_limit.h): Highway's Sin and
+//                                 Cos in a bare loop, in double as the
+//                                 blocks take them, over as many angles as
+//                                 the time block (dim/2 per row) or the
+//                                 every-block spec (SinCosPairsPerRow: time,
+//                                 Time2Vec's sines, the calendar's CYCLIC
+//                                 fields) computes for N rows; a block's
+//                                 rows/s over the limit's is the fraction of
+//                                 the host's sin/cos speed it reaches.
+//                                 limit/sincos_f32/... the same in float.
 // items_per_second counts rows (events).
 //
+// --phasor_simd_target prints the SIMD target Highway dispatches to on this
+// CPU (the one the core's kernels run on) and exits.
 // --phasor_dump=DIR writes the calendar configuration's features for N = 10^4
 // to DIR/calendar_N10000.bin (float32, 18 per row) for the check step.
 #include <benchmark/benchmark.h>
@@ -60,6 +74,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "bench/bench_common.h"
+#include "bench/sincos_limit.h"
 #include "bench/workload_p.h"
 #include "core/adapters/parallel.h"
 #include "core/math/sincos.h"
@@ -332,6 +347,51 @@ void BM_WorkloadPTime(benchmark::State& state, bool rows_at_once,
   state.SetItemsProcessed(state.iterations() * rows);
 }
 
+// The (sin, cos) pairs a row of `spec` evaluates, counted as values / 2:
+// the time block's dim, Time2Vec's sines (omega[1..k]) and two per CYCLIC
+// calendar field. Holidays (exp), gaps (log1p) and the calendar's civil
+// time are other work, not counted.
+int64_t SinCosPairsPerRow(const TemporalSpec& spec) {
+  int64_t values = 0;
+  if (spec.time) values += spec.time->dim;
+  if (spec.time2vec) values += static_cast<int64_t>(spec.time2vec->omega.size()) - 1;
+  if (spec.calendar && spec.calendar->encoding == CalendarEncoding::kCyclic) {
+    values += 2 * static_cast<int64_t>(spec.calendar->fields.size());
+  }
+  return (values + 1) / 2;
+}
+
+// The host's sin/cos limit for `rows` rows of `pairs_per_row` angles each:
+// items_per_second counts rows, like the block it bounds.
+void BM_SinCosLimit(benchmark::State& state, int64_t rows, int64_t pairs_per_row,
+                    bool f64) {
+  const int64_t angles = rows * pairs_per_row;
+  for (auto _ : state) {
+    if (f64) {
+      benchmark::DoNotOptimize(HighwaySinCosF64(angles));
+    } else {
+      benchmark::DoNotOptimize(HighwaySinCosF32(angles));
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * rows);
+  state.counters["angles"] = static_cast<double>(angles);
+  state.counters["ns_per_angle"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * angles),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+void RegisterSinCosLimit(absl::string_view for_what, int64_t rows, int64_t pairs_per_row) {
+  for (const bool f64 : {true, false}) {
+    benchmark::RegisterBenchmark(
+        absl::StrCat("limit/sincos_", f64 ? "f64" : "f32", "/for=", for_what, "/N=", rows,
+                     "/threads=1")
+            .c_str(),
+        BM_SinCosLimit, rows, pairs_per_row, f64)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+}
+
 void Dump(const std::string& dir) {
   const TemporalSpec spec = CalendarOnlySpec();
   const Series series = MakeSeries(10000, /*wide=*/true, /*with_values=*/false);
@@ -383,6 +443,14 @@ void RegisterAll(const BenchFlags& flags) {
                                  Spacing::kTwoYears, n, Peer::kCopy)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
+  }
+  // The sin/cos limits of the time block alone and of every block, next to
+  // the lines they bound.
+  const int64_t time_pairs = SinCosPairsPerRow(OneBlockSpec("time"));
+  RegisterSinCosLimit("time", 100000, time_pairs);
+  RegisterSinCosLimit("time", 1000000, time_pairs);
+  for (int64_t n : sizes) {
+    RegisterSinCosLimit("observations", n, SinCosPairsPerRow(EveryBlockSpec()));
   }
   // The time block against memset/memcpy at N = 10^6, where its 64 MB
   // output is past the last-level cache: the memory-bandwidth bound itself.
@@ -440,6 +508,12 @@ void RegisterAll(const BenchFlags& flags) {
 }  // namespace phasor::bench
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--phasor_simd_target") == 0) {
+      std::printf("%s\n", phasor::bench::DispatchedSimdTarget());
+      return 0;
+    }
+  }
   return phasor::bench::RunBenchmarkMain(argc, argv, phasor::bench::Dump,
                                          phasor::bench::RegisterAll);
 }

@@ -5,6 +5,11 @@
 #   bash bench/run.sh           the full run (several minutes, ~4 GB of RAM)
 #   bash bench/run.sh --quick   small sizes, short timings (a smoke test)
 #
+# The host class (CPU model, the SIMD target Highway dispatches to, cores
+# and threads) heads machine.txt and the report: every ratio is to limits
+# measured on this host in this run (a memcpy, Highway's own sin/cos loop,
+# Echo), never to figures from another machine.
+#
 # Steps: install the peers' packages if missing (python3-torch,
 # python3-pandas; the README's deploy/install-deps.sh covers the rest), build
 # the benchmark programs and the server (Release), check that Phasor and each
@@ -74,10 +79,16 @@ log "build ($build)"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DPHASOR_BUILD_BENCH=ON \
   -DPHASOR_BUILD_SERVER=ON -DPHASOR_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j"$cores" --target rope_bench sinusoidal_bench \
-  observations_bench phasor-server phasor_load phasor-server-glibc phasor_load_glibc
+  observations_bench panel_bench phasor-server phasor_load phasor-server-glibc phasor_load_glibc
 
 mkdir -p "$results"
+# The host class every ratio of the run belongs to: the CPU as the kernel
+# names it, the SIMD target Highway dispatches the core's kernels to on it,
+# and the cores and thread counts used.
+cpu_model=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -1)
+simd_target=$("$build/bench/observations_bench" --phasor_simd_target)
 {
+  echo "host class:  ${cpu_model:-unknown CPU}; Highway target $simd_target; $cores cores; threads $threads"
   echo "date:        $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit:      $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(
     git -C "$root" diff --quiet 2>/dev/null || echo ' (with local changes)')"
@@ -107,7 +118,7 @@ trap 'rm -rf "$dump"' EXIT
 rm -rf "$dump"
 
 # --- 4. Phasor ---------------------------------------------------------------
-for program in rope_bench sinusoidal_bench observations_bench; do
+for program in rope_bench sinusoidal_bench observations_bench panel_bench; do
   log "$program"
   "$build/bench/$program" --phasor_threads="$threads" "${bench_sizes[@]}" \
     --benchmark_min_time="$min_time" --benchmark_repetitions="$repetitions" \
@@ -139,6 +150,8 @@ $python sinusoidal_peer.py "${peer_args[@]}" "${peer_sizes[@]}" --filter 'impl=t
   --out "$results/sinusoidal_peer_default.json"
 log "pandas calendar peer"
 $python calendar_peer.py "${peer_args[@]}" "${peer_sizes[@]}" --out "$results/calendar_peer.json"
+log "pandas workload P peer (panel_bench's core figure)"
+$python panel_peer.py --pandas_only --repetitions "$repetitions" --out "$results/panel_peer.json"
 cd "$root"
 
 # --- 6. Transport ------------------------------------------------------------

@@ -26,6 +26,8 @@ tz_convert + dt accessors for the calendar. Timed from the DataFrame to the
 float32 [T, 21] array. Phasor is timed from the numpy arrays to the same
 array, through a phasor-server this script starts on a free loopback port
 (and stops by its pid). Each figure is the best of --repetitions runs.
+--pandas_only times pandas alone (the peer of bench/panel_bench's core
+figure, which bench/run.sh takes side by side).
 
 Prints JSON: Google Benchmark-shaped rows (common.Results) plus the ratios
 panel_vs_single_calls (single-call time / panel time) and phasor_vs_pandas
@@ -60,9 +62,12 @@ import common
 # time), unless PYTHONPATH or an install provides it.
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                              "..", "..", "build", "python"))
-from phasor_client import EncoderClient  # noqa: E402
-from phasor_client import _panel as phasor_panel  # noqa: E402
-from phasor_client import _wire as phasor_wire  # noqa: E402
+try:
+    from phasor_client import EncoderClient  # noqa: E402
+    from phasor_client import _panel as phasor_panel  # noqa: E402
+    from phasor_client import _wire as phasor_wire  # noqa: E402
+except ImportError:  # --pandas_only needs no client; main() says so otherwise.
+    EncoderClient = None
 
 NUM_CHANNELS = 3
 ROWS_PER_SERIES = 100
@@ -245,8 +250,11 @@ def single_calls(client, timestamps, values, offsets):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--server", required=True,
+    parser.add_argument("--server",
                         help="path of the phasor-server binary")
+    parser.add_argument("--pandas_only", action="store_true",
+                        help="time pandas alone (no server, no client): the "
+                             "peer of bench/panel_bench's core figure")
     parser.add_argument("--server_flag", action="append", default=[],
                         help="extra phasor-server flag (repeatable)")
     parser.add_argument("--series", type=int, default=10000,
@@ -254,6 +262,11 @@ def main():
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--out", help="write the JSON here, not stdout")
     args = parser.parse_args()
+    if not args.pandas_only and not args.server:
+        parser.error("--server is required unless --pandas_only")
+    if not args.pandas_only and EncoderClient is None:
+        sys.exit("phasor_client is not importable: build the phasor_python "
+                 "target or set PYTHONPATH")
 
     timestamps, values, offsets = workload(args.series)
     frame = dataframe(timestamps, values, offsets)
@@ -261,6 +274,15 @@ def main():
                                        args.repetitions)
     print(f"pandas                 {pandas_seconds * 1e3:10.1f} ms",
           file=sys.stderr, flush=True)
+    name = f"panel/S={args.series}/R={ROWS_PER_SERIES}/C={NUM_CHANNELS}"
+    if args.pandas_only:
+        results = common.Results(argparse.Namespace(out=args.out))
+        results.rows.append({"name": f"{name}/impl=pandas", "run_type": "aggregate",
+                             "aggregate_name": "min",
+                             "real_time": pandas_seconds * 1e9, "time_unit": "ns",
+                             "repetitions": args.repetitions})
+        results.write("panel")
+        return
 
     server = Server(args.server, args.server_flag)
     try:
@@ -328,7 +350,6 @@ def main():
 
     run = argparse.Namespace(out=args.out)
     results = common.Results(run)
-    name = f"panel/S={args.series}/R={ROWS_PER_SERIES}/C={NUM_CHANNELS}"
     for impl, seconds in (("pandas", pandas_seconds),
                           ("phasor_panel", panel_seconds),
                           ("phasor_panel_replies_copied", copied_seconds),

@@ -8,11 +8,12 @@ Reads, from the results directory:
   rope_peer_default.json, sinusoidal_peer_default.json   the same peers with
       the default allocator (fresh pages every call), headline sizes only
   calendar_peer.json                       pandas peer
+  panel_bench.json, panel_peer.json        workload P in core, and pandas
   load.json, load_warm.json                bench/phasor_load, as shipped (tcmalloc)
                                            and glibc twins with the allocator warm
   check.txt                                output of the check step (ACCURACY lines)
   machine.txt                              what the run was on
-and prints a Markdown report: one table per family, then DESIGN §5's targets
+and prints a Markdown report: one table per family, then the targets
 with the measured ratio and whether each is met. Ratios are the claim;
 absolute times belong to the machine.
 """
@@ -105,6 +106,8 @@ def main():
     cal_peer = load_gbench(os.path.join(d, "calendar_peer.json"))
     loads = [("shipped (tcmalloc)", load_rows(os.path.join(d, "load.json"))),
              ("glibc, allocator warm", load_rows(os.path.join(d, "load_warm.json")))]
+    panel = load_gbench(os.path.join(d, "panel_bench.json"))
+    panel_peer = load_gbench(os.path.join(d, "panel_peer.json"))
     acc = load_accuracy(os.path.join(d, "check.txt"))
     out = []
     summary = []  # (target, config, value text, met)
@@ -300,13 +303,87 @@ def main():
                           "× echo QPS"], rows))
         out.append("")
 
+    # ------------------------------------------------- host-limit targets
+    limits = host_limit_targets(rope, obs, panel, panel_peer, rope_peer, loads)
+    if limits:
+        host = ""
+        machine = os.path.join(d, "machine.txt")
+        if os.path.exists(machine):
+            host = next((line.split(":", 1)[1].strip() for line in open(machine)
+                         if line.startswith("host class:")), "")
+        out.append("## Targets against this host's limits, measured in this run\n")
+        out.append(f"Host class: {host or 'not recorded'}. Each ratio's two sides ran "
+                   "in this run on this host: Highway's own Sin and Cos in a bare "
+                   "loop over the same number of angles (`limit/sincos_f64/...`), a "
+                   "memcpy of the same bytes, pandas, PyTorch, Echo.\n")
+        out.append(table(["target", "configuration", "measured", "met"],
+                         [[t, c, v, "yes" if ok else "**no**"] for t, c, v, ok in limits]))
+        out.append("")
+
     # ------------------------------------------------------------ summary
     if summary:
-        out.append("## DESIGN §5 targets\n")
+        out.append("## Targets\n")
         out.append(table(["target", "configuration", "measured", "met"],
                          [[t, c, v, "yes" if ok else "**no**"] for t, c, v, ok in summary]))
         out.append("")
     print("\n".join(out))
+
+
+def host_limit_targets(rope, obs, panel, panel_peer, rope_peer, loads):
+    """(target, configuration, measured text, met) of the kernel targets
+    stated as ratios to limits measured in the same run."""
+    rows = []
+
+    def add(target, config, value, goal, higher_is_better=True, digits=2):
+        if value is not None:
+            met = value >= goal if higher_is_better else value <= goal
+            rows.append((target, config, f"{value:.{digits}f}×", met))
+
+    # Throughputs of equal row counts: limit time / block time.
+    for n in (100000, 1000000):
+        add("time sinusoid (dim 16) ≥ 0.7× Highway sin/cos of its angles, f64",
+            f"N={n}, 1 thread",
+            ratio(obs.get(f"limit/sincos_f64/for=time/N={n}/threads=1"),
+                  obs.get(f"block/time/spacing=two_years/N={n}/threads=1")), 0.7)
+    for n in sorted({int(m.group(1)) for k in obs
+                     for m in [re.search(r"^limit/sincos_f64/for=observations/N=(\d+)/", k)] if m}):
+        add("every block on ≥ 0.5× Highway sin/cos of its angles (21 pairs a row), f64",
+            f"N={n}, 1 thread",
+            ratio(obs.get(f"limit/sincos_f64/for=observations/N={n}/threads=1"),
+                  obs.get(f"observations/N={n}/threads=1")), 0.5)
+    spacings = [obs.get(f"block/calendar/spacing={s}/N=100000/threads=1")
+                for s in ("two_years", "dense", "sparse")]
+    if all(spacings):
+        add("calendar block: slowest spacing ÷ fastest ≤ 1.2×",
+            "two years, dense, sparse; N=100000, 1 thread",
+            max(spacings) / min(spacings), 1.2, higher_is_better=False)
+    pandas = next((v for k, v in panel_peer.items() if k.endswith("/impl=pandas")), None)
+    add("workload P core ≥ 20× pandas, 1 thread", "10^6 rows, 21 columns",
+        ratio(pandas, panel.get("panel/threads=1")), 20, digits=1)
+    threads = threads_of(rope)
+    for dtype in ("bf16", "fp16"):
+        for t in (4096, 32768):
+            th = max(threads)
+            add(f"RoPE {dtype} ≥ 0.9× a copy of the same bytes, T ≥ 4096, the host's cores",
+                f"T={t}, {th} thread(s), plan cached",
+                ratio(rope.get(f"copy/dtype={dtype}/T={t}/threads={th}"),
+                      rope.get(f"rope/dtype={dtype}/layout=half/scaling=none/pos=contiguous"
+                               f"/T={t}/freq=cached/threads={th}")), 0.9)
+    for dtype in ("fp32", "bf16"):
+        add(f"RoPE {dtype} one token ≥ 20× PyTorch (HF rotate_half, cos/sin cached)",
+            "T=1 at position 4096, 1 thread",
+            ratio(rope_peer.get(f"rope/dtype={dtype}/layout=half/scaling=none/pos=contiguous"
+                                "/T=1/threads=1/impl=torch_cached"),
+                  rope.get(f"rope/dtype={dtype}/layout=half/scaling=none/pos=decode"
+                           "/T=1/freq=cached/threads=1")), 20, digits=1)
+    for label, load in loads:
+        by = {r["name"]: r for r in load}
+        obs_row = by.get("rpc/method=encode_observations/payload=1024/mode=throughput")
+        echo_row = by.get("rpc/method=echo/payload=1024/mode=throughput")
+        if obs_row and echo_row:
+            add("EncodeObservations 1 KiB ≥ 0.95× Echo QPS", label,
+                ratio(obs_row["qps"], echo_row["qps"]), 0.95)
+    return rows
 
 
 if __name__ == "__main__":
