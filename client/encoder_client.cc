@@ -18,6 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/panel_calls.h"
+#include "client/shared_memory_session.h"
 #include "core/base/file.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -167,6 +168,19 @@ absl::StatusOr<ServingStatus> DecodeHealthCheckResponse(
   return static_cast<ServingStatus>(status);
 }
 
+// The deadline and credentials of one call (EncoderClient::PrepareContext,
+// and the SharedMemorySession's calls).
+void PrepareCallContext(absl::Duration deadline, const std::string& bearer_token,
+                        grpc::ClientContext* context) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  if (!bearer_token.empty()) {
+    // Plain metadata rather than CallCredentials: gRPC refuses to send call
+    // credentials over a plaintext channel, and loopback deployments
+    // legitimately use one.
+    context->AddMetadata("authorization", absl::StrCat("Bearer ", bearer_token));
+  }
+}
+
 }  // namespace
 
 absl::string_view ServingStatusName(ServingStatus status) {
@@ -247,14 +261,7 @@ EncoderClient::EncoderClient(std::shared_ptr<grpc::Channel> channel,
       options_(std::move(options)) {}
 
 void EncoderClient::PrepareContext(grpc::ClientContext* context) const {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + options_.deadline));
-  if (!options_.bearer_token.empty()) {
-    // Plain metadata rather than CallCredentials: gRPC refuses to send call
-    // credentials over a plaintext channel, and loopback deployments
-    // legitimately use one.
-    context->AddMetadata("authorization",
-                         absl::StrCat("Bearer ", options_.bearer_token));
-  }
+  PrepareCallContext(options_.deadline, options_.bearer_token, context);
 }
 
 absl::StatusOr<v1::EncodePositionsResponse> EncoderClient::EncodePositions(
@@ -401,6 +408,27 @@ absl::StatusOr<v1::EchoResponse> EncoderClient::Echo(
   const grpc::Status status = stub_->Echo(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status, options_.max_message_bytes);
   return response;
+}
+
+absl::StatusOr<std::unique_ptr<SharedMemorySession>>
+EncoderClient::SharedMemory() const {
+  return SharedMemory(SharedMemorySessionOptions());
+}
+
+absl::StatusOr<std::unique_ptr<SharedMemorySession>>
+EncoderClient::SharedMemory(const SharedMemorySessionOptions& options) const {
+  // Copies of what the calls need, so the session may outlive this client.
+  SharedMemoryTransport transport;
+  transport.channel = channel_;
+  transport.prepare_context = [deadline = options_.deadline,
+                               token = options_.bearer_token](grpc::ClientContext* context) {
+    PrepareCallContext(deadline, token, context);
+  };
+  transport.from_grpc_status = [limit = options_.max_message_bytes](
+                                   const grpc::Status& status) {
+    return FromGrpcStatus(status, limit);
+  };
+  return SharedMemorySession::Create(std::move(transport), options);
 }
 
 absl::StatusOr<ServingStatus> EncoderClient::CheckHealth(

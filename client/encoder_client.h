@@ -60,6 +60,10 @@
 
 namespace phasor {
 
+// client/shared_memory_session.h.
+class SharedMemorySession;
+struct SharedMemorySessionOptions;
+
 // The default service config of Phasor's clients: client/service_config.json,
 // which the Python and Node clients load too, embedded at build time
 // (client/CMakeLists.txt; tests/e2e/test_service_config.py checks that all
@@ -209,6 +213,15 @@ class EncoderClient final {
   // whole, "phasor.v1.Encoder" about the encoder. A service the server does
   // not know comes back as NOT_FOUND.
   absl::StatusOr<ServingStatus> CheckHealth(absl::string_view service) const;
+
+  // A SharedMemorySession (client/shared_memory_session.h) on this
+  // client's channel, deadline and bearer token: ApplyRope and panels of a
+  // profile with their tensors in POSIX shared memory, for a client on the
+  // server's host. INVALID_ARGUMENT naming the option when `options` is
+  // malformed; the server is first called by the session's first call.
+  absl::StatusOr<std::unique_ptr<SharedMemorySession>> SharedMemory() const;
+  absl::StatusOr<std::unique_ptr<SharedMemorySession>> SharedMemory(
+      const SharedMemorySessionOptions& options) const;
 
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
