@@ -713,12 +713,38 @@ absl::StatusOr<SharedPanelResult> SharedMemorySession::EncodePanel(
   }
   if (panel.num_channels != 0) parameters["num_channels"].set_int64_param(panel.num_channels);
 
+  // The long layout's C, when not given, comes from the data (the server's
+  // rule, v1::Observations.num_channels: channel_names' size, else the
+  // states' channel count, else 1 + the largest event channel), which a
+  // zero-row probe cannot see: the probe is told C. The call itself is sent
+  // as the caller gave it; should the server derive another C, its reply
+  // would not fit the features' bytes and the call fails, never silently.
+  google::protobuf::Map<std::string, inference::InferParameter> probe_parameters = parameters;
+  if (panel.num_channels == 0 && panel.event_channels.present() &&
+      !panel.timestamps.present()) {
+    int64_t channels = 0;
+    if (!panel.channel_names.empty()) {
+      channels = static_cast<int64_t>(panel.channel_names.size());
+    } else if (!panel.states.empty() && panel.states[0].channels_size() > 0) {
+      channels = panel.states[0].channels_size();
+    } else if (panel.event_channels.dtype == v1::INT32) {
+      const size_t count = panel.event_channels.data.size() / sizeof(int32_t);
+      for (size_t i = 0; i < count; ++i) {
+        int32_t channel;
+        std::memcpy(&channel, panel.event_channels.data.data() + i * sizeof(int32_t),
+                    sizeof(channel));
+        channels = std::max<int64_t>(channels, int64_t{channel} + 1);
+      }
+    }
+    if (channels > 0) probe_parameters["num_channels"].set_int64_param(channels);
+  }
+
   absl::MutexLock lock(&mu_);
   absl::StatusOr<int64_t> width =
       PanelWidth(profile,
                  std::vector<Input>(inputs.begin(),
                                     inputs.begin() + static_cast<std::ptrdiff_t>(probe_inputs)),
-                 parameters);
+                 probe_parameters);
   if (!width.ok()) return width.status();
   const std::vector<int64_t> features_shape = {rows, *width};
   absl::StatusOr<int64_t> features_bytes = TensorBytes(output_dtype, features_shape, "features");

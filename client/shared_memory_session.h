@@ -219,7 +219,11 @@ class SharedMemorySession final {
   // EncoderClient::EncodeObservations with the same profile and
   // observations. The feature width F is learnt from one zero-row call per
   // configuration (profile, input dtypes and trailing shapes, output
-  // dtype), remembered by the session.
+  // dtype, channel count), remembered by the session; for the long layout
+  // without num_channels that call is told the C the server derives
+  // (channel_names' size, else the states', else 1 + the largest event
+  // channel). The features are the reply's only output in the region;
+  // schema and states come in the reply message.
   absl::StatusOr<SharedPanelResult> EncodePanel(
       absl::string_view profile, const PanelInputs& inputs,
       const PanelCallOptions& options = PanelCallOptions());

@@ -311,6 +311,67 @@ TEST_F(SharedMemorySessionTest, EncodePanelIsBytewiseTheNativeCall) {
   EXPECT_TRUE(ObjectExists(session->region_key()));
 }
 
+// Long (event triplet) panels learn C from the events, and per-series time
+// zones travel as BYTES and INT32 inputs in the region.
+TEST_F(SharedMemorySessionTest, LongPanelWithZonesIsBytewiseTheNativeCall) {
+  auto session = Session();
+  ASSERT_NE(session, nullptr);
+  constexpr int kSeries = 5;
+  constexpr int kEventsPerSeries = 90;
+  std::mt19937 rng(71);
+  std::uniform_int_distribution<int> channel(0, 2);
+  std::uniform_int_distribution<int64_t> step_seconds(1, 3600);
+  std::normal_distribution<float> normal;
+  std::vector<int64_t> times;
+  std::vector<int32_t> channels;
+  std::vector<float> values;
+  std::vector<int64_t> offsets = {0};
+  for (int s = 0; s < kSeries; ++s) {
+    int64_t t = kStartNs + int64_t{s} * 86400 * 1000000000;
+    for (int e = 0; e < kEventsPerSeries; ++e) {
+      t += step_seconds(rng) * 1000000000;
+      times.push_back(t);
+      channels.push_back(channel(rng));
+      values.push_back(normal(rng));
+    }
+    offsets.push_back(offsets.back() + kEventsPerSeries);
+  }
+  v1::EncodeObservationsRequest request;
+  request.set_profile("panel");
+  v1::Observations* observations = request.mutable_observations();
+  *observations->mutable_event_times() = Int64s(times);
+  v1::Tensor* channel_tensor = observations->mutable_event_channels();
+  channel_tensor->set_dtype(v1::INT32);
+  channel_tensor->add_shape(static_cast<int64_t>(channels.size()));
+  channel_tensor->set_data(channels.data(), channels.size() * sizeof(int32_t));
+  v1::Tensor* value_tensor = observations->mutable_event_values();
+  value_tensor->set_dtype(v1::FLOAT32);
+  value_tensor->add_shape(static_cast<int64_t>(values.size()));
+  value_tensor->set_data(values.data(), values.size() * sizeof(float));
+  *observations->mutable_series_offsets() = Int64s(offsets);
+  observations->add_time_zones("UTC");
+  observations->add_time_zones("America/New_York");
+  const std::vector<int32_t> zone_index = {0, 1, 1, 0, 1};
+  v1::Tensor* index_tensor = observations->mutable_time_zone_index();
+  index_tensor->set_dtype(v1::INT32);
+  index_tensor->add_shape(kSeries);
+  index_tensor->set_data(zone_index.data(), zone_index.size() * sizeof(int32_t));
+  auto native = client_->EncodeObservations(request);
+  ASSERT_TRUE(native.ok()) << native.status();
+
+  PanelInputs inputs;
+  inputs.event_times = TensorRef::Of(observations->event_times());
+  inputs.event_channels = TensorRef::Of(observations->event_channels());
+  inputs.event_values = TensorRef::Of(observations->event_values());
+  inputs.series_offsets = TensorRef::Of(observations->series_offsets());
+  inputs.time_zones.assign(observations->time_zones().begin(), observations->time_zones().end());
+  inputs.time_zone_index = TensorRef::Of(observations->time_zone_index());
+  auto shm = session->EncodePanel("panel", inputs);
+  ASSERT_TRUE(shm.ok()) << shm.status();
+  ExpectSameTensor(shm->features, native->features());
+  EXPECT_THAT(shm->states, IsEmpty()) << "return_states was not asked for";
+}
+
 TEST_F(SharedMemorySessionTest, ACallLargerThanTheRegionGrowsIt) {
   auto session = Session();
   ASSERT_NE(session, nullptr);
