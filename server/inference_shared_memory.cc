@@ -182,6 +182,15 @@ absl::Status SharedMemoryOutputs::Finish(ModelInferResponse* response) {
       if (candidate.name == output->name()) target = &candidate;
     }
     if (target == nullptr) continue;
+    // Bind fetched the native field of every output bound to a region, which
+    // creates it; an output this call does not produce (a RoPE "key" without
+    // a key input, a "bias" without a table) then arrives here as a tensor
+    // without a datatype. Refused as SelectOutputs refuses it in raw form.
+    if (output->datatype().empty()) {
+      return InvalidField(target->path,
+                          "is not produced for these inputs (docs/API.md, \"Open "
+                          "Inference Protocol\", says when each output is)");
+    }
     std::string* raw = response->mutable_raw_output_contents(j);
     int64_t written = 0;
     if (raw->empty()) {

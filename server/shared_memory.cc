@@ -280,8 +280,11 @@ absl::StatusOr<SharedMemoryBlock> SharedMemoryRegistry::Acquire(absl::string_vie
                    absl::StrCat(offset, " is outside region ", region->Quoted(), " of ",
                                 region_bytes, " bytes"));
   }
-  if (byte_size < 0 ||
-      static_cast<uint64_t>(byte_size) > region_bytes - static_cast<uint64_t>(offset)) {
+  if (byte_size < 0) {
+    return Invalid(ParameterField(field, "shared_memory_byte_size"),
+                   absl::StrCat("must be >= 0, got ", byte_size));
+  }
+  if (static_cast<uint64_t>(byte_size) > region_bytes - static_cast<uint64_t>(offset)) {
     return Invalid(
         ParameterField(field, "shared_memory_byte_size"),
         absl::StrCat(byte_size, " bytes from offset ", offset, " reach past the end of region ",

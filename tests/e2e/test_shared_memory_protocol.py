@@ -16,13 +16,16 @@ Checked:
    parameters name the region, the offset and the bytes written;
  - ModelInfer errors name the parameter (offset or byte_size outside the
    region, byte_size other than the tensor's, unknown or unregistered
-   region, a raw_input_contents count that ignores the region);
+   region, a raw_input_contents count that ignores the region, an output
+   in a region that the call does not produce);
  - Register errors (key outside the prefix, not one shm name, a symlink or
    a directory instead of an object, no such object, region past the
    object's end, duplicate name), Status of all and of one, Unregister of an
    unknown name and of all;
  - an object truncated or removed after Register fails the next call with
    FAILED_PRECONDITION naming the region, and the server keeps serving;
+ - calls through a region while it is unregistered and registered again
+   answer the native result or INVALID_ARGUMENT naming the region;
  - the bounds on regions and bytes (RESOURCE_EXHAUSTED naming the flag), a
    custom key prefix, and a clean exit with regions still registered;
  - Unregister unmaps: the object's mapping leaves /proc/<pid>/maps and the
@@ -39,6 +42,7 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 import time
 import unittest
 
@@ -514,6 +518,15 @@ class SharedMemoryProtocolTest(ProtocolTestCase):
             ("output too small",
              query_at(("err", 0, q_bytes), [("query", ("err", 4096, q_bytes - 64))]),
              f"outputs[query].parameters[{BYTE_SIZE}]", str(q_bytes)),
+            ("output byte_size negative",
+             query_at(("err", 0, q_bytes), [("query", ("err", 4096, -1))]),
+             f"outputs[query].parameters[{BYTE_SIZE}]", "must be >= 0, got -1"),
+            # No key input, so no key output: refused in a region as in raw.
+            ("output not produced",
+             lambda: self.infer(infer_request(
+                 "rope", [rope.inputs(query_at=("err", 0, q_bytes))[0], rope.inputs()[2]],
+                 [("query", ("err", 4096, q_bytes)), ("key", ("err", 8192, 4096))])),
+             "outputs[key]", "is not produced for these inputs"),
         ]
         for label, call, field, fragment in cases:
             with self.subTest(label):
@@ -667,6 +680,58 @@ class SharedMemoryProtocolTest(ProtocolTestCase):
         self.assert_alive_and_serving(rope)
         self.unregister("gone")
         self.assertEqual(self.status(), [])
+
+    def test_unregister_during_calls(self):
+        """Calls through a region while another thread unregisters and
+        registers it again: each call either answers the native result or
+        is INVALID_ARGUMENT naming the region; the server stays up."""
+        tokens = 256
+        query = values((tokens, 8, 128))  # 1 MiB.
+        positions = np.arange(tokens, dtype="<i8")
+        native = self.native.ApplyRope(pb.ApplyRopeRequest(
+            profile="rope", query=tensor(query, pb.FLOAT32),
+            positions=pb.Positions(values=tensor(positions, pb.INT64))),
+            timeout=TIMEOUT_S).query.data
+        size = 4 * MIB
+        shm = self.make_object(size, "churn")
+        shm.write(0, query.tobytes())
+        shm.write(2 * MIB, positions.tobytes())
+        self.register("churn", shm.key, 0, size)
+        request = infer_request(
+            "rope", [("query", "FP32", query.shape, ("churn", 0, query.nbytes)),
+                     ("positions", "INT64", positions.shape,
+                      ("churn", 2 * MIB, positions.nbytes))],
+            [("query", ("churn", 3 * MIB, query.nbytes))])
+        stop = time.monotonic() + 1.5
+        outcomes, failures = [], []
+
+        def caller():
+            while time.monotonic() < stop:
+                try:
+                    self.infer(request)
+                    outcomes.append("ok")
+                except grpc.RpcError as error:
+                    outcomes.append("refused")
+                    if (error.code() != grpc.StatusCode.INVALID_ARGUMENT
+                            or "no shared-memory region 'churn'" not in error.details()):
+                        failures.append((error.code(), error.details()))
+
+        def churn():
+            while time.monotonic() < stop:
+                self.unregister("churn")
+                self.register("churn", shm.key, 0, size)
+
+        threads = [threading.Thread(target=caller) for _ in range(3)]
+        threads.append(threading.Thread(target=churn))
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=TIMEOUT_S)
+        self.assertEqual(failures, [])
+        self.assertIn("ok", outcomes)
+        self.assertIsNone(self.server.process.poll(), self.server.log())
+        self.infer(request)
+        self.assertEqual(shm.read(3 * MIB, query.nbytes), native)
 
     # -- Unregister unmaps -------------------------------------------------
 
