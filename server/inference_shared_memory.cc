@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -170,6 +171,16 @@ HandlerContext SharedMemoryOutputs::Bind(const HandlerContext& context,
   }
   HandlerContext bound = context;
   bound.output_destinations = destinations_;
+  // The message limit bounds what travels in the reply; outputs written
+  // into regions do not, so the room they take there is added to it.
+  int64_t in_regions = 0;
+  for (const OutputDestination& destination : destinations_) {
+    in_regions += static_cast<int64_t>(destination.bytes.size());
+  }
+  bound.limits.max_message_bytes =
+      in_regions > std::numeric_limits<int64_t>::max() - bound.limits.max_message_bytes
+          ? std::numeric_limits<int64_t>::max()
+          : bound.limits.max_message_bytes + in_regions;
   return bound;
 }
 

@@ -70,7 +70,9 @@ class SharedMemoryOutputs final {
   using NamedTensor = std::pair<absl::string_view, absl::FunctionRef<v1::Tensor*()>>;
 
   // `context` with a destination for each of `tensors` that goes to shared
-  // memory. The returned context refers to this object.
+  // memory, and a message limit raised by the bytes of those destinations
+  // (what goes to a region does not travel in the reply). The returned
+  // context refers to this object.
   HandlerContext Bind(const HandlerContext& context, std::initializer_list<NamedTensor> tensors);
 
   // After the reply's outputs are final: copies in what the kernels did

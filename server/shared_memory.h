@@ -117,13 +117,14 @@ class SharedMemoryRegistry final {
   absl::Status CheckEnabled() const;
 
   // Maps [offset, offset + byte_size) of the object `key` under `name`.
-  // Errors, at the request field: name or key empty or too long, key
-  // outside the prefix or not a single shm name (INVALID_ARGUMENT); name
-  // taken (ALREADY_EXISTS); no such object (NOT_FOUND); object not a
-  // regular file, or smaller than offset + byte_size (INVALID_ARGUMENT);
-  // byte_size 0 or offset + byte_size overflowing (INVALID_ARGUMENT); over
-  // max_regions or max_bytes (RESOURCE_EXHAUSTED naming the flag);
-  // permission denied (PERMISSION_DENIED).
+  // Errors, at the request field: name or key empty or too long, or key
+  // not a single shm name (INVALID_ARGUMENT); key outside the prefix
+  // (PERMISSION_DENIED naming --shared_memory_key_prefix); name taken
+  // (ALREADY_EXISTS); no such object (NOT_FOUND); object not a regular
+  // file, or smaller than offset + byte_size (INVALID_ARGUMENT); byte_size 0
+  // or offset + byte_size overflowing (INVALID_ARGUMENT); over max_regions
+  // or max_bytes (RESOURCE_EXHAUSTED naming the flag); the object's
+  // permissions refuse the server (PERMISSION_DENIED).
   absl::Status Register(absl::string_view name, absl::string_view key, uint64_t offset,
                         uint64_t byte_size);
   // Unregisters `name`, or every region when `name` is empty. An unknown
