@@ -292,7 +292,7 @@ def main():
     parser.add_argument("--worker_malloc", default="dask,inherit",
                         help="comma-separated WORKER_MALLOC keys")
     parser.add_argument("--series", type=int, default=100000)
-    parser.add_argument("--partitions", default="10,40",
+    parser.add_argument("--partitions", default="40,10",
                         help="comma-separated partition counts")
     parser.add_argument("--time_partitions", default="10,2",
                         help="comma-separated partition counts of the "
