@@ -32,7 +32,8 @@ Checked:
    server's resident shared memory (RssShmem) drops by what the call
    touched;
  - gRPC on a Unix-domain socket (--grpc_address=unix:PATH): ModelInfer,
-   through shared memory too, and the native EncodePositions;
+   through shared memory too, and the native EncodePositions; tensors in
+   regions past --max_message_bytes, which bounds only the messages;
  - ServerMetadata lists "system_shared_memory" when it is on.
 """
 
@@ -854,7 +855,9 @@ class UnixSocketTest(ProtocolTestCase):
         with open(profiles, "w") as f:
             f.write(PROFILES)
         path = os.path.join(tmp, "phasor.sock")
-        server = harness.Server([f"--profiles={profiles}", "--system_shared_memory=true"],
+        # A 1 MiB message limit, which bounds messages, not regions.
+        server = harness.Server([f"--profiles={profiles}", "--system_shared_memory=true",
+                                 "--max_message_bytes=1048576"],
                                 unix_socket=path)
         with server:
             self.assertTrue(stat.S_ISSOCK(os.stat(path).st_mode))
@@ -887,6 +890,30 @@ class UnixSocketTest(ProtocolTestCase):
             self.assertEqual(list(response.raw_output_contents), [b""])
             self.assertEqual(shm.read(1024, len(encoded.encodings.data)),
                              encoded.encodings.data)
+
+            # 2 MiB in and out through a region past the 1 MiB message
+            # limit; the same output in the reply is over it.
+            query = values((512, 8, 128))
+            tokens = np.arange(512, dtype="<i8")
+            big = self.make_object(8 * MIB, "unix")
+            oip.SystemSharedMemoryRegister(ipb.SystemSharedMemoryRegisterRequest(
+                name="big", key=big.key, offset=0, byte_size=8 * MIB), timeout=TIMEOUT_S)
+            big.write(0, query.tobytes())
+            big.write(3 * MIB, tokens.tobytes())
+            inputs = [("query", "FP32", query.shape, ("big", 0, query.nbytes)),
+                      ("positions", "INT64", tokens.shape, ("big", 3 * MIB, tokens.nbytes))]
+            oip.ModelInfer(infer_request("rope", inputs,
+                                         [("query", ("big", 4 * MIB, query.nbytes))]),
+                           timeout=TIMEOUT_S)
+            native_head = native.ApplyRope(pb.ApplyRopeRequest(
+                profile="rope", query=tensor(query[:16], pb.FLOAT32),
+                positions=pb.Positions(values=tensor(tokens[:16], pb.INT64))),
+                timeout=TIMEOUT_S).query.data
+            self.assertEqual(big.read(4 * MIB, len(native_head)), native_head)
+            self.assert_rpc_error(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                lambda: oip.ModelInfer(infer_request("rope", inputs), timeout=TIMEOUT_S),
+                "--max_message_bytes")
             self.assertEqual(server.stop(), 0, server.log())
 
 
