@@ -34,7 +34,8 @@ Checked:
  - gRPC on a Unix-domain socket (--grpc_address=unix:PATH): ModelInfer,
    through shared memory too, and the native EncodePositions; tensors in
    regions past --max_message_bytes, which bounds only the messages;
- - ServerMetadata lists "system_shared_memory" when it is on.
+ - ServerMetadata lists "system_shared_memory" when it is on; with a bearer
+   token the shared-memory RPCs need it.
 """
 
 import itertools
@@ -261,11 +262,7 @@ class ProtocolTestCase(unittest.TestCase):
     def connect(target):
         channel = grpc.insecure_channel(target)
         return (channel, grpc_service_pb2_grpc.GRPCInferenceServiceStub(channel),
-                pb_grpc_stub(channel))
-
-
-def pb_grpc_stub(channel):
-    return _stubs.encoder_pb2_grpc.EncoderStub(channel)
+                _stubs.encoder_pb2_grpc.EncoderStub(channel))
 
 
 class SharedMemoryProtocolTest(ProtocolTestCase):
@@ -294,8 +291,8 @@ class SharedMemoryProtocolTest(ProtocolTestCase):
         self.oip.SystemSharedMemoryUnregister(
             ipb.SystemSharedMemoryUnregisterRequest(name=""), timeout=TIMEOUT_S)
 
-    def register(self, name, key, offset, byte_size, oip=None):
-        (oip or self.oip).SystemSharedMemoryRegister(
+    def register(self, name, key, offset, byte_size):
+        self.oip.SystemSharedMemoryRegister(
             ipb.SystemSharedMemoryRegisterRequest(
                 name=name, key=key, offset=offset, byte_size=byte_size),
             timeout=TIMEOUT_S)
@@ -843,6 +840,43 @@ class SharedMemoryBoundsTest(ProtocolTestCase):
             self.assertEqual(count(), 1)
             # Shutdown with a region still registered unmaps it and exits 0.
             self.assertEqual(server.stop(), 0, server.log())
+
+
+class SharedMemoryTokenTest(ProtocolTestCase):
+    """With --auth_token_file the shared-memory RPCs need the token, as
+    ModelInfer does."""
+
+    def test_shared_memory_rpcs_need_the_token(self):
+        tmp = tempfile.mkdtemp(prefix="phasor-shm-token-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        token_file = os.path.join(tmp, "token")
+        token = "shm-token-0123456789abcdef"
+        with open(token_file, "w") as f:
+            f.write(token + "\n")
+        server = harness.Server(["--system_shared_memory=true",
+                                 f"--auth_token_file={token_file}"])
+        with server:
+            channel, oip, _ = self.connect(server.target)
+            self.addCleanup(channel.close)
+            shm = self.make_object(4096, "token")
+            register = ipb.SystemSharedMemoryRegisterRequest(
+                name="t", key=shm.key, offset=0, byte_size=4096)
+            calls = [(oip.SystemSharedMemoryRegister, register),
+                     (oip.SystemSharedMemoryStatus, ipb.SystemSharedMemoryStatusRequest()),
+                     (oip.SystemSharedMemoryUnregister,
+                      ipb.SystemSharedMemoryUnregisterRequest())]
+            for rpc, request in calls:
+                for metadata in ((), (("authorization", "Bearer wrong"),)):
+                    self.assert_rpc_error(
+                        grpc.StatusCode.UNAUTHENTICATED,
+                        lambda: rpc(request, metadata=metadata, timeout=TIMEOUT_S))
+            right = (("authorization", f"Bearer {token}"),)
+            oip.SystemSharedMemoryRegister(register, metadata=right, timeout=TIMEOUT_S)
+            regions = oip.SystemSharedMemoryStatus(ipb.SystemSharedMemoryStatusRequest(),
+                                                   metadata=right, timeout=TIMEOUT_S).regions
+            self.assertEqual(list(regions), ["t"])
+            oip.SystemSharedMemoryUnregister(ipb.SystemSharedMemoryUnregisterRequest(),
+                                             metadata=right, timeout=TIMEOUT_S)
 
 
 class UnixSocketTest(ProtocolTestCase):
