@@ -80,6 +80,31 @@ std::string ShapeString(absl::Span<const int64_t> shape) {
                       ",...(", shape.size(), " dims)]");
 }
 
+namespace {
+// The innermost ScopedTensorBytes's list on this thread, or null.
+thread_local const TensorBytesList* tensor_bytes_in_scope = nullptr;
+}  // namespace
+
+const absl::string_view* TensorBytesList::Find(const v1::Tensor* tensor) const {
+  for (const Entry& entry : entries_) {
+    if (entry.tensor == tensor) return &entry.bytes;
+  }
+  return nullptr;
+}
+
+ScopedTensorBytes::ScopedTensorBytes(const TensorBytesList* list)
+    : outer_(tensor_bytes_in_scope) {
+  tensor_bytes_in_scope = list;
+}
+
+ScopedTensorBytes::~ScopedTensorBytes() { tensor_bytes_in_scope = outer_; }
+
+absl::string_view TensorBytes(const v1::Tensor& tensor) {
+  const absl::string_view* listed =
+      tensor_bytes_in_scope != nullptr ? tensor_bytes_in_scope->Find(&tensor) : nullptr;
+  return listed != nullptr ? *listed : absl::string_view(tensor.data());
+}
+
 absl::StatusOr<TensorView> CheckTensor(const v1::Tensor& tensor,
                                        absl::string_view field,
                                        absl::Span<const DType> allowed,
@@ -126,14 +151,15 @@ absl::StatusOr<TensorView> CheckTensor(const v1::Tensor& tensor,
   view.num_elements = elements;
   const int64_t expected_bytes =
       elements * static_cast<int64_t>(DTypeSize(view.dtype));
-  if (static_cast<int64_t>(tensor.data().size()) != expected_bytes) {
+  const absl::string_view data = TensorBytes(tensor);
+  if (static_cast<int64_t>(data.size()) != expected_bytes) {
     return InvalidField(
         absl::StrCat(field, ".data"),
         absl::StrCat("expected ", expected_bytes, " bytes for shape ",
                      ShapeString(tensor.shape()), " ", DTypeName(view.dtype),
-                     ", got ", tensor.data().size()));
+                     ", got ", data.size()));
   }
-  view.bytes = tensor.data();
+  view.bytes = data;
   return view;
 }
 
@@ -316,7 +342,7 @@ absl::StatusOr<PositionsInput> DecodePositions(const v1::Positions& positions,
   view.dtype = positions.values().dtype() == v1::INT64 ? DType::kInt64 : DType::kFloat64;
   view.shape.push_back(count);
   view.num_elements = count;
-  view.bytes = positions.values().data();
+  view.bytes = TensorBytes(positions.values());
   if (view.dtype == DType::kInt64) {
     out.integers_ = TypedInput<int64_t>(view);
   } else {

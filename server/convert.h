@@ -55,6 +55,45 @@ struct TensorView {
   absl::string_view bytes;
 };
 
+// Request tensors whose elements are read where they lie rather than from
+// their `data` field: the Open Inference Protocol's shared-memory inputs
+// (server/inference_shared_memory.h), which the kernels read in place.
+// While a ScopedTensorBytes over a list is alive on a thread, TensorBytes --
+// through which every reader of a request tensor's elements goes -- takes a
+// listed tensor's bytes from the list on that thread. The list and the memory it names
+// must outlive the scope; scopes nest (the innermost is consulted).
+class TensorBytesList final {
+ public:
+  void Add(const v1::Tensor* tensor, absl::string_view bytes) {
+    entries_.push_back({tensor, bytes});
+  }
+  // The bytes listed for `tensor`, or null.
+  const absl::string_view* Find(const v1::Tensor* tensor) const;
+
+ private:
+  struct Entry {
+    const v1::Tensor* tensor;
+    absl::string_view bytes;
+  };
+  absl::InlinedVector<Entry, 4> entries_;
+};
+
+class ScopedTensorBytes final {
+ public:
+  explicit ScopedTensorBytes(const TensorBytesList* list);
+  ScopedTensorBytes(const ScopedTensorBytes&) = delete;
+  ScopedTensorBytes& operator=(const ScopedTensorBytes&) = delete;
+  ~ScopedTensorBytes();
+
+ private:
+  const TensorBytesList* const outer_;
+};
+
+// The bytes of a request tensor's elements: those a ScopedTensorBytes in
+// scope lists for it, else its `data` field. Every reader of a request
+// tensor's elements goes through this (CheckTensor, DecodePositions).
+absl::string_view TensorBytes(const v1::Tensor& tensor);
+
 // Checks `tensor` (see the file comment). `rank` < 0 accepts any rank.
 absl::StatusOr<TensorView> CheckTensor(const v1::Tensor& tensor,
                                        absl::string_view field,

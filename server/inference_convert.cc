@@ -310,7 +310,8 @@ absl::Status CheckInferRequestForm(const inference::ModelInferRequest& request) 
 
 absl::Status TakeInputTensor(inference::ModelInferRequest* request, int index,
                              absl::Span<const v1::DType> allowed,
-                             const RequestLimits& limits, v1::Tensor* out) {
+                             const RequestLimits& limits, v1::Tensor* out,
+                             const absl::string_view* in_place) {
   const inference::ModelInferRequest::InferInputTensor& input = request->inputs(index);
   // Built for errors only: the success path allocates no strings.
   const auto path = [&] { return InputPath(*request, index); };
@@ -330,6 +331,16 @@ absl::Status TakeInputTensor(inference::ModelInferRequest* request, int index,
   out->Clear();
   out->mutable_shape()->CopyFrom(input.shape());
   out->set_dtype(dtype);
+  if (in_place != nullptr) {
+    // elements <= max_elements (far below 2^60), so this cannot overflow.
+    const int64_t expected = elements * element_bytes;
+    if (static_cast<int64_t>(in_place->size()) != expected) {
+      return InvalidField(path(), absl::StrCat("holds ", in_place->size(), " bytes; shape ",
+                                             ShapeString(input.shape()), " ",
+                                             input.datatype(), " needs ", expected));
+    }
+    return absl::OkStatus();
+  }
   if (request->raw_input_contents_size() > 0) {
     std::string* raw = request->mutable_raw_input_contents(index);
     // elements <= max_elements (far below 2^60), so this cannot overflow.

@@ -81,9 +81,13 @@ absl::Status CheckInferRequestForm(const inference::ModelInferRequest& request);
 // the datatype's field and no other (".contents"; FP16 and BF16 have no
 // typed field and must be raw); UINT8 values fit a byte. Raw bytes are
 // moved out of `request` (its raw_input_contents[index] is left empty).
+// With `in_place` (an input whose elements are read where they lie, e.g. in
+// shared memory), `out` gets the dtype and shape and no data, and
+// `in_place` must hold exactly the input's bytes.
 absl::Status TakeInputTensor(inference::ModelInferRequest* request, int index,
                              absl::Span<const v1::DType> allowed,
-                             const RequestLimits& limits, v1::Tensor* out);
+                             const RequestLimits& limits, v1::Tensor* out,
+                             const absl::string_view* in_place = nullptr);
 
 // A BYTES input `index`: its elements, raw (length-prefixed, see the file
 // comment) or bytes_contents, exactly product(shape) of them, with the

@@ -419,17 +419,17 @@ T* NewMessage(google::protobuf::Arena* arena) {
 
 // --- ModelInfer per kind ----------------------------------------------------------
 
-absl::Status InferPositional(const HandlerContext& context, SharedMemoryOutputs* shm,
+absl::Status InferPositional(const HandlerContext& context, SharedMemoryTensors* shm,
                              const v1::Profile& profile, const InputIndices& at,
                              ModelInferRequest* request, ModelInferResponse* response,
                              google::protobuf::Arena* arena) {
   auto* native = NewMessage<v1::EncodePositionsRequest>(arena);
   native->set_profile(profile.name());
-  PHASOR_RETURN_IF_ERROR(TakeInputTensor(request, at[kPositionalPositions], kPositionTypes,
+  PHASOR_RETURN_IF_ERROR(shm->TakeInput(request, at[kPositionalPositions], kPositionTypes,
                                          context.limits,
                                          native->mutable_positions()->mutable_values()));
   if (at[kPositionalContent] >= 0) {
-    PHASOR_RETURN_IF_ERROR(TakeInputTensor(request, at[kPositionalContent], kFloatTypes,
+    PHASOR_RETURN_IF_ERROR(shm->TakeInput(request, at[kPositionalContent], kFloatTypes,
                                            context.limits, native->mutable_content()));
   }
   PHASOR_ASSIGN_OR_RETURN(const v1::DType output_dtype,
@@ -448,19 +448,19 @@ absl::Status InferPositional(const HandlerContext& context, SharedMemoryOutputs*
   return absl::OkStatus();
 }
 
-absl::Status InferRope(const HandlerContext& context, SharedMemoryOutputs* shm,
+absl::Status InferRope(const HandlerContext& context, SharedMemoryTensors* shm,
                        const v1::Profile& profile, const InputIndices& at,
                        ModelInferRequest* request, ModelInferResponse* response,
                        google::protobuf::Arena* arena) {
   auto* native = NewMessage<v1::ApplyRopeRequest>(arena);
   native->set_profile(profile.name());
-  PHASOR_RETURN_IF_ERROR(TakeInputTensor(request, at[kRopeQuery], kFloatTypes,
+  PHASOR_RETURN_IF_ERROR(shm->TakeInput(request, at[kRopeQuery], kFloatTypes,
                                          context.limits, native->mutable_query()));
   if (at[kRopeKey] >= 0) {
-    PHASOR_RETURN_IF_ERROR(TakeInputTensor(request, at[kRopeKey], kFloatTypes,
+    PHASOR_RETURN_IF_ERROR(shm->TakeInput(request, at[kRopeKey], kFloatTypes,
                                            context.limits, native->mutable_key()));
   }
-  PHASOR_RETURN_IF_ERROR(TakeInputTensor(request, at[kRopePositions], kPositionTypes,
+  PHASOR_RETURN_IF_ERROR(shm->TakeInput(request, at[kRopePositions], kPositionTypes,
                                          context.limits,
                                          native->mutable_positions()->mutable_values()));
   PHASOR_ASSIGN_OR_RETURN(const std::optional<std::string> layout,
@@ -504,7 +504,7 @@ std::string SchemaJson(const google::protobuf::RepeatedPtrField<v1::SchemaEntry>
                       nlohmann::ordered_json::error_handler_t::replace);
 }
 
-absl::Status InferTemporal(const HandlerContext& context, SharedMemoryOutputs* shm,
+absl::Status InferTemporal(const HandlerContext& context, SharedMemoryTensors* shm,
                            const v1::Profile& profile, const InputIndices& at,
                            ModelInferRequest* request, ModelInferResponse* response,
                            google::protobuf::Arena* arena) {
@@ -528,7 +528,7 @@ absl::Status InferTemporal(const HandlerContext& context, SharedMemoryOutputs* s
   };
   for (const auto& tensor : tensors) {
     if (at[tensor.input] < 0) continue;
-    PHASOR_RETURN_IF_ERROR(TakeInputTensor(request, at[tensor.input], tensor.dtypes,
+    PHASOR_RETURN_IF_ERROR(shm->TakeInput(request, at[tensor.input], tensor.dtypes,
                                            context.limits, (observations->*tensor.field)()));
   }
   if (at[kChannelNames] >= 0) {
@@ -593,20 +593,20 @@ absl::Status InferTemporal(const HandlerContext& context, SharedMemoryOutputs* s
   return absl::OkStatus();
 }
 
-absl::Status InferRelativeBias(const HandlerContext& context, SharedMemoryOutputs* shm,
+absl::Status InferRelativeBias(const HandlerContext& context, SharedMemoryTensors* shm,
                                const v1::Profile& profile, const InputIndices& at,
                                ModelInferRequest* request, ModelInferResponse* response,
                                google::protobuf::Arena* arena) {
   auto* native = NewMessage<v1::RelativeBiasRequest>(arena);
   native->set_profile(profile.name());
   PHASOR_RETURN_IF_ERROR(
-      TakeInputTensor(request, at[kQueryPositions], kInt64Type, context.limits,
+      shm->TakeInput(request, at[kQueryPositions], kInt64Type, context.limits,
                       native->mutable_query_positions()->mutable_values()));
   PHASOR_RETURN_IF_ERROR(
-      TakeInputTensor(request, at[kKeyPositions], kInt64Type, context.limits,
+      shm->TakeInput(request, at[kKeyPositions], kInt64Type, context.limits,
                       native->mutable_key_positions()->mutable_values()));
   if (at[kTable] >= 0) {
-    PHASOR_RETURN_IF_ERROR(TakeInputTensor(request, at[kTable], kFloatTypes,
+    PHASOR_RETURN_IF_ERROR(shm->TakeInput(request, at[kTable], kFloatTypes,
                                            context.limits, native->mutable_table()));
   }
   PHASOR_ASSIGN_OR_RETURN(const v1::DType output_dtype,
@@ -791,12 +791,12 @@ absl::Status HandleModelInfer(const HandlerContext& context, ModelInferRequest* 
                           FindModel(*context.profiles, request->model_name(),
                                     request->model_version(), "model_name", "model_version"));
   const ModelInterface& model = *InterfaceOf(profile->spec());
-  // Shared memory first: the inputs' bytes join raw_input_contents and the
-  // parameters leave the tensors, so what follows sees a plain request.
+  // Shared memory first: the parameters leave the tensors, and inputs not
+  // read in place join raw_input_contents, so what follows sees a plain
+  // request.
   const SharedMemoryRegistry* registry =
       shared_memory != nullptr && shared_memory->enabled() ? shared_memory : nullptr;
-  if (registry != nullptr) PHASOR_RETURN_IF_ERROR(ReadSharedMemoryInputs(*registry, request));
-  SharedMemoryOutputs shm;
+  SharedMemoryTensors shm;
   PHASOR_RETURN_IF_ERROR(shm.Take(registry, request));
   PHASOR_RETURN_IF_ERROR(CheckInferRequestForm(*request));
   PHASOR_RETURN_IF_ERROR(CheckParameterKeys(request->parameters(), "", model.parameters,
@@ -813,6 +813,9 @@ absl::Status HandleModelInfer(const HandlerContext& context, ModelInferRequest* 
   google::protobuf::Arena local_arena;
   google::protobuf::Arena* arena =
       request->GetArena() != nullptr ? request->GetArena() : &local_arena;
+  // Inputs read in place from shared memory reach the native handler's
+  // CheckTensor through this scope (the handler runs on this thread).
+  const ScopedTensorBytes in_place(&shm.in_place_bytes());
   switch (profile->spec().kind_case()) {
     case v1::EncoderSpec::kPositional:
       PHASOR_RETURN_IF_ERROR(

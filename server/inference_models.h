@@ -77,8 +77,10 @@ void FillModelMetadata(const ProfileRegistry& profiles, const v1::Profile& profi
 // `shared_memory` is non-null and enabled): an input whose parameters name
 // a region ("shared_memory_region", "shared_memory_offset" default 0,
 // "shared_memory_byte_size", which must equal the tensor's bytes) is read
-// from it, copied once as gRPC copies raw_input_contents (which then lists
-// only the other inputs, in order, as in Triton); a requested output whose
+// from it -- in place for float value tensors, copied first for the others
+// (server/inference_shared_memory.h says why) -- and raw_input_contents
+// then lists only the other inputs, in order, as in Triton; a requested
+// output whose
 // parameters name one is written into it — by the kernel itself for FP32
 // and FP64 outputs at an aligned offset, copied in otherwise — and the
 // reply carries that output's datatype, shape and the region's parameters

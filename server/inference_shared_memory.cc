@@ -83,10 +83,27 @@ int64_t WrittenBytes(const ModelInferResponse::InferOutputTensor& output) {
   return bytes;
 }
 
+// The inputs read where they lie: float tensors of values (RoPE's query
+// and key, observations' values and event values, content), which the
+// kernels only compute with, so a caller writing the region during the
+// call can change nothing but its own results. Everything else (times,
+// positions, offsets, indices, masks, BYTES) is copied first: the server
+// checks those (sorted, finite, in range) before it relies on them, and a
+// check must hold for what is used.
+bool ReadInPlace(const ModelInferRequest::InferInputTensor& input) {
+  const absl::string_view datatype = input.datatype();
+  const absl::string_view name = input.name();
+  const bool float_type =
+      datatype == "FP32" || datatype == "FP64" || datatype == "FP16" || datatype == "BF16";
+  const bool values = name == "query" || name == "key" || name == "values" ||
+                      name == "event_values" || name == "content";
+  return float_type && values;
+}
+
 }  // namespace
 
-absl::Status ReadSharedMemoryInputs(const SharedMemoryRegistry& registry,
-                                    ModelInferRequest* request) {
+absl::Status SharedMemoryTensors::TakeInputs(const SharedMemoryRegistry& registry,
+                                            ModelInferRequest* request) {
   std::vector<std::optional<std::string>> from_regions(static_cast<size_t>(request->inputs_size()));
   bool any = false;
   for (int i = 0; i < request->inputs_size(); ++i) {
@@ -107,13 +124,19 @@ absl::Status ReadSharedMemoryInputs(const SharedMemoryRegistry& registry,
                        input->datatype(), " needs ", *expected));
     }
     PHASOR_ASSIGN_OR_RETURN(
-        const SharedMemoryBlock block,
+        SharedMemoryBlock block,
         registry.Acquire(reference->region, reference->offset, reference->byte_size, prefix));
+    any = true;
+    if (ReadInPlace(*input)) {
+      // Its raw entry stays empty; TakeInput hands the kernel the region.
+      from_regions[static_cast<size_t>(i)] = std::string();
+      in_place_.emplace(i, std::move(block));
+      continue;
+    }
     std::string bytes;
     ResizeUninitialized(&bytes, block.bytes().size());
     if (!bytes.empty()) std::memcpy(bytes.data(), block.bytes().data(), bytes.size());
     from_regions[static_cast<size_t>(i)] = std::move(bytes);
-    any = true;
   }
   if (!any) return absl::OkStatus();
   auto& raw = *request->mutable_raw_input_contents();
@@ -141,13 +164,26 @@ absl::Status ReadSharedMemoryInputs(const SharedMemoryRegistry& registry,
   return absl::OkStatus();
 }
 
-absl::Status SharedMemoryOutputs::Take(const SharedMemoryRegistry* registry,
+absl::Status SharedMemoryTensors::TakeInput(ModelInferRequest* request, int index,
+                                            absl::Span<const v1::DType> allowed,
+                                            const RequestLimits& limits, v1::Tensor* out) {
+  const auto found = in_place_.find(index);
+  if (found == in_place_.end()) return TakeInputTensor(request, index, allowed, limits, out);
+  const absl::string_view bytes(found->second.bytes().data(), found->second.bytes().size());
+  PHASOR_RETURN_IF_ERROR(TakeInputTensor(request, index, allowed, limits, out, &bytes));
+  in_place_bytes_.Add(out, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status SharedMemoryTensors::Take(const SharedMemoryRegistry* registry,
                                        ModelInferRequest* request) {
+  if (registry == nullptr) return absl::OkStatus();  // MatchInputs and
+  // CheckRequestedOutputs reject shared-memory parameters then.
+  PHASOR_RETURN_IF_ERROR(TakeInputs(*registry, request));
   for (int i = 0; i < request->outputs_size(); ++i) {
     ModelInferRequest::InferRequestedOutputTensor* output = request->mutable_outputs(i);
     const std::string path = IndexedPath("outputs", output->name(), i);
     const std::string prefix = absl::StrCat(path, ".");
-    if (registry == nullptr) continue;  // CheckRequestedOutputs rejects the parameters.
     PHASOR_ASSIGN_OR_RETURN(const std::optional<SharedMemoryReference> reference,
                             TakeSharedMemoryReference(output->mutable_parameters(), prefix));
     if (!reference) continue;
@@ -159,7 +195,7 @@ absl::Status SharedMemoryOutputs::Take(const SharedMemoryRegistry* registry,
   return absl::OkStatus();
 }
 
-HandlerContext SharedMemoryOutputs::Bind(const HandlerContext& context,
+HandlerContext SharedMemoryTensors::Bind(const HandlerContext& context,
                                          std::initializer_list<NamedTensor> tensors) {
   destinations_.clear();
   for (const auto& [name, tensor] : tensors) {
@@ -184,7 +220,7 @@ HandlerContext SharedMemoryOutputs::Bind(const HandlerContext& context,
   return bound;
 }
 
-absl::Status SharedMemoryOutputs::Finish(ModelInferResponse* response) {
+absl::Status SharedMemoryTensors::Finish(ModelInferResponse* response) {
   if (targets_.empty()) return absl::OkStatus();
   for (int j = 0; j < response->outputs_size(); ++j) {
     ModelInferResponse::InferOutputTensor* output = response->mutable_outputs(j);

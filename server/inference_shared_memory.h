@@ -8,15 +8,18 @@
 // ModelInferRequest, and what HandleModelInfer
 // (server/inference_models.h) does with them.
 //
-// Inputs: ReadSharedMemoryInputs copies each region's bytes once into the
-// input's raw_input_contents entry (the copy gRPC makes of
-// raw_input_contents off the socket, made here from the region instead; the
-// model then sees the bytes of one moment even if the caller writes the
-// region during the call). As in Triton, the request's raw_input_contents
-// lists only the inputs NOT in shared memory, in order; afterwards it holds
-// one entry per input.
+// Inputs: float tensors of values (query, key, values, event_values,
+// content) are read where they lie: the native request's tensor gets its
+// dtype and shape and no data, and TensorBytes takes its bytes from the
+// region (ScopedTensorBytes, server/convert.h, over in_place_bytes() while
+// the model runs). Other inputs (times, positions, offsets, indices, masks,
+// BYTES), which the server checks before relying on them, are copied once
+// into their
+// raw_input_contents entry, so a check holds for what is used. As in
+// Triton, the request's raw_input_contents lists only the inputs NOT in
+// shared memory, in order; afterwards it holds one entry per input.
 //
-// Outputs: SharedMemoryOutputs acquires each output's block before the
+// Outputs: SharedMemoryTensors acquires each output's block before the
 // model runs, hands the native handler an OutputDestination
 // (server/handler_context.h) so that its kernel writes FP32/FP64 results
 // straight into the region, copies in what the kernel did not write there
@@ -33,11 +36,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "inference/grpc_service.pb.h"
 #include "phasor/v1/encoder.pb.h"
+#include "server/convert.h"
 #include "server/handler_context.h"
 #include "server/shared_memory.h"
 
@@ -50,19 +55,25 @@ struct SharedMemoryReference {
   int64_t byte_size = 0;
 };
 
-// See the file comment. Errors name the input's parameter
-// ("inputs[query].parameters[shared_memory_byte_size]"): a byte_size other
-// than the tensor's bytes, an offset or size outside the region, an unknown
-// region, typed contents next to a region, a raw_input_contents count that
-// does not match the other inputs.
-absl::Status ReadSharedMemoryInputs(const SharedMemoryRegistry& registry,
-                                    inference::ModelInferRequest* request);
-
-class SharedMemoryOutputs final {
+class SharedMemoryTensors final {
  public:
-  // Takes the shared-memory parameters off the requested outputs and
-  // acquires their blocks. `registry` null: nothing (the extension is off).
+  // Takes the shared-memory parameters off the inputs and requested outputs
+  // and acquires their blocks; inputs that are not read in place join
+  // raw_input_contents (the file comment). `registry` null: nothing (the
+  // extension is off). Errors name the tensor's parameter
+  // ("inputs[query].parameters[shared_memory_byte_size]"): a byte_size other
+  // than the tensor's bytes, an offset or size outside the region, an
+  // unknown region, typed contents next to a region, a raw_input_contents
+  // count that does not match the other inputs.
   absl::Status Take(const SharedMemoryRegistry* registry, inference::ModelInferRequest* request);
+
+  // TakeInputTensor (server/inference_convert.h) for input `index`; one read
+  // in place leaves `out` without data and lists it in in_place_bytes().
+  absl::Status TakeInput(inference::ModelInferRequest* request, int index,
+                         absl::Span<const v1::DType> allowed, const RequestLimits& limits,
+                         v1::Tensor* out);
+  // The native tensors read in place and their bytes in the regions.
+  const TensorBytesList& in_place_bytes() const { return in_place_bytes_; }
 
   // One output of a native response: its name and its tensor, fetched
   // only when it goes to shared memory (a mutable_* accessor creates the
@@ -89,8 +100,14 @@ class SharedMemoryOutputs final {
     std::string field = {};
   };
 
+  absl::Status TakeInputs(const SharedMemoryRegistry& registry,
+                          inference::ModelInferRequest* request);
+
   std::vector<Target> targets_;
   std::vector<OutputDestination> destinations_;
+  // Inputs read in place, by index, holding their regions mapped.
+  absl::flat_hash_map<int, SharedMemoryBlock> in_place_;
+  TensorBytesList in_place_bytes_;
 };
 
 }  // namespace phasor::server
