@@ -25,7 +25,7 @@ absl::Status ReserveOutputMemory(const HandlerContext& context,
 
 absl::StatusOr<absl::Span<char>> DestinationOf(const HandlerContext& context,
                                                absl::Span<const int64_t> shape, DType dtype,
-                                               v1::Tensor* out) {
+                                               v1::Tensor* out, bool written_as_dtype) {
   for (const OutputDestination& destination : context.output_destinations) {
     if (destination.tensor != out) continue;
     int64_t bytes = static_cast<int64_t>(DTypeSize(dtype));
@@ -37,8 +37,9 @@ absl::StatusOr<absl::Span<char>> DestinationOf(const HandlerContext& context,
                        " bytes; the output needs ", bytes, " (", ShapeString(shape), ")"));
     }
     const size_t alignment = DTypeSize(dtype);
-    const bool direct = (dtype == DType::kFloat32 || dtype == DType::kFloat64) &&
-                        reinterpret_cast<uintptr_t>(destination.bytes.data()) % alignment == 0;
+    const bool direct =
+        (written_as_dtype || dtype == DType::kFloat32 || dtype == DType::kFloat64) &&
+        reinterpret_cast<uintptr_t>(destination.bytes.data()) % alignment == 0;
     if (!direct) return absl::Span<char>();
     out->clear_shape();
     for (int64_t extent : shape) out->add_shape(extent);

@@ -94,13 +94,15 @@ absl::Status ReserveOutputMemory(const HandlerContext& context,
 
 // The memory of `out`'s destination when the call has one
 // (HandlerContext::output_destinations) and the output can be written there
-// as computed: FLOAT32 or FLOAT64, and the destination aligned for it; then
-// `out` gets `shape` and `dtype` and no data. An empty span otherwise (the
-// caller then copies the tensor's bytes). An output larger than its
-// destination is INVALID_ARGUMENT at the destination's field.
+// as computed: FLOAT32 or FLOAT64 (WriteFloatOutput's kernels compute in
+// those), or any dtype with `written_as_dtype` (a kernel that writes the
+// output's own element type, as RoPE's does), and the destination aligned
+// for it; then `out` gets `shape` and `dtype` and no data. An empty span
+// otherwise (the caller then copies the tensor's bytes). An output larger
+// than its destination is INVALID_ARGUMENT at the destination's field.
 absl::StatusOr<absl::Span<char>> DestinationOf(const HandlerContext& context,
                                                absl::Span<const int64_t> shape, DType dtype,
-                                               v1::Tensor* out);
+                                               v1::Tensor* out, bool written_as_dtype = false);
 
 // Runs `kernel` (absl::Status(absl::Span<float>), or a generic one that also
 // takes absl::Span<double>) to produce the result of `shape` and stores it in

@@ -259,8 +259,9 @@ absl::Status HandleApplyRope(const HandlerContext& context,
   }
   PHASOR_RETURN_IF_ERROR(context.check_alive());
 
-  // The rotated tensors are written straight into the response's bytes.
-  auto make_operand = [&](const TensorView& view, v1::Tensor* out) {
+  // The rotated tensors are written straight into the response's bytes,
+  // or into the caller's memory when the call supplied some (shared memory).
+  auto make_operand = [&](const TensorView& view, v1::Tensor* out) -> absl::StatusOr<RopeOperand> {
     const RopeShape shape = RopeShapeOf(view, layout);
     RopeOperand operand;
     operand.dtype = view.dtype;
@@ -270,7 +271,10 @@ absl::Status HandleApplyRope(const HandlerContext& context,
     operand.seq_len = shape.heads_first ? shape.seq : 0;
     operand.in = absl::MakeConstSpan(
         reinterpret_cast<const uint8_t*>(view.bytes.data()), view.bytes.size());
-    absl::Span<char> bytes = AllocateTensor(view.shape, view.dtype, out);
+    PHASOR_ASSIGN_OR_RETURN(
+        absl::Span<char> bytes,
+        DestinationOf(context, view.shape, view.dtype, out, /*written_as_dtype=*/true));
+    if (bytes.empty()) bytes = AllocateTensor(view.shape, view.dtype, out);
     operand.out = absl::MakeSpan(reinterpret_cast<uint8_t*>(bytes.data()), bytes.size());
     return operand;
   };
@@ -284,9 +288,12 @@ absl::Status HandleApplyRope(const HandlerContext& context,
       ValidateRopePositions(positions, frequencies, "positions"),
       request.positions(), "positions"));
 
-  const RopeOperand query = make_operand(query_view, response->mutable_query());
+  PHASOR_ASSIGN_OR_RETURN(const RopeOperand query,
+                          make_operand(query_view, response->mutable_query()));
   RopeOperand key;
-  if (request.has_key()) key = make_operand(key_view, response->mutable_key());
+  if (request.has_key()) {
+    PHASOR_ASSIGN_OR_RETURN(key, make_operand(key_view, response->mutable_key()));
+  }
   PHASOR_RETURN_IF_ERROR(ValidateRopeOperands(
       query, request.has_key() ? &key : nullptr, positions.size() / axes));
 
