@@ -19,6 +19,8 @@ Ways from Python (/usr/bin/python3, phasor_client):
              control messages over the Unix socket; results are views of
              the region (copy=False, the default)
   shm_copy   the same with copy=True (results copied out of the region)
+  shm_array  (rope) shm with the query already in a SharedMemorySession.array,
+             as a caller that produces its data there: no copy in the client
   tcp        the native call (encode_panel / apply_rope) over 127.0.0.1
   unix       the native call over unix:<socket>
 
@@ -231,9 +233,16 @@ def main():
             same_bytes(f"rope {label} shm", rope(shm)().query, want)
             same_bytes(f"rope {label} unix", rope(unix)().query, want)
             same_bytes(f"rope {label} shm_copy", rope(shm_copy)().query, want)
+            # The query produced in a session array (SharedMemorySession.
+            # array): the call reads it where it lies, no copy in the client.
+            placed = shm.array(f"query_{label}", array.shape, array.dtype)
+            placed[...] = array
+            same_bytes(f"rope {label} shm_array", rope(shm, placed)().query,
+                       want)
             del want
             rope_times[label] = rounds(
-                {"shm": rope(shm), "shm_copy": rope(shm_copy),
+                {"shm": rope(shm), "shm_array": rope(shm, placed),
+                 "shm_copy": rope(shm_copy),
                  "tcp": rope(tcp), "unix": rope(unix)}, args.rounds)
         shm.close()
         shm_copy.close()

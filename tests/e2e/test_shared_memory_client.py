@@ -273,6 +273,36 @@ class SharedMemoryClientTest(unittest.TestCase):
                 self.assertEqual(len(probe.status()), 1)
         self.assertEqual(own_objects(), [])
 
+    def test_arrays_are_read_in_place(self):
+        rng = np.random.default_rng(7)
+        values = rng.standard_normal((1024, 8, 128)).astype(np.float32)
+        with self.client.shared_memory() as shm:
+            query = shm.array("query", values.shape, np.float32)
+            query[...] = values
+            got = shm.apply_rope(query, profile="rope", tensor_layout="thd")
+            self.assert_same_bytes(got.query, self.client.apply_rope(
+                values, profile="rope", tensor_layout="thd").query)
+            # The call's own region holds the output only: the query was
+            # read from its array's region, not copied beside it.
+            self.assertLess(shm.region_bytes, 2 * values.nbytes)
+            self.assertEqual(len(shm.status()), 2)
+            # The server reads what the array holds at the call.
+            query *= 0.5
+            got = shm.apply_rope(query, profile="rope", tensor_layout="thd")
+            self.assert_same_bytes(got.query, self.client.apply_rope(
+                values * 0.5, profile="rope", tensor_layout="thd").query)
+            # The same name, larger: a new region; the old array keeps its
+            # bytes but is no longer shared, so a call copies it.
+            before = dict(shm.status())
+            bigger = shm.array("query", (2048, 8, 128), np.float32)
+            self.assertNotEqual(set(shm.status()), set(before))
+            self.assertEqual(bigger.shape, (2048, 8, 128))
+            got = shm.apply_rope(query, profile="rope", tensor_layout="thd")
+            self.assert_same_bytes(got.query, self.client.apply_rope(
+                values * 0.5, profile="rope", tensor_layout="thd").query)
+        self.assertEqual(own_objects(), [])
+        self.assertEqual(self.client.shared_memory().status(), {})
+
     # -- errors -----------------------------------------------------------------
 
     def test_server_errors_name_the_field_and_keep_the_region(self):

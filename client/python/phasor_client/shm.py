@@ -36,6 +36,16 @@ replaced or closed, a view keeps the old mapping alive (its bytes then stay
 what they were). Pass copy=True (to the session or a call) for arrays the
 caller owns. Views are read-only, like the replies of the native calls.
 
+Inputs without a copy: session.array(name, shape, dtype) hands out a
+writable numpy array in a shared-memory region of its own (one per name,
+registered once and reused while the shape fits), and a call given such an
+array (as is: same dtype, C-contiguous) points the server at it instead of
+copying it into the call's region. Filling the array is then the caller's
+only copy -- or none, when the data is produced in it. The array is valid
+until close() or until array() is asked for the same name with a larger
+size; the server reads it during the call, so it must not be written while
+a call that uses it runs.
+
 Errors: the server's as PhasorError (errors.py), naming the
 ModelInferRequest's fields (inputs[query].shape, ...); a server started
 without --system_shared_memory=true refuses the registration, which raises
@@ -151,8 +161,20 @@ class _Region:
             os.unlink(self.path)
             raise
         os.close(fd)
+        # The mapping's address, to recognise arrays that lie in it.
+        self.address = np.frombuffer(self.map, dtype=np.uint8).__array_interface__["data"][0]
         # Unlinks the object if the session is dropped without close().
         self._finalizer = weakref.finalize(self, _unlink, self.path)
+
+    def offset_of(self, array: np.ndarray) -> Optional[int]:
+        """The offset of `array`'s bytes in this mapping when they lie
+        wholly inside it (and the array is C-contiguous), else None."""
+        if not array.flags.c_contiguous:
+            return None
+        start = array.__array_interface__["data"][0] - self.address
+        if start < 0 or start + array.nbytes > self.byte_size:
+            return None
+        return start
 
     def view(self, offset: int, dtype: np.dtype, count: int) -> np.ndarray:
         return np.frombuffer(self.map, dtype=dtype, count=count,
@@ -204,6 +226,8 @@ class SharedMemorySession:
         self._copy = copy
         self._lock = threading.Lock()
         self._region: Optional[_Region] = None
+        # array()'s regions by name.
+        self._arrays: Dict[str, _Region] = {}
         self._closed = False
         # Panel feature widths by configuration (see _panel_width).
         self._widths: Dict[Any, int] = {}
@@ -230,7 +254,11 @@ class SharedMemorySession:
             if self._closed:
                 return
             self._closed = True
-            self._drop_region()
+            try:
+                self._drop_region()
+            finally:
+                for name in list(self._arrays):
+                    self._drop(self._arrays.pop(name))
 
     def __enter__(self) -> SharedMemorySession:
         return self
@@ -249,8 +277,11 @@ class SharedMemorySession:
 
     def _drop_region(self) -> None:
         region, self._region = self._region, None
-        if region is None:
-            return
+        if region is not None:
+            self._drop(region)
+
+    def _drop(self, region: _Region) -> None:
+        """Unregisters `region` from the server and releases it."""
         try:
             self._client._call(
                 self._stub.SystemSharedMemoryUnregister,
@@ -271,6 +302,12 @@ class SharedMemorySession:
                    2 * region.byte_size if region is not None else 0)
         size = -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
         self._drop_region()
+        self._region = self._new_region(size)
+        return self._region
+
+    def _new_region(self, size: int) -> _Region:
+        """A new region of `size` bytes (a whole number of pages),
+        registered with the server."""
         key = f"{self._key_stem}_{self._generation}"
         self._generation += 1
         region = _Region(key, size)
@@ -287,8 +324,39 @@ class SharedMemorySession:
                 f"SystemSharedMemoryRegister of {region.key} ({size} bytes) "
                 f"failed: {error.details()}{_register_hint(error.code())}",
                 error.field_violations(), error.rpc_error) from None
-        self._region = region
         return region
+
+    def array(self, name: str, shape: Sequence[int],
+              dtype: Any = np.float32) -> np.ndarray:
+        """A writable C-contiguous array of `shape` and `dtype` in shared
+        memory, for inputs the server then reads in place (module
+        docstring): pass it to a call as is. One region per `name`, reused
+        while it is large enough; a larger request replaces it (arrays
+        handed out before keep their old memory, no longer shared with the
+        server). Contents are not initialised."""
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        nbytes = max(count * dtype.itemsize, 1)
+        with self._lock:
+            if self._closed:
+                raise ValueError("SharedMemorySession is closed")
+            region = self._arrays.get(name)
+            if region is None or region.byte_size < nbytes:
+                if region is not None:
+                    del self._arrays[name]
+                    self._drop(region)
+                size = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
+                region = self._new_region(size)
+                self._arrays[name] = region
+            return region.view(0, dtype, count).reshape(tuple(shape))
+
+    def _placed(self, array: np.ndarray) -> Optional[Tuple[_Region, int]]:
+        """The array() region and offset `array` lies in, or None."""
+        for region in self._arrays.values():
+            offset = region.offset_of(array)
+            if offset is not None:
+                return region, offset
+        return None
 
     # -- one ModelInfer --------------------------------------------------------
 
@@ -299,10 +367,15 @@ class SharedMemorySession:
         """ModelInfer of `model`: every input in the region, the outputs
         named with a byte size there too, those with None as raw contents.
         Returns ({name: (array, datatype, output message)}, response)."""
+        # Inputs that lie in array() regions are read there; the others
+        # are copied into the call's region.
+        placed = [self._placed(tensor.array) if tensor.array.nbytes else None
+                  for tensor in inputs]
         layout, at = [], 0
-        for tensor in inputs:
+        for tensor, where in zip(inputs, placed):
             layout.append(at)
-            at = _aligned(at + tensor.array.nbytes)
+            if where is None:
+                at = _aligned(at + tensor.array.nbytes)
         output_offsets = []
         for _, byte_size in outputs:
             output_offsets.append(at)
@@ -313,11 +386,14 @@ class SharedMemorySession:
         request = self._messages.ModelInferRequest(model_name=model)
         for key, value in parameters.items():
             _set_parameter(request.parameters[key], value)
-        for tensor, offset in zip(inputs, layout):
+        for tensor, offset, where in zip(inputs, layout, placed):
             message = request.inputs.add(name=tensor.name,
                                          datatype=tensor.datatype,
                                          shape=list(tensor.shape))
             nbytes = tensor.array.nbytes
+            if where is not None:
+                _point_at(message.parameters, where[0].name, where[1], nbytes)
+                continue
             if nbytes:
                 destination = region.view(offset, np.uint8, nbytes)
                 source = tensor.array.reshape(-1).view(np.uint8)
