@@ -19,8 +19,9 @@ Ways from Python (/usr/bin/python3, phasor_client):
              control messages over the Unix socket; results are views of
              the region (copy=False, the default)
   shm_copy   the same with copy=True (results copied out of the region)
-  shm_array  (rope) shm with the query already in a SharedMemorySession.array,
-             as a caller that produces its data there: no copy in the client
+  shm_array  shm with the inputs (P's timestamps and values, RoPE's query)
+             already in SharedMemorySession.array()s, as a caller that
+             produces its data there: no copy in the client
   tcp        the native call (encode_panel / apply_rope) over 127.0.0.1
   unix       the native call over unix:<socket>
 
@@ -220,7 +221,17 @@ def main():
         same_bytes("P unix", panel(unix)().features, want)
         same_bytes("P shm", panel_shm(shm)().features, want)
         same_bytes("P shm_copy", panel_shm(shm_copy)().features, want)
-        times_p = rounds({"shm": panel_shm(shm),
+        placed_t = shm.array("timestamps", timestamps.shape, timestamps.dtype)
+        placed_t[...] = timestamps
+        placed_v = shm.array("values", values.shape, values.dtype)
+        placed_v[...] = values
+
+        def panel_placed():
+            return shm.encode_panel(placed_t, placed_v, series_offsets=offsets,
+                                    profile="p")
+
+        same_bytes("P shm_array", panel_placed().features, want)
+        times_p = rounds({"shm": panel_shm(shm), "shm_array": panel_placed,
                           "shm_copy": panel_shm(shm_copy),
                           "tcp": panel(tcp), "unix": panel(unix)},
                          args.rounds)
