@@ -28,9 +28,11 @@ Ways from Python (/usr/bin/python3, phasor_client):
 Two phasor-servers with the same flags (--threads=N,
 --system_shared_memory=true, a profile file with "p" and "rope") are
 started, one on a free 127.0.0.1 port, one on a Unix socket in a fresh
-temporary directory, and stopped by pid. Rounds: every way once per round,
-the order rotating from round to round, --rounds rounds after one warm-up
-call each; the figure of a way is its median. The core programs run
+temporary directory, and stopped by pid. Rounds: every way once per round
+(or --consecutive calls in a row, the first untimed: a warm loop, as the
+core programs time theirs), the order rotating from round to round,
+--rounds rounds after one warm-up call each; the figure of a way is its
+median. The core programs run
 --repetitions times before the Python rounds and again after them (the
 median of both sets), so that a shared host's load drifts into both sides.
 Every way's result is checked byte for byte against tcp's.
@@ -138,8 +140,11 @@ def core_times(program, name, threads, repetitions):
     return times
 
 
-def rounds(ways, count):
-    """{way: [seconds]}: each way once per round, the order rotating."""
+def rounds(ways, count, consecutive=1):
+    """{way: [seconds]}: each way `consecutive` calls in a row per round
+    (the first of them untimed when more than one: it pays for the caches
+    the other ways left cold, as the core programs' warm loop never does),
+    the order rotating."""
     names = list(ways)
     for name in names:  # Warm-up: channels, regions, widths, page faults.
         ways[name]()
@@ -147,9 +152,12 @@ def rounds(ways, count):
     for r in range(count):
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
-            start = time.perf_counter()
-            ways[name]()
-            times[name].append(time.perf_counter() - start)
+            if consecutive > 1:
+                ways[name]()
+            for _ in range(max(consecutive - 1, 1)):
+                start = time.perf_counter()
+                ways[name]()
+                times[name].append(time.perf_counter() - start)
     return times
 
 
@@ -167,6 +175,10 @@ def main():
                              "bench/{panel,rope}_bench")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--consecutive", type=int, default=1,
+                        help="calls of a way in a row per round (> 1: the "
+                             "first untimed, as a warm loop like the core "
+                             "programs')")
     parser.add_argument("--repetitions", type=int, default=5,
                         help="core benchmark repetitions, before and after")
     parser.add_argument("--series", type=int, default=10000)
@@ -234,7 +246,7 @@ def main():
         times_p = rounds({"shm": panel_shm(shm), "shm_array": panel_placed,
                           "shm_copy": panel_shm(shm_copy),
                           "tcp": panel(tcp), "unix": panel(unix)},
-                         args.rounds)
+                         args.rounds, args.consecutive)
 
         rope_times = {}
         for label, array in (("bhtd", query), ("thd", query_thd)):
@@ -254,7 +266,7 @@ def main():
             rope_times[label] = rounds(
                 {"shm": rope(shm), "shm_array": rope(shm, placed),
                  "shm_copy": rope(shm_copy),
-                 "tcp": rope(tcp), "unix": rope(unix)}, args.rounds)
+                 "tcp": rope(tcp), "unix": rope(unix)}, args.rounds, args.consecutive)
         shm.close()
         shm_copy.close()
         tcp.close()
