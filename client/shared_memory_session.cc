@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/inference_wire.h"
 #include "client/tensor_io.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -30,39 +31,6 @@ int64_t Aligned(int64_t offset) {
   return (offset + kAlignmentBytes - 1) / kAlignmentBytes * kAlignmentBytes;
 }
 
-// The protocol's datatype names (Open Inference Protocol, "Tensor Data
-// Types"), for the dtypes Phasor's models take and return.
-absl::string_view DatatypeOf(v1::DType dtype) {
-  switch (dtype) {
-    case v1::FLOAT32:
-      return "FP32";
-    case v1::FLOAT16:
-      return "FP16";
-    case v1::BFLOAT16:
-      return "BF16";
-    case v1::FLOAT64:
-      return "FP64";
-    case v1::INT64:
-      return "INT64";
-    case v1::INT32:
-      return "INT32";
-    case v1::UINT8:
-      return "UINT8";
-    case v1::BOOL:
-      return "BOOL";
-    default:
-      return "";
-  }
-}
-
-v1::DType DTypeOf(absl::string_view datatype) {
-  for (const v1::DType dtype :
-       {v1::FLOAT32, v1::FLOAT16, v1::BFLOAT16, v1::FLOAT64, v1::INT64,
-        v1::INT32, v1::UINT8, v1::BOOL}) {
-    if (DatatypeOf(dtype) == datatype) return dtype;
-  }
-  return v1::DTYPE_UNSPECIFIED;
-}
 
 std::string ShapeText(absl::Span<const int64_t> shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
@@ -105,40 +73,6 @@ absl::Status CheckTensor(const TensorRef& tensor, absl::string_view field) {
   return absl::OkStatus();
 }
 
-// BYTES elements as the protocol lays them out in raw form and in shared
-// memory: each after its 4-byte little-endian length.
-std::string BytesElements(absl::Span<const std::string> items) {
-  std::string out;
-  for (const std::string& item : items) {
-    const uint32_t size = static_cast<uint32_t>(item.size());
-    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(size >> (8 * i)));
-    out += item;
-  }
-  return out;
-}
-
-absl::StatusOr<std::vector<absl::string_view>> SplitBytesElements(
-    absl::string_view raw, absl::string_view field) {
-  std::vector<absl::string_view> items;
-  while (!raw.empty()) {
-    if (raw.size() < 4) {
-      return absl::DataLossError(
-          absl::StrCat(field, ": a BYTES element is cut inside its length"));
-    }
-    uint32_t size = 0;
-    for (int i = 0; i < 4; ++i) {
-      size |= static_cast<uint32_t>(static_cast<unsigned char>(raw[i])) << (8 * i);
-    }
-    raw.remove_prefix(4);
-    if (size > raw.size()) {
-      return absl::DataLossError(absl::StrCat(
-          field, ": a BYTES element of ", size, " bytes with ", raw.size(), " left"));
-    }
-    items.push_back(raw.substr(0, size));
-    raw.remove_prefix(size);
-  }
-  return items;
-}
 
 // The extension's three parameters on an input or requested output.
 void PointAt(google::protobuf::Map<std::string, inference::InferParameter>* parameters,
@@ -502,7 +436,7 @@ absl::StatusOr<SharedMemorySession::Reply> SharedMemorySession::Infer(
           field, ": the server sent raw contents for an output in shared memory"));
     }
     SharedTensor tensor;
-    tensor.dtype = DTypeOf(output.datatype());
+    tensor.dtype = DTypeOfInferenceDatatype(output.datatype());
     tensor.shape.assign(output.shape().begin(), output.shape().end());
     absl::StatusOr<int64_t> bytes = TensorBytes(tensor.dtype, tensor.shape, field);
     if (!bytes.ok() || *bytes > outputs[requested].byte_size) {
@@ -540,7 +474,7 @@ absl::StatusOr<SharedRopeResult> SharedMemorySession::ApplyRope(
   }
   std::vector<Input> inputs;
   const auto add = [&inputs](absl::string_view name, const TensorRef& tensor) {
-    inputs.push_back({std::string(name), std::string(DatatypeOf(tensor.dtype)),
+    inputs.push_back({std::string(name), std::string(InferenceDatatype(tensor.dtype)),
                       std::vector<int64_t>(tensor.shape.begin(), tensor.shape.end()),
                       tensor.data, nullptr});
   };
@@ -659,7 +593,7 @@ absl::StatusOr<SharedPanelResult> SharedMemorySession::EncodePanel(
     }
     // Wide panels have a row per timestamp, long ones a row per event.
     if (rows < 0 && (name == "timestamps" || name == "event_times")) rows = tensor->shape[0];
-    inputs.push_back({std::string(name), std::string(DatatypeOf(tensor->dtype)),
+    inputs.push_back({std::string(name), std::string(InferenceDatatype(tensor->dtype)),
                       std::vector<int64_t>(tensor->shape.begin(), tensor->shape.end()),
                       tensor->data, nullptr});
   }
@@ -671,7 +605,7 @@ absl::StatusOr<SharedPanelResult> SharedMemorySession::EncodePanel(
       !checked.ok()) {
     return checked;
   }
-  inputs.push_back({"series_offsets", std::string(DatatypeOf(panel.series_offsets.dtype)),
+  inputs.push_back({"series_offsets", std::string(InferenceDatatype(panel.series_offsets.dtype)),
                     std::vector<int64_t>(panel.series_offsets.shape.begin(),
                                          panel.series_offsets.shape.end()),
                     panel.series_offsets.data, nullptr});
@@ -680,12 +614,12 @@ absl::StatusOr<SharedPanelResult> SharedMemorySession::EncodePanel(
     inputs.push_back({std::string(name), "BYTES", {count}, *owned, owned});
   };
   if (!panel.channel_names.empty()) {
-    add_bytes("channel_names", BytesElements(panel.channel_names),
+    add_bytes("channel_names", EncodeBytesElements(panel.channel_names),
               static_cast<int64_t>(panel.channel_names.size()));
   }
   const size_t probe_inputs = inputs.size();
   if (!panel.time_zones.empty()) {
-    add_bytes("time_zones", BytesElements(panel.time_zones),
+    add_bytes("time_zones", EncodeBytesElements(panel.time_zones),
               static_cast<int64_t>(panel.time_zones.size()));
   }
   if (panel.time_zone_index.present()) {
@@ -693,7 +627,7 @@ absl::StatusOr<SharedPanelResult> SharedMemorySession::EncodePanel(
         !checked.ok()) {
       return checked;
     }
-    inputs.push_back({"time_zone_index", std::string(DatatypeOf(panel.time_zone_index.dtype)),
+    inputs.push_back({"time_zone_index", std::string(InferenceDatatype(panel.time_zone_index.dtype)),
                       std::vector<int64_t>(panel.time_zone_index.shape.begin(),
                                            panel.time_zone_index.shape.end()),
                       panel.time_zone_index.data, nullptr});
@@ -704,12 +638,12 @@ absl::StatusOr<SharedPanelResult> SharedMemorySession::EncodePanel(
     for (const v1::SeriesState& state : panel.states) {
       serialized.push_back(state.SerializeAsString());
     }
-    add_bytes("states", BytesElements(serialized), static_cast<int64_t>(serialized.size()));
+    add_bytes("states", EncodeBytesElements(serialized), static_cast<int64_t>(serialized.size()));
   }
 
   google::protobuf::Map<std::string, inference::InferParameter> parameters;
   if (output_dtype != v1::FLOAT32) {
-    parameters["output_dtype"].set_string_param(std::string(DatatypeOf(output_dtype)));
+    parameters["output_dtype"].set_string_param(std::string(InferenceDatatype(output_dtype)));
   }
   if (panel.num_channels != 0) parameters["num_channels"].set_int64_param(panel.num_channels);
 
@@ -779,7 +713,7 @@ absl::StatusOr<SharedPanelResult> SharedMemorySession::EncodePanel(
   if (options.return_states) {
     const std::string& raw = reply->response.raw_output_contents(reply->raw["states"]);
     absl::StatusOr<std::vector<absl::string_view>> items =
-        SplitBytesElements(raw, "outputs[states]");
+        DecodeBytesElements(raw, "outputs[states]");
     if (!items.ok()) return items.status();
     result.states.resize(items->size());
     for (size_t s = 0; s < items->size(); ++s) {

@@ -328,15 +328,6 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
       });
 }
 
-namespace {
-
-// The extension is off: UNIMPLEMENTED saying how to switch it on.
-absl::Status SharedMemoryOff(const SharedMemoryRegistry* registry) {
-  if (registry != nullptr) return registry->CheckEnabled();
-  return SharedMemoryRegistry(SharedMemoryOptions{}).CheckEnabled();
-}
-
-}  // namespace
 
 grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
@@ -346,7 +337,7 @@ grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(
       context, "SystemSharedMemoryStatus", kWork, "", request, response,
       [this](const HandlerContext&, inference::SystemSharedMemoryStatusRequest* status,
              inference::SystemSharedMemoryStatusResponse* regions) -> absl::Status {
-        PHASOR_RETURN_IF_ERROR(SharedMemoryOff(shared_memory_));
+        if (shared_memory_ == nullptr) return SharedMemoryRegistry::DisabledError();
         PHASOR_ASSIGN_OR_RETURN(const std::vector<SharedMemoryRegionInfo> infos,
                                 shared_memory_->Status(status->name()));
         for (const SharedMemoryRegionInfo& info : infos) {
@@ -368,7 +359,7 @@ grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryRegister(
       context, "SystemSharedMemoryRegister", kWork, "", request, response,
       [this](const HandlerContext&, inference::SystemSharedMemoryRegisterRequest* region,
              inference::SystemSharedMemoryRegisterResponse*) -> absl::Status {
-        PHASOR_RETURN_IF_ERROR(SharedMemoryOff(shared_memory_));
+        if (shared_memory_ == nullptr) return SharedMemoryRegistry::DisabledError();
         return shared_memory_->Register(region->name(), region->key(), region->offset(),
                                         region->byte_size());
       });
@@ -382,7 +373,7 @@ grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryUnregister(
       context, "SystemSharedMemoryUnregister", kWork, "", request, response,
       [this](const HandlerContext&, inference::SystemSharedMemoryUnregisterRequest* region,
              inference::SystemSharedMemoryUnregisterResponse*) -> absl::Status {
-        PHASOR_RETURN_IF_ERROR(SharedMemoryOff(shared_memory_));
+        if (shared_memory_ == nullptr) return SharedMemoryRegistry::DisabledError();
         return shared_memory_->Unregister(region->name());
       });
 }

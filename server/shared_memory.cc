@@ -87,6 +87,20 @@ std::string ParameterField(absl::string_view prefix, absl::string_view parameter
   return absl::StrCat(prefix, "parameters[", parameter, "]");
 }
 
+// Register of a name in use: ALREADY_EXISTS at "name".
+absl::Status NameTaken(absl::string_view name) {
+  return FieldError(absl::StatusCode::kAlreadyExists, "name",
+                    absl::StrCat("region ", QuoteForError(name, 64, "'"),
+                                 " is already registered; unregister it first"));
+}
+
+// Unregister or Status of an unknown name: NOT_FOUND at "name".
+absl::Status NotRegistered(absl::string_view name) {
+  return FieldError(
+      absl::StatusCode::kNotFound, "name",
+      absl::StrCat("no shared-memory region ", QuoteForError(name, 64, "'"), " is registered"));
+}
+
 }  // namespace
 
 const std::string& SharedMemoryBlock::region_name() const { return region_->info().name; }
@@ -101,12 +115,13 @@ SharedMemoryRegistry::SharedMemoryRegistry(SharedMemoryOptions options)
 SharedMemoryRegistry::~SharedMemoryRegistry() = default;
 
 absl::Status SharedMemoryRegistry::CheckEnabled() const {
-  if (options_.enabled) return absl::OkStatus();
+  return options_.enabled ? absl::OkStatus() : DisabledError();
+}
+
+absl::Status SharedMemoryRegistry::DisabledError() {
   return absl::UnimplementedError(
-      "system shared memory is disabled on this server (start phasor-server "
-      "with "
-      "--system_shared_memory=true, or PHASOR_SYSTEM_SHARED_MEMORY=true, to "
-      "enable it)");
+      "system shared memory is disabled on this server (start phasor-server with "
+      "--system_shared_memory=true, or PHASOR_SYSTEM_SHARED_MEMORY=true, to enable it)");
 }
 
 absl::Status SharedMemoryRegistry::Register(absl::string_view name, absl::string_view key,
@@ -145,9 +160,7 @@ absl::Status SharedMemoryRegistry::Register(absl::string_view name, absl::string
   {
     absl::MutexLock lock(&mu_);
     if (regions_.contains(name)) {
-      return FieldError(absl::StatusCode::kAlreadyExists, "name",
-                        absl::StrCat("region ", QuoteForError(name, 64, "'"),
-                                     " is already registered; unregister it first"));
+      return NameTaken(name);
     }
   }
 
@@ -195,9 +208,7 @@ absl::Status SharedMemoryRegistry::Register(absl::string_view name, absl::string
   // Checked again under the lock that inserts: another Register may have
   // taken the name or the room meanwhile (the region then unmaps here).
   if (regions_.contains(name)) {
-    return FieldError(absl::StatusCode::kAlreadyExists, "name",
-                      absl::StrCat("region ", QuoteForError(name, 64, "'"),
-                                   " is already registered; unregister it first"));
+    return NameTaken(name);
   }
   if (static_cast<int>(regions_.size()) >= options_.max_regions) {
     return FieldError(absl::StatusCode::kResourceExhausted, "name",
@@ -228,9 +239,7 @@ absl::Status SharedMemoryRegistry::Unregister(absl::string_view name) {
   } else {
     const auto found = regions_.find(name);
     if (found == regions_.end()) {
-      return FieldError(
-          absl::StatusCode::kNotFound, "name",
-          absl::StrCat("no shared-memory region ", QuoteForError(name, 64, "'"), " is registered"));
+      return NotRegistered(name);
     }
     registered_bytes_ -= static_cast<int64_t>(found->second->info().byte_size);
     dropped.push_back(std::move(found->second));
@@ -250,9 +259,7 @@ absl::StatusOr<std::vector<SharedMemoryRegionInfo>> SharedMemoryRegistry::Status
   }
   const auto found = regions_.find(name);
   if (found == regions_.end()) {
-    return FieldError(
-        absl::StatusCode::kNotFound, "name",
-        absl::StrCat("no shared-memory region ", QuoteForError(name, 64, "'"), " is registered"));
+    return NotRegistered(name);
   }
   infos.push_back(found->second->info());
   return infos;

@@ -115,6 +115,8 @@ class SharedMemoryRegistry final {
   // UNIMPLEMENTED, saying how to switch the extension on, when it is off;
   // OK otherwise.
   absl::Status CheckEnabled() const;
+  // That UNIMPLEMENTED, for a server that has no registry at all.
+  static absl::Status DisabledError();
 
   // Maps [offset, offset + byte_size) of the object `key` under `name`.
   // Errors, at the request field: name or key empty or too long, or key

@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cli/common.h"
+#include "client/inference_wire.h"
 #include "core/base/file.h"
 #include "core/base/status_macros.h"
 #include "inference/grpc_service.grpc.pb.h"
@@ -65,29 +66,6 @@ absl::StatusOr<std::vector<NamedFile>> ParsePairs(absl::string_view flag,
   return out;
 }
 
-// The protocol's datatype names ("Tensor Data Types").
-const char* DatatypeOf(v1::DType dtype) {
-  switch (dtype) {
-    case v1::FLOAT32: return "FP32";
-    case v1::FLOAT16: return "FP16";
-    case v1::BFLOAT16: return "BF16";
-    case v1::FLOAT64: return "FP64";
-    case v1::INT64: return "INT64";
-    case v1::INT32: return "INT32";
-    case v1::UINT8: return "UINT8";
-    case v1::BOOL: return "BOOL";
-    default: return "";
-  }
-}
-
-v1::DType DTypeOf(absl::string_view datatype) {
-  for (const v1::DType dtype : {v1::FLOAT32, v1::FLOAT16, v1::BFLOAT16, v1::FLOAT64,
-                                v1::INT64, v1::INT32, v1::UINT8, v1::BOOL}) {
-    if (datatype == DatatypeOf(dtype)) return dtype;
-  }
-  return v1::DTYPE_UNSPECIFIED;
-}
-
 bool IsTensorFile(absl::string_view path) {
   const std::string lower = absl::AsciiStrToLower(path);
   return absl::EndsWith(lower, ".npy") || absl::EndsWith(lower, ".csv");
@@ -106,30 +84,6 @@ void SetParameter(absl::string_view value, inference::InferParameter* parameter)
   } else {
     parameter->set_string_param(std::string(value));
   }
-}
-
-// One BYTES element as raw contents: its 4-byte little-endian length, then
-// the bytes (Triton's layout for raw BYTES).
-std::string OneBytesElement(const std::string& bytes) {
-  const uint32_t length = static_cast<uint32_t>(bytes.size());
-  char prefix[4];
-  std::memcpy(prefix, &length, sizeof(prefix));
-  return std::string(prefix, sizeof(prefix)) + bytes;
-}
-
-// The elements of raw BYTES contents; false when they do not parse.
-bool BytesElements(const std::string& raw, std::vector<std::string>* out) {
-  size_t at = 0;
-  while (at < raw.size()) {
-    if (raw.size() - at < 4) return false;
-    uint32_t length = 0;
-    std::memcpy(&length, raw.data() + at, sizeof(length));
-    at += 4;
-    if (raw.size() - at < length) return false;
-    out->push_back(raw.substr(at, length));
-    at += length;
-  }
-  return true;
 }
 
 absl::Status WriteBytes(const std::string& bytes, const std::string& path) {
@@ -188,11 +142,11 @@ absl::Status RunInfer(const EncoderClient& client) {
       PHASOR_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(input.path, "inputs"));
       tensor->set_datatype("BYTES");
       tensor->add_shape(1);
-      *request.add_raw_input_contents() = OneBytesElement(bytes);
+      *request.add_raw_input_contents() = EncodeBytesElements({bytes});
       continue;
     }
     PHASOR_ASSIGN_OR_RETURN(v1::Tensor values, ReadInput("inputs", input.path));
-    tensor->set_datatype(DatatypeOf(values.dtype()));
+    tensor->set_datatype(std::string(InferenceDatatype(values.dtype())));
     tensor->mutable_shape()->CopyFrom(values.shape());
     request.add_raw_input_contents()->swap(*values.mutable_data());
   }
@@ -230,26 +184,24 @@ absl::Status RunInfer(const EncoderClient& client) {
     }
     std::string& raw = *response.mutable_raw_output_contents(i);
     if (output.datatype() == "BYTES") {
-      std::vector<std::string> elements;
-      if (!BytesElements(raw, &elements)) {
-        return absl::DataLossError(absl::StrCat("output ", output.name(),
-                                                ": BYTES contents do not parse"));
-      }
+      absl::StatusOr<std::vector<absl::string_view>> elements =
+          DecodeBytesElements(raw, absl::StrCat("output ", output.name()));
+      if (!elements.ok()) return elements.status();
       if (!path.empty()) {
-        if (elements.size() != 1) {
+        if (elements->size() != 1) {
           return absl::InvalidArgumentError(absl::StrCat(
-              "--outputs: ", output.name(), " holds ", elements.size(),
+              "--outputs: ", output.name(), " holds ", elements->size(),
               " BYTES elements; only a one-element output can be written to a file"));
         }
-        PHASOR_RETURN_IF_ERROR(WriteBytes(elements[0], path));
+        PHASOR_RETURN_IF_ERROR(WriteBytes(std::string((*elements)[0]), path));
         continue;
       }
-      std::cout << output.name() << ": BYTES, " << elements.size() << " elements, "
+      std::cout << output.name() << ": BYTES, " << elements->size() << " elements, "
                 << raw.size() << " bytes\n";
       continue;
     }
     v1::Tensor tensor;
-    tensor.set_dtype(DTypeOf(output.datatype()));
+    tensor.set_dtype(DTypeOfInferenceDatatype(output.datatype()));
     if (tensor.dtype() == v1::DTYPE_UNSPECIFIED) {
       return absl::DataLossError(
           absl::StrCat("output ", output.name(), ": unknown datatype ", output.datatype()));

@@ -274,6 +274,28 @@ def metric_value(samples, name, **labels):
     return total if found else None
 
 
+def violation(error):
+    """The field of the google.rpc.BadRequest detail of an RpcError, or
+    None."""
+    stubs = phasor_client._stubs
+    for key, value in error.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            status = stubs.status_pb2.Status.FromString(value)
+            for detail in status.details:
+                bad = stubs.error_details_pb2.BadRequest()
+                if detail.Unpack(bad) and bad.field_violations:
+                    return bad.field_violations[0].field
+    return None
+
+
+def native_tensor(array, dtype):
+    """A phasor.v1.Tensor of `array`'s bytes as `dtype` (a v1.DType)."""
+    import numpy as np
+    array = np.ascontiguousarray(array)
+    return phasor_client._stubs.encoder_pb2.Tensor(
+        shape=list(array.shape), dtype=dtype, data=array.tobytes())
+
+
 class ServerTestCase(unittest.TestCase):
     """A test class with one server of its own for all its tests.
 

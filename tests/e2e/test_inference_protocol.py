@@ -224,21 +224,8 @@ class OipClient:
         return out
 
 
-def violation(error):
-    """The field of the google.rpc.BadRequest detail of an RpcError."""
-    for key, value in error.trailing_metadata() or ():
-        if key == "grpc-status-details-bin":
-            status = _stubs.status_pb2.Status.FromString(value)
-            for detail in status.details:
-                bad = _stubs.error_details_pb2.BadRequest()
-                if detail.Unpack(bad) and bad.field_violations:
-                    return bad.field_violations[0].field
-    return None
-
-
-def tensor(array, dtype):
-    array = np.ascontiguousarray(array)
-    return pb.Tensor(shape=list(array.shape), dtype=dtype, data=array.tobytes())
+violation = harness.violation
+tensor = harness.native_tensor
 
 
 class InferenceProtocolTest(unittest.TestCase):

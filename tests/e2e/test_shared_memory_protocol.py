@@ -133,21 +133,8 @@ class ShmObject:
             pass
 
 
-def violation(error):
-    """The field of the google.rpc.BadRequest detail of an RpcError."""
-    for key, value in error.trailing_metadata() or ():
-        if key == "grpc-status-details-bin":
-            status = _stubs.status_pb2.Status.FromString(value)
-            for detail in status.details:
-                bad = _stubs.error_details_pb2.BadRequest()
-                if detail.Unpack(bad) and bad.field_violations:
-                    return bad.field_violations[0].field
-    return None
-
-
-def tensor(array, dtype):
-    array = np.ascontiguousarray(array)
-    return pb.Tensor(shape=list(array.shape), dtype=dtype, data=array.tobytes())
+violation = harness.violation
+tensor = harness.native_tensor
 
 
 def values(shape, scale=1.0):
