@@ -82,15 +82,23 @@ void CountEncoded(const HandlerContext& context, EncodedKind kind, int64_t value
 absl::Status ReserveMemory(const HandlerContext& context, int64_t bytes);
 
 // ReserveMemory for an output of `shape` and `dtype` as CheckOutputSize
-// sizes it, before it is allocated: its bytes; kOtherFieldCopies times
-// `extra_bytes`, the response's other fields (states, schema), which exist
-// as core structs, proto messages and their serialization; and the float32
-// scratch WriteFloatOutput fills for a 16-bit output. REQUIRES:
-// CheckOutputSize passed for the same arguments (no overflow).
+// sizes it, before it is allocated: its bytes, unless the output tensor
+// `out` is written straight into caller memory (WritesToDestination: those
+// bytes are not the server's); kOtherFieldCopies times `extra_bytes`, the
+// response's other fields (states, schema), which exist as core structs,
+// proto messages and their serialization; and the float32 scratch
+// WriteFloatOutput fills for a 16-bit output. `out` may be null (an output
+// always in the response). REQUIRES: CheckOutputSize passed for the same
+// arguments (no overflow).
 inline constexpr int64_t kOtherFieldCopies = 4;
-absl::Status ReserveOutputMemory(const HandlerContext& context,
-                                 absl::Span<const int64_t> shape, DType dtype,
-                                 int64_t extra_bytes = 0);
+absl::Status ReserveOutputMemory(const HandlerContext& context, absl::Span<const int64_t> shape,
+                                 DType dtype, const v1::Tensor* out, int64_t extra_bytes = 0);
+
+// Whether DestinationOf writes an output `out` of `dtype` straight into
+// the call's destination for it: there is one, and `dtype` is FLOAT32 or
+// FLOAT64 or `written_as_dtype` (as DestinationOf says), aligned for it.
+bool WritesToDestination(const HandlerContext& context, DType dtype, const v1::Tensor* out,
+                         bool written_as_dtype = false);
 
 // The memory of `out`'s destination when the call has one
 // (HandlerContext::output_destinations) and the output can be written there

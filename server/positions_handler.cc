@@ -53,7 +53,8 @@ absl::Status HandleEncodePositions(const HandlerContext& context,
   const int64_t output_shape[] = {rows, dim};
   PHASOR_RETURN_IF_ERROR(
       CheckOutputSize(output_shape, output_dtype, "positions", context.limits));
-  PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(context, output_shape, output_dtype));
+  PHASOR_RETURN_IF_ERROR(
+      ReserveOutputMemory(context, output_shape, output_dtype, response->mutable_encodings()));
 
   // Content in the arithmetic's precision: float32, or double for FLOAT64.
   const bool in_double = output_dtype == DType::kFloat64;

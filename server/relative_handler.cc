@@ -100,9 +100,9 @@ absl::Status HandleAlibiBias(const HandlerContext& context,
                                            context.limits,
                                            /*extra_bytes=*/heads * static_cast<int64_t>(
                                                DTypeSize(slopes_dtype))));
-    PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(context, bias_shape, output_dtype));
+    PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(context, bias_shape, output_dtype, nullptr));
   }
-  PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(context, slopes_shape, slopes_dtype));
+  PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(context, slopes_shape, slopes_dtype, nullptr));
 
   PHASOR_RETURN_IF_ERROR(context.check_alive());
   AllocateTensor(slopes_shape, slopes_dtype, response->mutable_slopes());
@@ -195,7 +195,7 @@ absl::Status HandleRelativeBias(const HandlerContext& context,
     PHASOR_RETURN_IF_ERROR(
         CheckOutputSize(ids_shape, DType::kInt32, "key_positions", context.limits));
     ids_bytes = q_len * k_len * 4;  // Within the message limit: checked above.
-    PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(context, ids_shape, DType::kInt32));
+    PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(context, ids_shape, DType::kInt32, nullptr));
   }
   if (with_bias) {
     PHASOR_RETURN_IF_ERROR(CheckOutputSize(bias_shape, output_dtype, "key_positions",

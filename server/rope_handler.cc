@@ -235,10 +235,17 @@ absl::Status HandleApplyRope(const HandlerContext& context,
                                    " positions is over the server's limit of ",
                                    context.limits.max_elements, " per request"));
   }
-  // The rotated query and key are the response, as large as the inputs;
-  // the positions are materialised at 8 bytes per token and axis.
+  // The rotated query and key are the response, as large as the inputs,
+  // unless they are written into caller memory; the positions are
+  // materialised at 8 bytes per token and axis.
+  auto response_bytes = [&](const TensorView& view, const v1::Tensor* out) -> int64_t {
+    return WritesToDestination(context, view.dtype, out, /*written_as_dtype=*/true)
+               ? 0
+               : static_cast<int64_t>(view.bytes.size());
+  };
   PHASOR_RETURN_IF_ERROR(ReserveMemory(
-      context, static_cast<int64_t>(query_view.bytes.size() + key_view.bytes.size()) +
+      context, response_bytes(query_view, response->mutable_query()) +
+                   (request.has_key() ? response_bytes(key_view, response->mutable_key()) : 0) +
                    8 * axes * q.batch * q.seq));
   PHASOR_ASSIGN_OR_RETURN(
       const PositionsInput positions_input,
@@ -341,7 +348,7 @@ absl::Status HandleRopeTables(const HandlerContext& context,
   PHASOR_RETURN_IF_ERROR(CheckOutputSize(both_shape, output_dtype, "positions",
                                          context.limits,
                                          /*extra_bytes=*/width * 8));
-  PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(context, both_shape, output_dtype,
+  PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(context, both_shape, output_dtype, nullptr,
                                              /*extra_bytes=*/width * 8));
   PHASOR_ASSIGN_OR_RETURN(
       const PositionsInput positions_input,

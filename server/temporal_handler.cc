@@ -342,7 +342,7 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
       shape, output_dtype, "observations", context.limits,
       /*extra_bytes=*/state_bytes + offsets_bytes + names_bytes * per_channel_entries));
   PHASOR_RETURN_IF_ERROR(ReserveOutputMemory(
-      context, shape, output_dtype,
+      context, shape, output_dtype, response->mutable_features(),
       /*extra_bytes=*/state_bytes + offsets_bytes + names_bytes * per_channel_entries));
   PHASOR_RETURN_IF_ERROR(context.check_alive());
 

@@ -28,6 +28,9 @@ Checked:
    answer the native result or INVALID_ARGUMENT naming the region;
  - the bounds on regions and bytes (RESOURCE_EXHAUSTED naming the flag), a
    custom key prefix, and a clean exit with regions still registered;
+ - outputs written into a region are not charged to the memory budget: a
+   call with tensors larger than the budget is refused in the messages and
+   answered with inputs and outputs in a region;
  - Unregister unmaps: the object's mapping leaves /proc/<pid>/maps and the
    server's resident shared memory (RssShmem) drops by what the call
    touched;
@@ -826,6 +829,73 @@ class SharedMemoryBoundsTest(ProtocolTestCase):
             register("d", large.key, self.MAX_BYTES)
             self.assertEqual(count(), 1)
             # Shutdown with a region still registered unmaps it and exits 0.
+            self.assertEqual(server.stop(), 0, server.log())
+
+
+class SharedMemoryBudgetTest(ProtocolTestCase):
+    """Outputs written into a region take none of the server's memory
+    budget (--memory_budget_bytes): a call whose tensors are larger than the
+    whole budget is refused as too large when they travel in the messages,
+    and answered when inputs and outputs lie in shared memory."""
+
+    BUDGET = 8 * MIB
+
+    def test_outputs_in_a_region_are_not_charged_to_the_budget(self):
+        tmp = tempfile.mkdtemp(prefix="phasor-shm-budget-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        profiles = os.path.join(tmp, "profiles.txtpb")
+        with open(profiles, "w") as f:
+            f.write(PROFILES)
+        server = harness.Server([f"--profiles={profiles}", "--system_shared_memory=true",
+                                 f"--memory_budget_bytes={self.BUDGET}"])
+        with server:
+            channel, oip, native = self.connect(server.target)
+            self.addCleanup(channel.close)
+            # RoPE: a 12 MiB query [24576, 4, 32] in, 12 MiB out.
+            tokens = 24576
+            query = values((tokens, 4, 32))
+            positions = np.arange(tokens, dtype="<i8")
+            # Positional: 320,000 positions of dim 8, 9.8 MiB of FP32 out.
+            count = 320_000
+            sin_positions = np.arange(count, dtype="<i8")
+            rope_inputs = [("query", "FP32", query.shape, query.tobytes()),
+                           ("positions", "INT64", positions.shape, positions.tobytes())]
+            sin_inputs = [("positions", "INT64", sin_positions.shape,
+                           sin_positions.tobytes())]
+            for model, inputs in (("rope", rope_inputs), ("sin", sin_inputs)):
+                self.assert_rpc_error(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    lambda: oip.ModelInfer(infer_request(model, inputs), timeout=TIMEOUT_S),
+                    "whole memory budget")
+
+            # The same calls with inputs and outputs in a region.
+            shm = self.make_object(64 * MIB, "budget")
+            oip.SystemSharedMemoryRegister(ipb.SystemSharedMemoryRegisterRequest(
+                name="r", key=shm.key, offset=0, byte_size=64 * MIB), timeout=TIMEOUT_S)
+            shm.write(0, query.tobytes())
+            shm.write(12 * MIB, positions.tobytes())
+            oip.ModelInfer(infer_request(
+                "rope", [("query", "FP32", query.shape, ("r", 0, query.nbytes)),
+                         ("positions", "INT64", positions.shape,
+                          ("r", 12 * MIB, positions.nbytes))],
+                [("query", ("r", 16 * MIB, query.nbytes))]), timeout=TIMEOUT_S)
+            want = native.ApplyRope(pb.ApplyRopeRequest(
+                profile="rope", query=tensor(query[-8:], pb.FLOAT32),
+                positions=pb.Positions(values=tensor(positions[-8:], pb.INT64))),
+                timeout=TIMEOUT_S).query.data
+            self.assertEqual(shm.read(16 * MIB + query.nbytes - len(want), len(want)), want)
+
+            sin_bytes = count * 8 * 4
+            shm.write(32 * MIB, sin_positions.tobytes())
+            oip.ModelInfer(infer_request(
+                "sin", [("positions", "INT64", sin_positions.shape,
+                         ("r", 32 * MIB, sin_positions.nbytes))],
+                [("encodings", ("r", 36 * MIB, sin_bytes))]), timeout=TIMEOUT_S)
+            want = native.EncodePositions(pb.EncodePositionsRequest(
+                profile="sin", positions=pb.Positions(
+                    values=tensor(sin_positions[-4:], pb.INT64))),
+                timeout=TIMEOUT_S).encodings.data
+            self.assertEqual(shm.read(36 * MIB + sin_bytes - len(want), len(want)), want)
             self.assertEqual(server.stop(), 0, server.log())
 
 
