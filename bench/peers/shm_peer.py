@@ -29,7 +29,8 @@ Two phasor-servers with the same flags (--threads=N,
 --system_shared_memory=true, a profile file with "p" and "rope") are
 started, one on a free 127.0.0.1 port, one on a Unix socket in a fresh
 temporary directory, and stopped by pid. Rounds: every way once per round
-(or --consecutive calls in a row, the first untimed: a warm loop, as the
+(or --consecutive calls in a row, the first --warm of them untimed: a warm
+loop, as the
 core programs time theirs), the order rotating from round to round,
 --rounds rounds after one warm-up call each; the figure of a way is its
 median. The core programs run
@@ -140,11 +141,12 @@ def core_times(program, name, threads, repetitions):
     return times
 
 
-def rounds(ways, count, consecutive=1):
+def rounds(ways, count, consecutive=1, warm=1):
     """{way: [seconds]}: each way `consecutive` calls in a row per round
-    (the first of them untimed when more than one: it pays for the caches
-    the other ways left cold, as the core programs' warm loop never does),
-    the order rotating."""
+    (the first `warm` of them untimed when more than one: they pay for the
+    caches the other ways left cold and for the host waking the server
+    from idle, as the core programs' warm loop never does), the order
+    rotating."""
     names = list(ways)
     for name in names:  # Warm-up: channels, regions, widths, page faults.
         ways[name]()
@@ -152,9 +154,10 @@ def rounds(ways, count, consecutive=1):
     for r in range(count):
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
-            if consecutive > 1:
+            untimed = min(warm, consecutive - 1) if consecutive > 1 else 0
+            for _ in range(untimed):
                 ways[name]()
-            for _ in range(max(consecutive - 1, 1)):
+            for _ in range(max(consecutive - untimed, 1)):
                 start = time.perf_counter()
                 ways[name]()
                 times[name].append(time.perf_counter() - start)
@@ -179,6 +182,9 @@ def main():
                         help="calls of a way in a row per round (> 1: the "
                              "first untimed, as a warm loop like the core "
                              "programs')")
+    parser.add_argument("--warm", type=int, default=1,
+                        help="with --consecutive: how many of a round's "
+                             "calls of a way go untimed first")
     parser.add_argument("--repetitions", type=int, default=5,
                         help="core benchmark repetitions, before and after")
     parser.add_argument("--series", type=int, default=10000)
@@ -246,7 +252,7 @@ def main():
         times_p = rounds({"shm": panel_shm(shm), "shm_array": panel_placed,
                           "shm_copy": panel_shm(shm_copy),
                           "tcp": panel(tcp), "unix": panel(unix)},
-                         args.rounds, args.consecutive)
+                         args.rounds, args.consecutive, args.warm)
 
         rope_times = {}
         for label, array in (("bhtd", query), ("thd", query_thd)):
@@ -266,7 +272,8 @@ def main():
             rope_times[label] = rounds(
                 {"shm": rope(shm), "shm_array": rope(shm, placed),
                  "shm_copy": rope(shm_copy),
-                 "tcp": rope(tcp), "unix": rope(unix)}, args.rounds, args.consecutive)
+                 "tcp": rope(tcp), "unix": rope(unix)},
+                args.rounds, args.consecutive, args.warm)
         shm.close()
         shm_copy.close()
         tcp.close()
@@ -284,6 +291,7 @@ def main():
 
     table = []
     result = {"threads": args.threads, "rounds": args.rounds,
+              "consecutive": args.consecutive, "warm": args.warm,
               "core_repetitions": 2 * args.repetitions,
               "host": platform.node(), "cpus": os.cpu_count(),
               "load_before": load_before, "load_after": load_after,
