@@ -12,6 +12,11 @@
 //   --phasor_dump=DIR      write the outputs of the check configurations as
 //                          raw little-endian files into DIR and exit
 //   --phasor_sizes=small   only the sizes the check step and CI need
+//   --phasor_max_target=AVX2
+//                          dispatch the core's kernels to that Highway target
+//                          at best (hwy::TargetName spelling), as on a host
+//                          without the better ones: an AVX-512 machine
+//                          measures its AVX2 code
 //
 // Thread-safety: not applicable (single-threaded set-up code).
 #ifndef PHASOR_BENCH_BENCH_COMMON_H_
@@ -32,6 +37,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "benchmark/benchmark.h"
+#include "hwy/targets.h"
 
 namespace phasor::bench {
 
@@ -71,6 +77,20 @@ inline BenchFlags ParseBenchFlags(int* argc, char** argv) {
       flags.dump_dir = std::string(arg);
     } else if (arg == "--phasor_sizes=small") {
       flags.small_only = true;
+    } else if (absl::ConsumePrefix(&arg, "--phasor_max_target=")) {
+      // Highway numbers x86 targets better-first: bit 1 << k beats 1 << (k + 1).
+      int64_t chosen = 0;
+      for (int bit = 0; bit < 63; ++bit) {
+        const int64_t target = int64_t{1} << bit;
+        if (arg == hwy::TargetName(target)) chosen = target;
+      }
+      const int64_t allowed = hwy::SupportedTargets() & ~(chosen - 1);
+      if (chosen == 0 || (allowed & chosen) == 0) {
+        std::fprintf(stderr, "--phasor_max_target: %s is not a Highway target of this host\n",
+                     argv[i]);
+        std::exit(2);
+      }
+      hwy::SetSupportedTargetsForTest(allowed);
     } else {
       argv[kept++] = argv[i];
     }

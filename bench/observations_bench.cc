@@ -510,6 +510,7 @@ void RegisterAll(const BenchFlags& flags) {
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--phasor_simd_target") == 0) {
+      phasor::bench::ParseBenchFlags(&argc, argv);  // --phasor_max_target.
       std::printf("%s\n", phasor::bench::DispatchedSimdTarget());
       return 0;
     }
