@@ -248,6 +248,16 @@ class ProtocolTestCase(unittest.TestCase):
             self.assertEqual(violation(error), field, error.details())
         return error
 
+    def scratch_profiles(self, prefix):
+        """A temporary directory (removed when the test ends) holding
+        PROFILES as profiles.txtpb: (directory, profiles path)."""
+        tmp = tempfile.mkdtemp(prefix=prefix)
+        self.addCleanup(shutil.rmtree, tmp, True)
+        profiles = os.path.join(tmp, "profiles.txtpb")
+        with open(profiles, "w") as f:
+            f.write(PROFILES)
+        return tmp, profiles
+
     @staticmethod
     def connect(target):
         channel = grpc.insecure_channel(target)
@@ -841,11 +851,7 @@ class SharedMemoryBudgetTest(ProtocolTestCase):
     BUDGET = 8 * MIB
 
     def test_outputs_in_a_region_are_not_charged_to_the_budget(self):
-        tmp = tempfile.mkdtemp(prefix="phasor-shm-budget-")
-        self.addCleanup(shutil.rmtree, tmp, True)
-        profiles = os.path.join(tmp, "profiles.txtpb")
-        with open(profiles, "w") as f:
-            f.write(PROFILES)
+        _, profiles = self.scratch_profiles("phasor-shm-budget-")
         server = harness.Server([f"--profiles={profiles}", "--system_shared_memory=true",
                                  f"--memory_budget_bytes={self.BUDGET}"])
         with server:
@@ -940,11 +946,7 @@ class UnixSocketTest(ProtocolTestCase):
     """gRPC on a Unix-domain socket: --grpc_address=unix:PATH."""
 
     def test_model_infer_and_encode_positions_over_a_unix_socket(self):
-        tmp = tempfile.mkdtemp(prefix="phasor-unix-")
-        self.addCleanup(shutil.rmtree, tmp, True)
-        profiles = os.path.join(tmp, "profiles.txtpb")
-        with open(profiles, "w") as f:
-            f.write(PROFILES)
+        tmp, profiles = self.scratch_profiles("phasor-unix-")
         path = os.path.join(tmp, "phasor.sock")
         # A 1 MiB message limit, which bounds messages, not regions.
         server = harness.Server([f"--profiles={profiles}", "--system_shared_memory=true",
