@@ -115,7 +115,8 @@ class SharedMemoryRegistry final {
   // UNIMPLEMENTED, saying how to switch the extension on, when it is off;
   // OK otherwise.
   absl::Status CheckEnabled() const;
-  // That UNIMPLEMENTED, for a server that has no registry at all.
+  // CheckEnabled's error for a server started without the extension, which
+  // has no registry to ask.
   static absl::Status DisabledError();
 
   // Maps [offset, offset + byte_size) of the object `key` under `name`.
