@@ -145,30 +145,15 @@ class DeadlineTest : public ::testing::Test {
     }
   }
 
-  // What one call cost: the process's CPU seconds and the server's
-  // handling (wall) seconds.
-  struct Cost {
-    double cpu_seconds = 0;
-    double wall_seconds = 0;
-  };
-
-  // The uninterrupted call: OK, the full output, and its cost.
-  Cost MeasureFullCall() {
-    const double cpu_before = ProcessCpuSeconds();
+  // The uninterrupted call: OK and the full output. Warms the server (the
+  // first call's allocations) before the calls the test measures.
+  void MakeFullCall() {
     v1::EncodeObservationsResponse response;
     const grpc::Status status = stub_->EncodeObservations(
         Context().get(), HeavyRequest(), &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
     EXPECT_EQ(response.features().data().size(), size_t{kRows} * 1024 * 4);
     WaitForHandledCalls(1);
-    return {ProcessCpuSeconds() - cpu_before, HandlingSecondsSum()};
-  }
-
-  // The cost of the interrupted call that started at `cpu_before`, once the
-  // server has finished it (the second call of the method).
-  Cost CutCallCost(double cpu_before, const Cost& full) const {
-    WaitForHandledCalls(2);
-    return {ProcessCpuSeconds() - cpu_before, HandlingSecondsSum() - full.wall_seconds};
   }
 
   // CPU seconds of sizing (and freeing) the response tensor as the handler
@@ -199,6 +184,35 @@ class DeadlineTest : public ::testing::Test {
   // 1%) and the call's own small costs.
   static double StoppedBound(const Yardstick& y) { return y.sizing + 0.6 * y.kernel; }
 
+  // Ends the heavy request early with `end_early(yardstick)` and checks that
+  // the server stopped the work: the interrupted call's CPU stays under
+  // StoppedBound. A server that runs the kernel to the end exceeds the bound
+  // on every attempt; one that stops can still exceed it once on a loaded
+  // machine, from CPU the process spends beside the call (gRPC's threads, the
+  // metric scrapes that watch for the handler's end). So the test makes up to
+  // kAttempts calls and keeps the cheapest. Returns the calls made.
+  static constexpr int kAttempts = 3;
+  template <typename EndEarly>
+  int ExpectStopsTheWork(EndEarly end_early) {
+    std::string costs;
+    for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+      const Yardstick y = MeasureYardstick();
+      // Below this the workload is too light to tell stopping from finishing.
+      EXPECT_GT(y.kernel, 0.03) << "the heavy request's kernel used " << y.kernel << " s";
+      const double wall_before = HandlingSecondsSum();
+      const double cpu_before = ProcessCpuSeconds();
+      end_early(y);
+      WaitForHandledCalls(1 + attempt);  // The full call, then each attempt.
+      const double cpu = ProcessCpuSeconds() - cpu_before;
+      absl::StrAppend(&costs, "\n  attempt ", attempt, ": sizing ", y.sizing, " s CPU, kernel ",
+                      y.kernel, " s CPU, bound ", StoppedBound(y), " s; interrupted call ", cpu,
+                      " s CPU (", HandlingSecondsSum() - wall_before, " s wall)");
+      if (cpu < StoppedBound(y)) return attempt;
+    }
+    ADD_FAILURE() << "every interrupted call cost more CPU than stopping allows:" << costs;
+    return kAttempts;
+  }
+
   void ExpectStillServing() { ExpectServing(*stub_); }
 
   TestServer server_;
@@ -206,56 +220,36 @@ class DeadlineTest : public ::testing::Test {
 };
 
 TEST_F(DeadlineTest, DeadlinePassingMidKernelStopsTheWork) {
-  const Cost full = MeasureFullCall();
-  const Yardstick y = MeasureYardstick();
-  // Below this the workload is too light to tell stopping from finishing.
-  ASSERT_GT(y.kernel, 0.03) << "the heavy request's kernel used " << y.kernel << " s";
-
-  const double cpu_before = ProcessCpuSeconds();
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + EndAfter(y));
-  v1::EncodeObservationsResponse response;
-  const grpc::Status status =
-      stub_->EncodeObservations(&context, HeavyRequest(), &response);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-
-  const Cost cut = CutCallCost(cpu_before, full);
+  MakeFullCall();
+  const int calls = ExpectStopsTheWork([this](const Yardstick& y) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + EndAfter(y));
+    v1::EncodeObservationsResponse response;
+    const grpc::Status status = stub_->EncodeObservations(&context, HeavyRequest(), &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  });
   // The handler answers DEADLINE_EXCEEDED; when gRPC's own deadline timer
   // tears the call down first, no status is sent and the call counts as
-  // cancelled. Either way it ended unfinished, once.
-  EXPECT_EQ(Handled("DeadlineExceeded") + Handled("Canceled"), 1);
-  EXPECT_LT(cut.cpu_seconds, StoppedBound(y))
-      << "sizing " << y.sizing << " s CPU, kernel " << y.kernel << " s CPU, full call "
-      << full.cpu_seconds << " s CPU (" << full.wall_seconds
-      << " s wall), call with a deadline " << cut.cpu_seconds << " s CPU ("
-      << cut.wall_seconds << " s wall)";
+  // cancelled. Either way each ended unfinished, once.
+  EXPECT_EQ(Handled("DeadlineExceeded") + Handled("Canceled"), calls);
   ExpectStillServing();
 }
 
 TEST_F(DeadlineTest, ClientCancellingMidKernelStopsTheWork) {
-  const Cost full = MeasureFullCall();
-  const Yardstick y = MeasureYardstick();
-  ASSERT_GT(y.kernel, 0.03) << "the heavy request's kernel used " << y.kernel << " s";
-
-  const double cpu_before = ProcessCpuSeconds();
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  std::thread canceller([&context, y] {
-    std::this_thread::sleep_for(EndAfter(y));
-    context.TryCancel();
+  MakeFullCall();
+  const int calls = ExpectStopsTheWork([this](const Yardstick& y) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    std::thread canceller([&context, y] {
+      std::this_thread::sleep_for(EndAfter(y));
+      context.TryCancel();
+    });
+    v1::EncodeObservationsResponse response;
+    const grpc::Status status = stub_->EncodeObservations(&context, HeavyRequest(), &response);
+    canceller.join();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED);
   });
-  v1::EncodeObservationsResponse response;
-  const grpc::Status status =
-      stub_->EncodeObservations(&context, HeavyRequest(), &response);
-  canceller.join();
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED);
-
-  const Cost cut = CutCallCost(cpu_before, full);
-  EXPECT_EQ(Handled("Canceled"), 1);  // go-grpc-prometheus spelling.
-  EXPECT_LT(cut.cpu_seconds, StoppedBound(y))
-      << "sizing " << y.sizing << " s CPU, kernel " << y.kernel << " s CPU, full call "
-      << full.cpu_seconds << " s CPU (" << full.wall_seconds << " s wall), cancelled call "
-      << cut.cpu_seconds << " s CPU (" << cut.wall_seconds << " s wall)";
+  EXPECT_EQ(Handled("Canceled"), calls);  // go-grpc-prometheus spelling.
   ExpectStillServing();
 }
 
