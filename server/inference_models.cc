@@ -571,21 +571,29 @@ absl::Status InferTemporal(const HandlerContext& context, SharedMemoryTensors* s
   const HandlerContext bound =
       shm->Bind(context, {{"features", [&] { return result->mutable_features(); }},
                           {"series_offsets", [&] { return result->mutable_series_offsets(); }}});
+  // The states are computed only for a request that returns them (every
+  // output when none is named).
+  const bool with_states = request->outputs_size() == 0 || OutputRequested(*request, "states") ||
+                           OutputRequested(*request, "state");
   PHASOR_RETURN_IF_ERROR(NativeErrors(
-      HandleEncodeObservations(bound, *native, /*stream=*/nullptr, result), kTemporal, profile));
+      HandleEncodeObservations(bound, *native, /*stream=*/nullptr, result,
+                               with_states ? StatesReply::kInclude : StatesReply::kOmit),
+      kTemporal, profile));
   ModelInferResponse::InferOutputTensor* features =
       AddTensorOutput("features", result->mutable_features(), response);
   (*features->mutable_parameters())["schema"].set_string_param(SchemaJson(result->schema()));
   std::vector<std::string> states;
   if (observations->has_series_offsets()) {
-    states.reserve(static_cast<size_t>(result->states_size()));
-    for (const v1::SeriesState& state : result->states()) {
-      states.push_back(state.SerializeAsString());
+    if (with_states) {
+      states.reserve(static_cast<size_t>(result->states_size()));
+      for (const v1::SeriesState& state : result->states()) {
+        states.push_back(state.SerializeAsString());
+      }
+      const int64_t shape[] = {static_cast<int64_t>(states.size())};
+      AddBytesOutput("states", states, shape, response);
     }
-    const int64_t shape[] = {static_cast<int64_t>(states.size())};
-    AddBytesOutput("states", states, shape, response);
     AddTensorOutput("series_offsets", result->mutable_series_offsets(), response);
-  } else {
+  } else if (with_states) {
     states.push_back(result->state().SerializeAsString());
     const int64_t shape[] = {1};
     AddBytesOutput("state", states, shape, response);

@@ -211,8 +211,10 @@ absl::StatusOr<std::shared_ptr<const TemporalEncoders>> EncodersCached(
 absl::Status HandleEncodeObservations(const HandlerContext& context,
                                       const v1::EncodeObservationsRequest& request,
                                       ObservationStream* stream,
-                                      v1::EncodeObservationsResponse* response) {
+                                      v1::EncodeObservationsResponse* response,
+                                      StatesReply states) {
   const bool continues = stream != nullptr && stream->started;
+  const bool with_states = stream != nullptr || states == StatesReply::kInclude;
   const bool is_panel = request.observations().has_series_offsets();
   // The spec, and the states this chunk continues from.
   std::shared_ptr<const TemporalSpec> resolved;
@@ -336,7 +338,8 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
   int64_t per_channel_entries = 0;
   for (const SchemaEntry& entry : layout.schema) per_channel_entries += entry.per_channel;
   const int64_t state_bytes =
-      num_series * (view.num_channels * kStateBytesPerChannel + kStateBytesPerSeries);
+      with_states ? num_series * (view.num_channels * kStateBytesPerChannel + kStateBytesPerSeries)
+                  : 0;
   const int64_t offsets_bytes = is_panel ? 8 * (num_series + 1) : 0;
   PHASOR_RETURN_IF_ERROR(CheckOutputSize(
       shape, output_dtype, "observations", context.limits,
@@ -353,7 +356,7 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
                      view.num_channels,
                      output_dtype == DType::kFloat64 ? SinusoidAccuracy::kFloat64
                                                      : SinusoidAccuracy::kFloat32));
-  std::vector<SeriesState> states_out(static_cast<size_t>(num_series));
+  std::vector<SeriesState> states_out(with_states ? static_cast<size_t>(num_series) : 0);
   const absl::Status encoded = WriteFloatOutput(
       context, shape, output_dtype, response->mutable_features(),
       [&](auto out) {
@@ -396,10 +399,10 @@ absl::Status HandleEncodeObservations(const HandlerContext& context,
     out->set_meaning(std::move(meaning));
   }
   if (is_panel) {
-    response->mutable_states()->Reserve(static_cast<int>(num_series));
+    response->mutable_states()->Reserve(static_cast<int>(states_out.size()));
     for (const SeriesState& state : states_out) StateToProto(state, response->add_states());
     *response->mutable_series_offsets() = request.observations().series_offsets();
-  } else {
+  } else if (with_states) {
     StateToProto(states_out[0], response->mutable_state());
   }
   if (stream != nullptr) {

@@ -42,12 +42,18 @@ struct ObservationStream {
   std::vector<SeriesState> states;
 };
 
+// Whether the response carries the series' states (`state`, `states`).
+// The native RPC always does; a ModelInfer whose requested outputs leave
+// them out skips computing them. A stream always keeps them.
+enum class StatesReply { kInclude, kOmit };
+
 // `stream` is null for the unary RPC (the state then comes from
 // request.state) and the stream's memory otherwise.
 absl::Status HandleEncodeObservations(const HandlerContext& context,
                                       const v1::EncodeObservationsRequest& request,
                                       ObservationStream* stream,
-                                      v1::EncodeObservationsResponse* response);
+                                      v1::EncodeObservationsResponse* response,
+                                      StatesReply states = StatesReply::kInclude);
 
 // Checks a temporal spec from a profile (blocks, zone, named parameters).
 absl::Status ValidateTemporalProfile(const ProfileRegistry& profiles,

@@ -290,6 +290,20 @@ TEST_F(InferenceTest, TemporalPanelMatchesEncodeObservations) {
   }
   EXPECT_EQ(OutputIndex(response, "state"), -1);
 
+  // Requested outputs without `states` skip computing them: the same
+  // features; with `states` named, the same states.
+  for (const bool with_states : {false, true}) {
+    ModelInferRequest named = request;
+    named.add_outputs()->set_name("features");
+    if (with_states) named.add_outputs()->set_name("states");
+    const ModelInferResponse reply = InferOk(named);
+    ASSERT_EQ(reply.outputs_size(), with_states ? 2 : 1);
+    ExpectSameTensor(reply, "features", expected.features());
+    if (with_states) {
+      EXPECT_EQ(DecodeBytes(reply.raw_output_contents(OutputIndex(reply, "states"))), states);
+    }
+  }
+
   // The states go back in as they came out, and the next chunk matches too.
   v1::EncodeObservationsRequest next = native;
   for (int s = 0; s < 3; ++s) *next.add_states() = expected.states(s);
