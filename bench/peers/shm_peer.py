@@ -22,6 +22,9 @@ Ways from Python (/usr/bin/python3, phasor_client):
   shm_array  shm with the inputs (P's timestamps and values, RoPE's query)
              already in SharedMemorySession.array()s, as a caller that
              produces its data there: no copy in the client
+  shm_array_states  P only: shm_array with return_states=True, the
+             series' states computed, sent and parsed too (without it
+             the server skips them; the core's time includes them)
   tcp        the native call (encode_panel / apply_rope) over 127.0.0.1
   unix       the native call over unix:<socket>
 
@@ -30,12 +33,13 @@ Two phasor-servers with the same flags (--threads=N,
 started, one on a free 127.0.0.1 port, one on a Unix socket in a fresh
 temporary directory, and stopped by pid. Rounds: every way once per round
 (or --consecutive calls in a row, the first --warm of them untimed: a warm
-loop, as the
-core programs time theirs), the order rotating from round to round,
---rounds rounds after one warm-up call each; the figure of a way is its
-median. The core programs run
---repetitions times before the Python rounds and again after them (the
-median of both sets), so that a shared host's load drifts into both sides.
+loop, as the core programs time theirs), the order rotating from round to
+round, after one warm-up call each. The core program runs (--core-seconds,
+one figure) before every round and after the last, so each round has the
+core's time from just before and just after it: a shared host's speed
+drifts by tens of percent within minutes, and a way is compared with the
+core of the same minutes. A way's ratio is the median over rounds of
+(its median in the round) / (the mean of the round's two core figures).
 Every way's result is checked byte for byte against tcp's.
 
 Prints a table and writes JSON (--out): medians, ratios to the core, the
@@ -121,15 +125,14 @@ class Server:
         self.log.close()
 
 
-def core_times(program, name, threads, repetitions):
-    """Seconds per call of one Google Benchmark of `program`, one figure
-    per repetition."""
+def core_time(program, name, threads, seconds):
+    """Seconds per call of one Google Benchmark of `program` (the smallest
+    size set, which holds the benchmark), timed for `seconds`."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         subprocess.run(
-            [program, f"--phasor_threads={threads}",
+            [program, f"--phasor_threads={threads}", "--phasor_sizes=small",
              f"--benchmark_filter=^{name}/real_time$",
-             f"--benchmark_repetitions={repetitions}",
-             "--benchmark_min_time=0.5", f"--benchmark_out={out.name}",
+             f"--benchmark_min_time={seconds}", f"--benchmark_out={out.name}",
              "--benchmark_out_format=json"],
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         rows = json.load(open(out.name))["benchmarks"]
@@ -138,30 +141,43 @@ def core_times(program, name, threads, repetitions):
              if row.get("run_type") == "iteration"]
     if not times:
         sys.exit(f"{program}: no benchmark named {name}")
-    return times
+    return times[0]
 
 
-def rounds(ways, count, consecutive=1, warm=1):
-    """{way: [seconds]}: each way `consecutive` calls in a row per round
-    (the first `warm` of them untimed when more than one: they pay for the
-    caches the other ways left cold and for the host waking the server
-    from idle, as the core programs' warm loop never does), the order
-    rotating."""
+def rounds(ways, core, count, consecutive=1, warm=1):
+    """({way: [[seconds] per round]}, [core seconds]): each way
+    `consecutive` calls in a row per round (the first `warm` of them
+    untimed when more than one: they pay for the caches the other ways
+    left cold and for the host waking the server from idle, as the core
+    programs' warm loop never does), the order rotating; core() before
+    every round and after the last (count + 1 figures)."""
     names = list(ways)
     for name in names:  # Warm-up: channels, regions, widths, page faults.
         ways[name]()
     times = {name: [] for name in names}
+    cores = []
     for r in range(count):
+        cores.append(core())
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
             untimed = min(warm, consecutive - 1) if consecutive > 1 else 0
             for _ in range(untimed):
                 ways[name]()
+            round_times = []
             for _ in range(max(consecutive - untimed, 1)):
                 start = time.perf_counter()
                 ways[name]()
-                times[name].append(time.perf_counter() - start)
-    return times
+                round_times.append(time.perf_counter() - start)
+            times[name].append(round_times)
+    cores.append(core())
+    return times, cores
+
+
+def paired_ratio(round_times, cores):
+    """Median over rounds of the round's median ÷ its cores' mean."""
+    return statistics.median(
+        statistics.median(seconds) / ((cores[r] + cores[r + 1]) / 2)
+        for r, seconds in enumerate(round_times))
 
 
 def same_bytes(label, got, want):
@@ -185,8 +201,8 @@ def main():
     parser.add_argument("--warm", type=int, default=1,
                         help="with --consecutive: how many of a round's "
                              "calls of a way go untimed first")
-    parser.add_argument("--repetitions", type=int, default=5,
-                        help="core benchmark repetitions, before and after")
+    parser.add_argument("--core-seconds", type=float, default=0.3,
+                        help="how long each run of a core program times")
     parser.add_argument("--series", type=int, default=10000)
     parser.add_argument("--out", help="write the JSON here")
     args = parser.parse_args()
@@ -197,10 +213,14 @@ def main():
     core_rope = CORE_ROPE.format(threads=args.threads)
     load_before = open("/proc/loadavg").read().split()[:3]
 
-    core = {"p": core_times(panel_bench, core_panel, args.threads,
-                            args.repetitions),
-            "rope": core_times(rope_bench, core_rope, args.threads,
-                               args.repetitions)}
+
+    def core_p():
+        return core_time(panel_bench, core_panel, args.threads,
+                         args.core_seconds)
+
+    def core_rope_time():
+        return core_time(rope_bench, core_rope, args.threads,
+                         args.core_seconds)
 
     timestamps, values, offsets = panel_peer.workload(args.series)
     query = np.random.default_rng(0).standard_normal(ROPE_SHAPE).astype(
@@ -248,11 +268,17 @@ def main():
             return shm.encode_panel(placed_t, placed_v, series_offsets=offsets,
                                     profile="p")
 
+        def panel_placed_states():
+            return shm.encode_panel(placed_t, placed_v, series_offsets=offsets,
+                                    profile="p", return_states=True)
+
         same_bytes("P shm_array", panel_placed().features, want)
+        same_bytes("P shm_array_states", panel_placed_states().features, want)
         times_p = rounds({"shm": panel_shm(shm), "shm_array": panel_placed,
+                          "shm_array_states": panel_placed_states,
                           "shm_copy": panel_shm(shm_copy),
                           "tcp": panel(tcp), "unix": panel(unix)},
-                         args.rounds, args.consecutive, args.warm)
+                         core_p, args.rounds, args.consecutive, args.warm)
 
         rope_times = {}
         for label, array in (("bhtd", query), ("thd", query_thd)):
@@ -273,7 +299,7 @@ def main():
                 {"shm": rope(shm), "shm_array": rope(shm, placed),
                  "shm_copy": rope(shm_copy),
                  "tcp": rope(tcp), "unix": rope(unix)},
-                args.rounds, args.consecutive, args.warm)
+                core_rope_time, args.rounds, args.consecutive, args.warm)
         shm.close()
         shm_copy.close()
         tcp.close()
@@ -283,35 +309,33 @@ def main():
             server.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
-    core["p"] += core_times(panel_bench, core_panel, args.threads,
-                            args.repetitions)
-    core["rope"] += core_times(rope_bench, core_rope, args.threads,
-                               args.repetitions)
     load_after = open("/proc/loadavg").read().split()[:3]
 
     table = []
     result = {"threads": args.threads, "rounds": args.rounds,
               "consecutive": args.consecutive, "warm": args.warm,
-              "core_repetitions": 2 * args.repetitions,
+              "core_seconds": args.core_seconds,
               "host": platform.node(), "cpus": os.cpu_count(),
               "load_before": load_before, "load_after": load_after,
               "core": {}, "ways": {}, "ratios": {}}
     for workload, core_name, sets in (
             ("P", core_panel, {"": times_p}),
             ("rope", core_rope, {f" {k}": v for k, v in rope_times.items()})):
-        core_key = "p" if workload == "P" else "rope"
-        core_median = statistics.median(core[core_key])
-        result["core"][workload] = {"name": core_name,
-                                    "median_s": core_median,
-                                    "all_s": core[core_key]}
-        table.append((f"{workload} core ({core_name})", core_median, 1.0))
-        for suffix, times in sets.items():
-            for way, seconds in times.items():
-                median = statistics.median(seconds)
+        for suffix, (times, cores) in sets.items():
+            result["core"][f"{workload}{suffix}"] = {
+                "name": core_name, "median_s": statistics.median(cores),
+                "all_s": cores}
+            table.append((f"{workload}{suffix} core ({core_name})",
+                          statistics.median(cores), 1.0))
+            for way, round_times in times.items():
+                median = statistics.median(
+                    t for seconds in round_times for t in seconds)
+                ratio = paired_ratio(round_times, cores)
                 key = f"{workload}{suffix} {way}"
-                result["ways"][key] = {"median_s": median, "all_s": seconds}
-                result["ratios"][key] = median / core_median
-                table.append((key, median, median / core_median))
+                result["ways"][key] = {"median_s": median,
+                                       "rounds_s": round_times}
+                result["ratios"][key] = ratio
+                table.append((key, median, ratio))
     for name, seconds, ratio in table:
         print(f"{name:78s} {seconds * 1e3:9.1f} ms  {ratio:5.2f}x")
     print(f"load before {' '.join(load_before)}, after {' '.join(load_after)}")
