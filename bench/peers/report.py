@@ -26,23 +26,27 @@ TARGETS_NOTE = "ratio > 1 means Phasor is faster, except where a column says oth
 
 
 def load_gbench(path):
-    """name -> seconds (median aggregate when present, else the iteration)."""
+    """name -> seconds (median aggregate when present, else a peer's only
+    aggregate (panel_peer.py writes its best, "min"), else the iteration)."""
     if not os.path.exists(path):
         return {}
     with open(path) as f:
         data = json.load(f)
     unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
-    out, medians = {}, {}
+    out, medians, others = {}, {}, {}
     for b in data.get("benchmarks", []):
         name = b["name"].replace("/real_time", "")
         seconds = b["real_time"] * unit[b.get("time_unit", "ns")]
         if b.get("run_type") == "aggregate":
-            if b.get("aggregate_name") != "median":
-                continue
-            name = re.sub(r"_median$", "", name)
-            medians[name] = seconds
+            aggregate = b.get("aggregate_name")
+            name = re.sub(f"_{aggregate}$", "", name)
+            if aggregate == "median":
+                medians[name] = seconds
+            elif aggregate == "min":
+                others[name] = seconds
         elif name not in out:
             out[name] = seconds
+    out.update(others)
     out.update(medians)
     return out
 
