@@ -411,6 +411,10 @@ EncoderService::EncoderService(const ServerOptions& options,
       options.threads > 0
           ? options.threads
           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  if (execution_.max_threads > 1) {
+    region_thread_ = std::make_unique<RegionThread>();
+    execution_.region_thread = region_thread_.get();
+  }
   limits_.max_elements = options.max_elements_per_request;
   limits_.max_message_bytes = options.max_message_bytes;
   if (!auth_token.empty()) {

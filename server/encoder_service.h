@@ -158,6 +158,10 @@ class EncoderService final : public RawEncoderService {
 
   const ProfileRegistry* profiles_;
   ServerMetrics* metrics_;
+  // Starts every call's parallel regions (core/adapters/parallel.h) when
+  // free; null with one thread a call. Outlives the calls: the service is
+  // destroyed after the server has stopped.
+  std::unique_ptr<RegionThread> region_thread_;
   ExecutionOptions execution_;
   RequestLimits limits_;
   bool enable_echo_;

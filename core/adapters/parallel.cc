@@ -30,7 +30,49 @@ ChunkPlan PlanChunks(const ExecutionOptions& options, int64_t num_items,
   return plan;
 }
 
-void RunRanges(absl::Span<const int64_t> bounds,
+RegionThread::RegionThread() : thread_([this] { Loop(); }) {}
+
+RegionThread::~RegionThread() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+bool RegionThread::TryRun(absl::FunctionRef<void()> region) {
+  absl::MutexLock lock(&mu_);
+  if (job_ != nullptr || stopping_) return false;
+  job_ = &region;
+  done_ = false;
+  mu_.Await(absl::Condition(&done_));
+  job_ = nullptr;
+  return true;
+}
+
+void RegionThread::Loop() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    mu_.Await(absl::Condition(this, &RegionThread::HasWorkOrStopping));
+    if (job_ == nullptr || done_) return;  // Stopping, nothing to run.
+    const absl::FunctionRef<void()>& job = *job_;
+    mu_.Unlock();
+    job();
+    mu_.Lock();
+    done_ = true;
+  }
+}
+
+namespace {
+
+// Runs `region` on options.region_thread when it is free, else here.
+void StartRegion(const ExecutionOptions& options, absl::FunctionRef<void()> region) {
+  if (options.region_thread == nullptr || !options.region_thread->TryRun(region)) region();
+}
+
+}  // namespace
+
+void RunRanges(const ExecutionOptions& options, absl::Span<const int64_t> bounds,
                absl::FunctionRef<void(int64_t begin, int64_t end)> body) {
   const auto ranges = static_cast<int64_t>(bounds.size()) - 1;
   if (ranges < 1) return;
@@ -38,8 +80,10 @@ void RunRanges(absl::Span<const int64_t> bounds,
     body(bounds[0], bounds[1]);
     return;
   }
+  StartRegion(options, [&] {
 #pragma omp parallel for num_threads(static_cast<int>(ranges)) schedule(static, 1)
-  for (int64_t c = 0; c < ranges; ++c) body(bounds[c], bounds[c + 1]);
+    for (int64_t c = 0; c < ranges; ++c) body(bounds[c], bounds[c + 1]);
+  });
 }
 
 void ParallelFor(const ExecutionOptions& options, int64_t num_items,
@@ -52,10 +96,12 @@ void ParallelFor(const ExecutionOptions& options, int64_t num_items,
     return;
   }
   const int64_t chunks = plan.chunks;
+  StartRegion(options, [&] {
 #pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
-  for (int64_t c = 0; c < chunks; ++c) {
-    body(plan.begin(c), std::min(num_items, plan.begin(c) + plan.step));
-  }
+    for (int64_t c = 0; c < chunks; ++c) {
+      body(plan.begin(c), std::min(num_items, plan.begin(c) + plan.step));
+    }
+  });
 }
 
 }  // namespace phasor

@@ -29,11 +29,49 @@
 
 #include <cstdint>
 #include <functional>
+#include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 
 namespace phasor {
+
+// A thread of its own that starts parallel regions for callers, so that
+// regions from many calling threads share one OpenMP team. OpenMP gives each
+// thread that starts regions a team of its own; a server's handlers run on
+// several gRPC threads, so consecutive calls would alternate between teams
+// whose workers went to sleep after their last region and start late
+// (docs/BENCHMARKS.md, "Shared memory and Unix socket", has the figures).
+//
+// Thread-safety: TryRun may be called from any thread; one region runs at a
+// time, and a caller that finds the thread busy runs its region itself.
+class RegionThread {
+ public:
+  RegionThread();
+  RegionThread(const RegionThread&) = delete;
+  RegionThread& operator=(const RegionThread&) = delete;
+  // Joins the thread. REQUIRES: no TryRun is running or will start.
+  ~RegionThread();
+
+  // Runs `region` on the thread and returns once it has finished: true. Or,
+  // when the thread is running another caller's region, runs nothing and
+  // returns false at once (the caller runs it: no call waits behind another).
+  bool TryRun(absl::FunctionRef<void()> region) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return (job_ != nullptr && !done_) || stopping_;
+  }
+
+  absl::Mutex mu_;
+  const absl::FunctionRef<void()>* job_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
 
 // How much parallelism a call may use. Passed by value to every kernel; there
 // is no process-wide mutable setting.
@@ -50,6 +88,9 @@ struct ExecutionOptions {
   // be thread-safe and cheap (a clock read, an atomic load). Null = never.
   // Kernels that poll it say so in their header (compose.h).
   const std::function<bool()>* stop_requested = nullptr;
+  // Optional, not owned: parallel regions start on this thread when it is
+  // free (RegionThread), else on the calling thread. Null = the caller's.
+  RegionThread* region_thread = nullptr;
 };
 
 // Whether `options` asks the running kernel to stop.
@@ -76,7 +117,8 @@ ChunkPlan PlanChunks(const ExecutionOptions& options, int64_t num_items,
 
 // Calls `body(bounds[c], bounds[c + 1])` for every c, each on its own
 // thread (bounds are increasing; bounds.size() - 1 threads, one serially).
-void RunRanges(absl::Span<const int64_t> bounds,
+// Only options.region_thread is read.
+void RunRanges(const ExecutionOptions& options, absl::Span<const int64_t> bounds,
                absl::FunctionRef<void(int64_t begin, int64_t end)> body);
 
 // Calls `body(begin, end)` over disjoint chunks covering [0, num_items), as

@@ -433,7 +433,7 @@ absl::Status EncodeValidatedPanel(const TemporalSpec& spec,
     }
   };
   if (bounds.size() > 2) {
-    RunRanges(bounds, encode_chunk);
+    RunRanges(options, bounds, encode_chunk);
   } else {
     encode_chunk(0, rows);
   }
