@@ -5,7 +5,8 @@
 // Each ApplyRope iteration is what one request costs the core once its
 // tensors are in memory: θ_i (with scaling) from ComputeRopeFrequencies, then
 // ApplyRope out of place into a caller-owned buffer that was touched
-// beforehand (no page faults timed; the copy kernel writes the same buffer). Positions are 0..T−1 (a prefill),
+// beforehand (no page faults timed; the copy kernel writes the same
+// buffer). Positions are 0..T−1 (a prefill),
 // scattered (p_t = 7919·t mod 4T) to time the path for arbitrary positions,
 // or decode (p_t = 4096 + t: the tokens after a 4096-token prompt; at T = 1
 // one decoding step, whose 64 angles are exact rows, not the trivial
@@ -18,8 +19,10 @@
 // cos/sin evaluated exactly (no angle-addition runs) and the rotation in
 // double, against a copy of its own (twice as many) bytes;
 // rope_tables/dtype=fp64 likewise. dtype=fp16 beside bf16 (same bytes).
-// .../freq=cached takes the spec's plan from the server's plan cache, as the
-// server's ApplyRope does, instead of computing the frequencies per call.
+// .../order=bhtd holds the operand as one [1, H, T, D] tensor (head-major,
+// HF's order; fp32 HALF). .../freq=cached takes the spec's plan from the
+// server's plan cache, as the server's ApplyRope does, instead of computing
+// the frequencies per call.
 // Every rope/ benchmark reports max_abs_err: the largest |out − reference|
 // over the first min(T, 1024) tokens, the reference being the float64 path
 // on the same inputs widened exactly. --phasor_simd=AVX2 (AVX3, SSE4, ...)
@@ -152,6 +155,9 @@ struct RopeCase {
   // The frequencies from the server's plan cache (what its ApplyRope does
   // for a spec it has seen), instead of computed per call.
   bool cached = false;
+  // The same bytes as one [1, H, T, D] tensor (HF's head-major order)
+  // instead of [T, H, D].
+  bool head_major = false;
 };
 
 RopeOperand MakeOperand(const RopeCase& c, Buffers& buffers) {
@@ -160,6 +166,7 @@ RopeOperand MakeOperand(const RopeCase& c, Buffers& buffers) {
   operand.num_tokens = c.tokens;
   operand.num_heads = kHeads;
   operand.head_dim = kHeadDim;
+  operand.seq_len = c.head_major ? c.tokens : 0;
   const size_t bytes = static_cast<size_t>(
       RopeOperandBytes(c.dtype, c.tokens, kHeads, kHeadDim));
   if (c.dtype == DType::kFloat64) {
@@ -346,10 +353,9 @@ const char* PositionTag(PositionKind kind) {
 
 std::string RopeName(const RopeCase& c, int threads) {
   return absl::StrCat("rope/dtype=", DTypeTag(c.dtype), "/layout=", LayoutTag(c.layout),
-                      "/scaling=", c.scaled ? "yarn" : "none",
-                      "/pos=", PositionTag(c.positions),
-                      "/T=", c.tokens, c.cached ? "/freq=cached" : "",
-                      "/threads=", threads);
+                      "/scaling=", c.scaled ? "yarn" : "none", "/pos=", PositionTag(c.positions),
+                      "/T=", c.tokens, c.head_major ? "/order=bhtd" : "",
+                      c.cached ? "/freq=cached" : "", "/threads=", threads);
 }
 
 // Check step: Phasor's outputs for the configurations the peer compares.
@@ -411,8 +417,14 @@ void RegisterAll(const BenchFlags& flags) {
           }
         }
       }
-      // Arbitrary (non-consecutive) positions, fp32 HALF only.
+      // Arbitrary (non-consecutive) positions, and the head-major order the
+      // server's [B, H, T, D] requests take: fp32 HALF only.
       if (tokens >= 128) {
+        const RopeCase head_major{
+            .dtype = DType::kFloat32, .tokens = tokens, .cached = true, .head_major = true};
+        benchmark::RegisterBenchmark(RopeName(head_major, threads).c_str(), BM_Rope, head_major,
+                                     threads, max_tokens)
+            ->UseRealTime();
         const RopeCase c{DType::kFloat32, RopeLayout::kHalf, false, PositionKind::kScattered,
                          tokens};
         benchmark::RegisterBenchmark(RopeName(c, threads).c_str(), BM_Rope, c,

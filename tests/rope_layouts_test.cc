@@ -46,13 +46,9 @@ RopeFrequencies Frequencies(const RopeSpec& spec, int64_t head_dim) {
   return *f;
 }
 
-// [B, H, T, D] and [B, T, H, D] against [T, H, D] token rows: the same bytes
-// after the transpose, for every storage type, with GQA key heads.
 template <typename T>
-void CheckHeadsFirstLayout(DType dtype) {
-  constexpr int64_t kB = 2, kT = 5, kHq = 4, kHk = 2, kDim = 12;
-  RopeSpec spec;
-  spec.rotary_dim = 8;  // Partial: the last 4 channels pass through.
+void CheckHeadsFirstLayout(DType dtype, const RopeSpec& spec, const ExecutionOptions& options) {
+  constexpr int64_t kB = 2, kT = 37, kHq = 4, kHk = 2, kDim = 36;
   const RopeFrequencies f = Frequencies(spec, kDim);
   std::vector<int64_t> p(kB * kT);
   for (int64_t b = 0; b < kB; ++b) {
@@ -91,6 +87,7 @@ void CheckHeadsFirstLayout(DType dtype) {
                 .in = BytesOf(k_tokens), .out = MutableBytesOf(k_ref)};
   PHASOR_ASSERT_OK(ValidateRopeOperands(q, &k, kB * kT));
   ApplyRope(spec, f, Positions::Integers(p), ExecutionOptions(), q, &k);
+  ASSERT_NE(q_ref, q_tokens);  // Rotated.
 
   const std::vector<T> q_first = to_heads_first(q_tokens, kHq);
   const std::vector<T> k_first = to_heads_first(k_tokens, kHk);
@@ -103,7 +100,7 @@ void CheckHeadsFirstLayout(DType dtype) {
   k2.in = BytesOf(k_first);
   k2.out = MutableBytesOf(k_out);
   PHASOR_ASSERT_OK(ValidateRopeOperands(q2, &k2, kB * kT));
-  ApplyRope(spec, f, Positions::Integers(p), ExecutionOptions(), q2, &k2);
+  ApplyRope(spec, f, Positions::Integers(p), options, q2, &k2);
   EXPECT_EQ(q_out, to_heads_first(q_ref, kHq));
   EXPECT_EQ(k_out, to_heads_first(k_ref, kHk));
 
@@ -111,8 +108,32 @@ void CheckHeadsFirstLayout(DType dtype) {
   std::vector<T> q_in_place = q_first;
   q2.in = BytesOf(q_in_place);
   q2.out = MutableBytesOf(q_in_place);
-  ApplyRope(spec, f, Positions::Integers(p), ExecutionOptions(), q2, nullptr);
+  ApplyRope(spec, f, Positions::Integers(p), options, q2, nullptr);
   EXPECT_EQ(q_in_place, q_out);
+}
+
+// [B, H, T, D] and [B, T, H, D] against [T, H, D] token rows: the same bytes
+// after the transpose, for every storage type and pair layout, with GQA key
+// heads. T = 37 spans whole tiles of head-major tokens and a partial one;
+// with three threads and a grain of one element, chunks start and end
+// inside a sequence.
+template <typename T>
+void CheckHeadsFirstLayout(DType dtype) {
+  for (RopeLayout layout : {RopeLayout::kHalf, RopeLayout::kInterleaved}) {
+    // Partial, the last channels passing through: any width, and a width
+    // with a fixed trip count (rd = 32).
+    for (int64_t rotary_dim : {8, 32}) {
+      for (int threads : {1, 3}) {
+        SCOPED_TRACE(::testing::Message() << "interleaved " << (layout == RopeLayout::kInterleaved)
+                                          << ", rd " << rotary_dim << ", threads " << threads);
+        RopeSpec spec;
+        spec.layout = layout;
+        spec.rotary_dim = rotary_dim;
+        CheckHeadsFirstLayout<T>(dtype, spec,
+                                 ExecutionOptions{.max_threads = threads, .grain_elements = 1});
+      }
+    }
+  }
 }
 
 TEST(RopeLayouts, HeadsFirstEqualsTokenMajorFloat32) { CheckHeadsFirstLayout<float>(DType::kFloat32); }

@@ -11,7 +11,7 @@ Two workloads:
         ([T, H, D], the kernel's own order), positions 0..4095, plain RoPE
         (half layout); the kernel's time is bench/rope_bench's
         rope/dtype=fp32/layout=half/scaling=none/pos=contiguous/T=4096/
-        freq=cached/threads=N.
+        [order=bhtd/]freq=cached/threads=N for the same order.
 
 Ways from Python (/usr/bin/python3, phasor_client):
   shm        EncoderClient.shared_memory(): ModelInfer with inputs and
@@ -75,7 +75,9 @@ STARTUP_TIMEOUT_S = 30.0
 ROPE_SHAPE = (1, 32, 4096, 128)
 CORE_PANEL = "panel/threads={threads}"
 CORE_ROPE = ("rope/dtype=fp32/layout=half/scaling=none/pos=contiguous/"
-             "T=4096/freq=cached/threads={threads}")
+             "T=4096/{order}freq=cached/threads={threads}")
+# rope_bench's order tag for each of the two request shapes.
+ROPE_ORDERS = {"bhtd": "order=bhtd/", "thd": ""}
 
 
 def free_port():
@@ -210,7 +212,8 @@ def main():
     panel_bench = os.path.join(args.build, "bench", "panel_bench")
     rope_bench = os.path.join(args.build, "bench", "rope_bench")
     core_panel = CORE_PANEL.format(threads=args.threads)
-    core_rope = CORE_ROPE.format(threads=args.threads)
+    core_rope = {label: CORE_ROPE.format(order=order, threads=args.threads)
+                 for label, order in ROPE_ORDERS.items()}
     load_before = open("/proc/loadavg").read().split()[:3]
 
 
@@ -218,9 +221,9 @@ def main():
         return core_time(panel_bench, core_panel, args.threads,
                          args.core_seconds)
 
-    def core_rope_time():
-        return core_time(rope_bench, core_rope, args.threads,
-                         args.core_seconds)
+    def core_rope_time(label):
+        return lambda: core_time(rope_bench, core_rope[label], args.threads,
+                                 args.core_seconds)
 
     timestamps, values, offsets = panel_peer.workload(args.series)
     query = np.random.default_rng(0).standard_normal(ROPE_SHAPE).astype(
@@ -299,7 +302,8 @@ def main():
                 {"shm": rope(shm), "shm_array": rope(shm, placed),
                  "shm_copy": rope(shm_copy),
                  "tcp": rope(tcp), "unix": rope(unix)},
-                core_rope_time, args.rounds, args.consecutive, args.warm)
+                core_rope_time(label), args.rounds, args.consecutive,
+                args.warm)
         shm.close()
         shm_copy.close()
         tcp.close()
@@ -318,10 +322,11 @@ def main():
               "host": platform.node(), "cpus": os.cpu_count(),
               "load_before": load_before, "load_after": load_after,
               "core": {}, "ways": {}, "ratios": {}}
-    for workload, core_name, sets in (
-            ("P", core_panel, {"": times_p}),
-            ("rope", core_rope, {f" {k}": v for k, v in rope_times.items()})):
-        for suffix, (times, cores) in sets.items():
+    for workload, sets in (
+            ("P", {"": (core_panel, times_p)}),
+            ("rope", {f" {k}": (core_rope[k], v)
+                      for k, v in rope_times.items()})):
+        for suffix, (core_name, (times, cores)) in sets.items():
             result["core"][f"{workload}{suffix}"] = {
                 "name": core_name, "median_s": statistics.median(cores),
                 "all_s": cores}

@@ -1,5 +1,6 @@
 #include "core/rope/rope_kernels.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -222,51 +223,54 @@ HWY_INLINE void RotateHeadInterleaved(D d, const typename Codec::Elem* x,
   std::memcpy(out + j, v, rest * sizeof(Elem));
 }
 
-// Every head of one token, heads `stride` elements apart in both x and out
-// (head_dim for [T, H, D] rows, T·head_dim for [B, H, T, D]), rotary part
-// only. The rotary widths models use (rd = 32, 64, 96, 128, 256) get their
-// own copies with the trip count fixed (kHalf = rd/2; 0 = any width): a
-// head's loads are then issued back to back, which keeps enough cache misses
-// in flight for RoPE over [T, 32, 128] to run at memory-copy speed.
-// For INTERLEAVED, c and s are the per-lane c2 and s2 rows.
+// `rows` rows of head_dim elements, row r at x + r·stride (and out +
+// r·stride), rotary part only, row r with the cos/sin rows at c + r·cs_stride
+// and s + r·cs_stride. The rows are every head of one token (stride head_dim
+// for [T, H, D], T·head_dim for [B, H, T, D]; cs_stride 0) or consecutive
+// tokens of one head of a [B, H, T, D] tensor (stride head_dim; cs_stride
+// the length of a cos/sin row). The rotary widths models use (rd = 32, 64,
+// 96, 128, 256) get their own copies with the trip count fixed (kHalf =
+// rd/2; 0 = any width): a row's loads are then issued back to back, which
+// keeps enough cache misses in flight for RoPE over [T, 32, 128] to run at
+// memory-copy speed. For INTERLEAVED, c and s are the per-lane c2 and s2
+// rows.
 template <class Codec, int64_t kHalf, class D>
-HWY_INLINE void RotateHeadsFixed(D d, RopeLayout layout,
-                                 const typename Codec::Elem* x,
-                                 const hn::TFromD<D>* HWY_RESTRICT c,
-                                 const hn::TFromD<D>* HWY_RESTRICT s, int64_t half,
-                                 int64_t heads, int64_t stride,
-                                 typename Codec::Elem* out) {
+HWY_INLINE void RotateRowsFixed(D d, RopeLayout layout, const typename Codec::Elem* x,
+                                const hn::TFromD<D>* HWY_RESTRICT c,
+                                const hn::TFromD<D>* HWY_RESTRICT s, int64_t cs_stride,
+                                int64_t half, int64_t rows, int64_t stride,
+                                typename Codec::Elem* out) {
   if (layout == RopeLayout::kHalf) {
-    for (int64_t h = 0; h < heads; ++h) {
-      RotateHeadHalf<Codec, kHalf>(d, x + h * stride, c, s, half, out + h * stride);
+    for (int64_t r = 0; r < rows; ++r) {
+      RotateHeadHalf<Codec, kHalf>(d, x + r * stride, c + r * cs_stride, s + r * cs_stride, half,
+                                   out + r * stride);
     }
   } else {
-    for (int64_t h = 0; h < heads; ++h) {
-      RotateHeadInterleaved<Codec, kHalf>(d, x + h * stride, c, s, half,
-                                          out + h * stride);
+    for (int64_t r = 0; r < rows; ++r) {
+      RotateHeadInterleaved<Codec, kHalf>(d, x + r * stride, c + r * cs_stride, s + r * cs_stride,
+                                          half, out + r * stride);
     }
   }
 }
 
 template <class Codec, class D>
-HWY_INLINE void RotateHeads(D d, RopeLayout layout, const typename Codec::Elem* x,
-                            const hn::TFromD<D>* HWY_RESTRICT c,
-                            const hn::TFromD<D>* HWY_RESTRICT s, int64_t half,
-                            int64_t heads, int64_t stride,
-                            typename Codec::Elem* out) {
+HWY_INLINE void RotateRows(D d, RopeLayout layout, const typename Codec::Elem* x,
+                           const hn::TFromD<D>* HWY_RESTRICT c, const hn::TFromD<D>* HWY_RESTRICT s,
+                           int64_t cs_stride, int64_t half, int64_t rows, int64_t stride,
+                           typename Codec::Elem* out) {
   switch (half) {
     case 16:
-      return RotateHeadsFixed<Codec, 16>(d, layout, x, c, s, half, heads, stride, out);
+      return RotateRowsFixed<Codec, 16>(d, layout, x, c, s, cs_stride, half, rows, stride, out);
     case 32:
-      return RotateHeadsFixed<Codec, 32>(d, layout, x, c, s, half, heads, stride, out);
+      return RotateRowsFixed<Codec, 32>(d, layout, x, c, s, cs_stride, half, rows, stride, out);
     case 48:
-      return RotateHeadsFixed<Codec, 48>(d, layout, x, c, s, half, heads, stride, out);
+      return RotateRowsFixed<Codec, 48>(d, layout, x, c, s, cs_stride, half, rows, stride, out);
     case 64:
-      return RotateHeadsFixed<Codec, 64>(d, layout, x, c, s, half, heads, stride, out);
+      return RotateRowsFixed<Codec, 64>(d, layout, x, c, s, cs_stride, half, rows, stride, out);
     case 128:
-      return RotateHeadsFixed<Codec, 128>(d, layout, x, c, s, half, heads, stride, out);
+      return RotateRowsFixed<Codec, 128>(d, layout, x, c, s, cs_stride, half, rows, stride, out);
     default:
-      return RotateHeadsFixed<Codec, 0>(d, layout, x, c, s, half, heads, stride, out);
+      return RotateRowsFixed<Codec, 0>(d, layout, x, c, s, cs_stride, half, rows, stride, out);
   }
 }
 
@@ -317,38 +321,71 @@ class TrigWalker final {
 };
 
 // ---------------------------------------------------------------------------
-// One token of one operand, rotated from `in` to `out` with the token's
-// cos/sin rows. Elements are addressed through LoadU/StoreU (and memcpy), so
-// in place, out of place, misaligned and every tensor layout run the same
-// arithmetic and give the same bytes; nothing is staged or zero-filled.
+// Tokens of one operand, rotated from `in` to `out` with their cos/sin rows.
+// Elements are addressed through LoadU/StoreU (and memcpy), so in place, out
+// of place, misaligned and every tensor layout run the same arithmetic and
+// give the same bytes; nothing is staged or zero-filled.
 //
 // Stores: plain, or non-temporal for outputs of kStreamBytes and more
 // (ApplyJob::stream; measured slower than plain stores on an earlier AMD
 // Zen 5 host, ~1.5x faster on the host of docs/BENCHMARKS.md's "A new
 // host"). Either way the bytes are the same.
+
+// The channels past the rotary part of `rows` rows (row r at element
+// first + r·stride), copied from in to out unchanged (nothing to do in place).
+template <typename Elem>
+HWY_INLINE void CopyPassThrough(const RopeOperand& operand, int64_t first, int64_t rows,
+                                int64_t stride, int64_t rotary_dim) {
+  if (operand.head_dim <= rotary_dim || operand.in.data() == operand.out.data()) return;
+  const size_t pass_bytes = static_cast<size_t>(operand.head_dim - rotary_dim) * sizeof(Elem);
+  for (int64_t r = 0; r < rows; ++r) {
+    const size_t offset = static_cast<size_t>(first + r * stride + rotary_dim) * sizeof(Elem);
+    std::memcpy(operand.out.data() + offset, operand.in.data() + offset, pass_bytes);
+  }
+}
+
+// Every head of one token, with the token's cos/sin rows.
 template <class Codec, class D>
 HWY_INLINE void RotateToken(D d, const RopeOperand& operand, int64_t token,
                             RopeLayout layout, int64_t rotary_dim,
                             const hn::TFromD<D>* c, const hn::TFromD<D>* s) {
   using Elem = typename Codec::Elem;
-  constexpr size_t kElemBytes = sizeof(Elem);
-  const int64_t head_dim = operand.head_dim;
   const TokenHeads where = HeadsOf(operand, token);
-  const size_t first = static_cast<size_t>(where.first) * kElemBytes;
+  const size_t first = static_cast<size_t>(where.first) * sizeof(Elem);
   const Elem* x = reinterpret_cast<const Elem*>(operand.in.data() + first);
   Elem* out = reinterpret_cast<Elem*>(operand.out.data() + first);
-  RotateHeads<Codec>(d, layout, x, c, s, rotary_dim / 2, operand.num_heads,
-                     where.stride, out);
-  if (head_dim > rotary_dim && operand.in.data() != operand.out.data()) {
-    const size_t stride_bytes = static_cast<size_t>(where.stride) * kElemBytes;
-    const size_t rotary_bytes = static_cast<size_t>(rotary_dim) * kElemBytes;
-    const size_t pass_bytes = static_cast<size_t>(head_dim - rotary_dim) * kElemBytes;
-    for (int64_t head = 0; head < operand.num_heads; ++head) {
-      const size_t offset = first + static_cast<size_t>(head) * stride_bytes + rotary_bytes;
-      std::memcpy(operand.out.data() + offset, operand.in.data() + offset, pass_bytes);
-    }
+  RotateRows<Codec>(d, layout, x, c, s, /*cs_stride=*/0, rotary_dim / 2, operand.num_heads,
+                    where.stride, out);
+  CopyPassThrough<Elem>(operand, where.first, operand.num_heads, where.stride, rotary_dim);
+}
+
+// Tokens [token, token + n) of one b of a [B, H, T, D] operand, head by
+// head: a head's n rows are contiguous, token i's cos/sin rows at
+// c + i·cs_stride and s + i·cs_stride.
+template <class Codec, class D>
+HWY_INLINE void RotateHeadMajorTokens(D d, const RopeOperand& operand, int64_t token, int64_t n,
+                                      RopeLayout layout, int64_t rotary_dim, const hn::TFromD<D>* c,
+                                      const hn::TFromD<D>* s, int64_t cs_stride) {
+  using Elem = typename Codec::Elem;
+  const int64_t head_dim = operand.head_dim;
+  const TokenHeads where = HeadsOf(operand, token);
+  for (int64_t head = 0; head < operand.num_heads; ++head) {
+    const int64_t first = where.first + head * where.stride;
+    const size_t first_bytes = static_cast<size_t>(first) * sizeof(Elem);
+    RotateRows<Codec>(d, layout, reinterpret_cast<const Elem*>(operand.in.data() + first_bytes), c,
+                      s, cs_stride, rotary_dim / 2, n, head_dim,
+                      reinterpret_cast<Elem*>(operand.out.data() + first_bytes));
+    CopyPassThrough<Elem>(operand, first, n, head_dim, rotary_dim);
   }
 }
+
+// Tokens per tile of a [B, H, T, D] operand. Token by token, such an operand
+// is read and written in 2·H streams T·D elements apart ([1, 32, 4096, 128]
+// fp32: 64 streams 2 MiB apart, more than the prefetchers follow, all in the
+// same cache sets), measured 1.5x slower than [T, H, D]; a tile's rows of
+// one head are contiguous, and its cos/sin rows (16 x 128 floats each) stay
+// in L1 across the heads.
+constexpr int64_t kTileTokens = 16;
 
 // Layer 4 body: tokens [begin, end), one cos/sin row per token shared by all
 // query and key heads. Math is float (float32 and 16-bit storage) or double.
@@ -365,24 +402,48 @@ HWY_INLINE void RotateChunk(const ApplyJob& job, int64_t begin, int64_t end) {
   Scratch<Math, kInlinePairs> cos(half), sin(half);
   // INTERLEAVED rotates with per-lane rows (RotateLanesInterleaved).
   const bool interleaved = job.layout == RopeLayout::kInterleaved;
-  Scratch<Math, 2 * kInlinePairs> cos2(interleaved ? 2 * half : 0);
-  Scratch<Math, 2 * kInlinePairs> sin2(interleaved ? 2 * half : 0);
-  const Math* c = interleaved ? cos2.data() : cos.data();
-  const Math* s = interleaved ? sin2.data() : sin.data();
+  const size_t row = interleaved ? 2 * half : half;
   TrigWalker trig(plan);
-  for (int64_t token = begin; token < end; ++token) {
+  // Token `token`'s rows, as the rotation reads them, into c_out and s_out.
+  const auto trig_row = [&](int64_t token, Math* c_out, Math* s_out) {
+    if (!interleaved) {
+      trig.Row(token, c_out, s_out);
+      return;
+    }
     trig.Row(token, cos.data(), sin.data());
-    if (interleaved) {
-      for (size_t i = 0; i < half; ++i) {
-        cos2[2 * i] = cos2[2 * i + 1] = cos[i];
-        sin2[2 * i] = -sin[i];
-        sin2[2 * i + 1] = sin[i];
+    for (size_t i = 0; i < half; ++i) {
+      c_out[2 * i] = c_out[2 * i + 1] = cos[i];
+      s_out[2 * i] = -sin[i];
+      s_out[2 * i + 1] = sin[i];
+    }
+  };
+  const int64_t seq = job.query->seq_len;  // The key's is the same.
+  if (seq == 0) {
+    Scratch<Math, 2 * kInlinePairs> c(row), s(row);
+    for (int64_t token = begin; token < end; ++token) {
+      trig_row(token, c.data(), s.data());
+      RotateToken<Codec>(d, *job.query, token, job.layout, job.rotary_dim, c.data(), s.data());
+      if (job.key != nullptr) {
+        RotateToken<Codec>(d, *job.key, token, job.layout, job.rotary_dim, c.data(), s.data());
       }
     }
-    RotateToken<Codec>(d, *job.query, token, job.layout, job.rotary_dim, c, s);
+    return;
+  }
+  const int64_t tile = std::min({kTileTokens, seq, end - begin});
+  Scratch<Math, 2 * kInlinePairs> c(static_cast<size_t>(tile) * row);
+  Scratch<Math, 2 * kInlinePairs> s(static_cast<size_t>(tile) * row);
+  const auto cs_stride = static_cast<int64_t>(row);
+  for (int64_t token = begin; token < end;) {
+    const int64_t b_end = (token / seq + 1) * seq;  // Tiles stay within one b.
+    const int64_t n = std::min({token + tile, end, b_end}) - token;
+    for (int64_t i = 0; i < n; ++i) trig_row(token + i, &c[i * row], &s[i * row]);
+    RotateHeadMajorTokens<Codec>(d, *job.query, token, n, job.layout, job.rotary_dim, c.data(),
+                                 s.data(), cs_stride);
     if (job.key != nullptr) {
-      RotateToken<Codec>(d, *job.key, token, job.layout, job.rotary_dim, c, s);
+      RotateHeadMajorTokens<Codec>(d, *job.key, token, n, job.layout, job.rotary_dim, c.data(),
+                                   s.data(), cs_stride);
     }
+    token += n;
   }
 }
 
