@@ -373,6 +373,13 @@ def host_limit_targets(rope, obs, panel, panel_peer, rope_peer, loads):
                 ratio(rope.get(f"copy/dtype={dtype}/T={t}/threads={th}"),
                       rope.get(f"rope/dtype={dtype}/layout=half/scaling=none/pos=contiguous"
                                f"/T={t}/freq=cached/threads={th}")), 0.9)
+    for th in threads:
+        add("RoPE bf16 ≥ 8× PyTorch bf16 (HF rotate_half, cos/sin cached)",
+            f"T=128, {th} thread(s), plan cached",
+            ratio(rope_peer.get("rope/dtype=bf16/layout=half/scaling=none/pos=contiguous"
+                                f"/T=128/threads={th}/impl=torch_cached"),
+                  rope.get("rope/dtype=bf16/layout=half/scaling=none/pos=contiguous"
+                           f"/T=128/freq=cached/threads={th}")), 8, digits=1)
     for dtype in ("fp32", "bf16"):
         add(f"RoPE {dtype} one token ≥ 20× PyTorch (HF rotate_half, cos/sin cached)",
             "T=1 at position 4096, 1 thread",
