@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <type_traits>
 
@@ -417,31 +418,25 @@ HWY_INLINE void RotateChunk(const ApplyJob& job, int64_t begin, int64_t end) {
       s_out[2 * i + 1] = sin[i];
     }
   };
+  // A tile of tokens shares a pass: [T, H, D] rows one token at a time (a
+  // token's heads are contiguous already), [B, H, T, D] kTileTokens tokens
+  // of one b at a time, head by head.
   const int64_t seq = job.query->seq_len;  // The key's is the same.
-  if (seq == 0) {
-    Scratch<Math, 2 * kInlinePairs> c(row), s(row);
-    for (int64_t token = begin; token < end; ++token) {
-      trig_row(token, c.data(), s.data());
-      RotateToken<Codec>(d, *job.query, token, job.layout, job.rotary_dim, c.data(), s.data());
-      if (job.key != nullptr) {
-        RotateToken<Codec>(d, *job.key, token, job.layout, job.rotary_dim, c.data(), s.data());
-      }
-    }
-    return;
-  }
-  const int64_t tile = std::min({kTileTokens, seq, end - begin});
+  const int64_t tile = seq == 0 ? 1 : std::min({kTileTokens, seq, end - begin});
   Scratch<Math, 2 * kInlinePairs> c(static_cast<size_t>(tile) * row);
   Scratch<Math, 2 * kInlinePairs> s(static_cast<size_t>(tile) * row);
-  const auto cs_stride = static_cast<int64_t>(row);
   for (int64_t token = begin; token < end;) {
-    const int64_t b_end = (token / seq + 1) * seq;  // Tiles stay within one b.
+    const int64_t b_end = seq == 0 ? end : (token / seq + 1) * seq;
     const int64_t n = std::min({token + tile, end, b_end}) - token;
     for (int64_t i = 0; i < n; ++i) trig_row(token + i, &c[i * row], &s[i * row]);
-    RotateHeadMajorTokens<Codec>(d, *job.query, token, n, job.layout, job.rotary_dim, c.data(),
-                                 s.data(), cs_stride);
-    if (job.key != nullptr) {
-      RotateHeadMajorTokens<Codec>(d, *job.key, token, n, job.layout, job.rotary_dim, c.data(),
-                                   s.data(), cs_stride);
+    for (const RopeOperand* operand : {job.query, job.key}) {
+      if (operand == nullptr) continue;
+      if (seq == 0) {
+        RotateToken<Codec>(d, *operand, token, job.layout, job.rotary_dim, c.data(), s.data());
+      } else {
+        RotateHeadMajorTokens<Codec>(d, *operand, token, n, job.layout, job.rotary_dim, c.data(),
+                                     s.data(), static_cast<int64_t>(row));
+      }
     }
     token += n;
   }
